@@ -1,0 +1,23 @@
+"""robodyn_ros: rigid-body dynamics with analytical derivatives, online identification, adaptive and
+model-predictive control for robot arms.
+
+The public surface (shared/API.md) is importable from here. The core package never imports rclpy; the
+ROS 2 nodes live in ``robodyn_ros.ros``.
+"""
+from .aba import aba
+from .crba import crba
+from .dynamic_matrices import coriolis_matrix, coriolis_matrix_garofalo, gravity_torque, nonlinear_effects
+from .errors import ModelError
+from .friction import friction_torque
+from .kinematics import body_jacobians, forward_kinematics, frame_jacobian, frame_placement
+from .model import Model
+from .regressor import body_wrench_regressor, regressor, slotine_li_regressor
+from .rnea import rnea
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model", "ModelError", "rnea", "crba", "aba", "nonlinear_effects", "gravity_torque", "coriolis_matrix",
+    "coriolis_matrix_garofalo", "friction_torque", "regressor", "slotine_li_regressor", "body_wrench_regressor",
+    "forward_kinematics", "frame_placement", "frame_jacobian", "body_jacobians",
+]

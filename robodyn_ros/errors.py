@@ -1,0 +1,2 @@
+class ModelError(ValueError):
+    """Invalid robot description or input; the message names the culprit."""

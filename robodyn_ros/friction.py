@@ -1,0 +1,15 @@
+"""Joint friction, kept apart from the rigid-body terms (API convention):
+``tau_f = viscous * v + coulomb * sign(v) + offset`` per degree of freedom."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def friction_torque(model, v, viscous=None, coulomb=None, offset=None):
+    """Friction torque (nv,) at joint velocity ``v`` (nv,); parameters default to the model's (the URDF
+    ``<dynamics damping friction>``), each (nv,) when given."""
+    v = model.check_vector("v", v, model.nv)
+    fv = model.viscous if viscous is None else np.asarray(viscous, dtype=float)
+    fc = model.coulomb if coulomb is None else np.asarray(coulomb, dtype=float)
+    fo = model.friction_offset if offset is None else np.asarray(offset, dtype=float)
+    return fv * v + fc * np.sign(v) + fo

@@ -1,0 +1,44 @@
+"""Installs robodyn_ros both ways: `pip install .` (console script `robodyn` on PATH) and `colcon build`
+as an ament_python package (node executables in lib/robodyn_ros for `ros2 run`)."""
+import os
+from glob import glob
+
+from setuptools import find_packages, setup
+
+package_name = "robodyn_ros"
+
+ROS_EXTRA = [
+    "ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
+    "ros-trajectory-msgs", "ros-diagnostic-msgs", "ros-rcl-interfaces", "ros-lifecycle-msgs", "ros-std-srvs",
+]
+TEST_EXTRA = ["pytest>=7", "pytest-xdist", "pin>=3", "example-robot-data>=4", "hypothesis>=6"]
+
+# In a ROS workspace (colcon sources ament, so AMENT_PREFIX_PATH is set) the nodes are also executables
+# of their own, as `ros2 run robodyn_ros simulator` expects; pip users run them as `robodyn node NAME`.
+NODES = ["simulator", "inverse_dynamics", "estimator", "mpc"]
+scripts = ["robodyn = robodyn_ros.cli:main"]
+if os.environ.get("AMENT_PREFIX_PATH"):
+    scripts += [f"{n} = robodyn_ros.ros.node_main:{n}" for n in NODES]
+
+setup(
+    name=package_name,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    package_data={package_name: ["robots/*.urdf", "robots/*.yaml"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
+        ("share/" + package_name, ["package.xml"]),
+        ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
+        ("share/" + package_name + "/config", glob("config/*.yaml")),
+    ],
+    python_requires=">=3.10",
+    install_requires=["numpy>=1.24", "scipy>=1.10", "casadi>=3.6", "urdfdom-py>=1.2", "rosbags>=0.10",
+                      "pyyaml>=6", "matplotlib>=3.7"],
+    extras_require={"ros": ROS_EXTRA, "test": TEST_EXTRA},
+    zip_safe=True,
+    maintainer="robodyn_ros developers",
+    maintainer_email="dev@robodyn.invalid",
+    description="Rigid-body dynamics, online identification and adaptive control for robot arms",
+    license="BSD-3-Clause",
+    entry_points={"console_scripts": scripts},
+)

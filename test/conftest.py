@@ -1,0 +1,112 @@
+"""Shared test fixtures: one `assert_close`, the example-robot-data locator, the robot fixture and the
+Pinocchio comparison helpers (STYLE rule 9)."""
+import glob
+import os
+import site
+import sys
+
+import numpy as np
+import pytest
+
+import robodyn_ros as rd
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def erd_root():
+    """Folder of example-robot-data's robots (installed by the `test` extra through cmeel)."""
+    for base in site.getsitepackages() + [site.getusersitepackages()]:
+        path = os.path.join(base, "cmeel.prefix", "share", "example-robot-data", "robots")
+        if os.path.isdir(path):
+            return path
+    pytest.skip("example-robot-data is not installed (pip install '.[test]')")
+
+
+def erd_path(relative):
+    return os.path.join(erd_root(), relative)
+
+
+def assert_close(actual, expected, rtol=1e-8, atol=None, what=""):
+    """Relative comparison on the scale of ``expected``: ``|a - e| <= rtol * max(1, |e|_inf)`` (or atol)."""
+    actual, expected = np.asarray(actual, dtype=float), np.asarray(expected, dtype=float)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+    tol = rtol * scale if atol is None else atol
+    err = float(np.abs(actual - expected).max(initial=0.0))
+    assert err <= tol, f"{what}: max error {err:.3e} > tolerance {tol:.3e} (scale {scale:.3e})"
+
+
+# The real robots the numerics are checked on: a name, its URDF and why it is in the list.
+ROBOTS = {
+    "panda": ("panda_description/urdf/panda.urdf", "prismatic fingers, unaligned axes"),
+    "ur5": ("ur_description/urdf/ur5_robot.urdf", "classic 6-DoF arm"),
+    "tiago": ("tiago_description/robots/tiago.urdf", "continuous wheel joints, branched tree"),
+    "talos": ("talos_data/robots/talos_reduced.urdf", "branched humanoid"),
+    "double_pendulum": ("double_pendulum_description/urdf/double_pendulum_continuous.urdf", "continuous joints"),
+}
+
+
+def load_pair(name, floating_base=False):
+    """``(our Model, Pinocchio model)`` of a robot from example-robot-data."""
+    import pinocchio as pin
+    path = erd_path(ROBOTS[name][0])
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} missing from example-robot-data")
+    ours = rd.Model.from_urdf(path, floating_base=floating_base)
+    theirs = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if floating_base else pin.buildModelFromUrdf(path)
+    return ours, theirs
+
+
+class PinBridge:
+    """Maps states between our model and Pinocchio's (joint order by name; a continuous joint is an
+    angle for us and (cos, sin) for Pinocchio)."""
+
+    def __init__(self, ours, pm):
+        self.ours, self.pm = ours, pm
+        self.qmap, self.vmap = [], []
+        for i, name in enumerate(ours.joint_names):
+            jid = pm.getJointId(name) if name != "root_joint" else 1
+            j = pm.joints[jid]
+            self.qmap.append((ours.idx_q[i], ours.joints[i].nq, j.idx_q, j.nq))
+            self.vmap.append((ours.idx_v[i], ours.joints[i].nv, j.idx_v))
+        # pv[k] = Pinocchio's tangent index of our tangent index k
+        self.pv = np.array([jv + k for (_, nv, jv) in self.vmap for k in range(nv)])
+        assert sorted(self.pv) == list(range(pm.nv))
+
+    def q(self, q):
+        out = np.zeros(self.pm.nq)
+        for iq, nq, jq, jnq in self.qmap:
+            if nq == 1 and jnq == 2:
+                out[jq:jq + 2] = [np.cos(q[iq]), np.sin(q[iq])]
+            else:
+                out[jq:jq + jnq] = q[iq:iq + nq]
+        return out
+
+    def v(self, v):
+        out = np.zeros(self.pm.nv)
+        out[self.pv] = v
+        return out
+
+    def from_v(self, vp):
+        """A Pinocchio tangent-ordered vector in our order."""
+        return np.asarray(vp)[self.pv]
+
+    def from_mat(self, Mp, rows=True, cols=True):
+        Mp = np.asarray(Mp)
+        if rows:
+            Mp = Mp[self.pv, :]
+        if cols:
+            Mp = Mp[:, self.pv]
+        return Mp
+
+
+@pytest.fixture(params=["panda", "ur5", "tiago", "talos"])
+def robot_pair(request):
+    """Our model, Pinocchio's model and data, and the state bridge, for each real test robot."""
+    ours, pm = load_pair(request.param)
+    return request.param, ours, pm, pm.createData(), PinBridge(ours, pm)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(20261123)
