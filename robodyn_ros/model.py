@@ -85,16 +85,17 @@ class Model:
     # ------------------------------------------------------------------------------------------ builders
     @classmethod
     def from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
-                  mesh_density=None):
+                  mesh_density=None, locked_joints=None):
         """Model from a URDF file path or XML string (see :mod:`robodyn_ros.urdf_loader`).
 
         ``armature``: rotor inertia per joint, a float, an (nv,) sequence or a dict joint name -> value.
         ``mesh_density``: kg/m^3 used to fill missing inertials from collision meshes.
+        ``locked_joints``: dict joint name -> coordinate; those joints become fixed (e.g. Panda's fingers).
         Raises :class:`ModelError` naming the file, link or joint at fault.
         """
         from .urdf_loader import model_from_urdf
         return model_from_urdf(cls, source, floating_base=floating_base, gravity=gravity,
-                               armature=armature, mesh_density=mesh_density)
+                               armature=armature, mesh_density=mesh_density, locked_joints=locked_joints)
 
     @property
     def nbodies(self):

@@ -163,11 +163,15 @@ def _check_tree(robot, origin):
 
 
 def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
-                    mesh_density=None):
+                    mesh_density=None, locked_joints=None):
     """Build the model (see :meth:`Model.from_urdf`)."""
     xml, origin = read_urdf_source(source)
     robot, notes = parse_urdf(xml, origin)
     root, children = _check_tree(robot, origin)
+    locked = dict(locked_joints or {})
+    unknown = set(locked) - {j.name for j in robot.joints if j.type in _MOVABLE}
+    if unknown:
+        raise ModelError(f"{origin}: cannot lock {sorted(unknown)}: no movable joint of that name")
     links = {l.name: l for l in robot.links}
 
     joints, joint_names, body_names, parents, placements, inertias, merged = [], [], [], [], [], [], []
@@ -205,6 +209,13 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
         pending = []
         for j in children[link_name]:
             Rj, pj = spatial.compose(NUMPY, R, p, *_origin(j))
+            if j.name in locked:   # a locked joint is a fixed joint at the given coordinate
+                axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
+                joint = PrismaticJoint(axis / np.linalg.norm(axis)) if j.type == "prismatic" \
+                    else RevoluteJoint(axis / np.linalg.norm(axis))
+                Rj, pj = spatial.compose(NUMPY, Rj, pj, *joint.placement(NUMPY, np.array([float(locked[j.name])])))
+                pending.append((j.child, body, Rj, pj))
+                continue
             if j.type == "fixed":
                 pending.append((j.child, body, Rj, pj))
                 continue
