@@ -13,11 +13,12 @@ from .kinematics import body_jacobians, forward_kinematics, frame_jacobian, fram
 from .model import Model
 from .regressor import body_wrench_regressor, regressor, slotine_li_regressor
 from .rnea import rnea
+from .time_derivatives import rnea_time_derivatives
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Model", "ModelError", "rnea", "crba", "aba", "nonlinear_effects", "gravity_torque", "coriolis_matrix",
     "coriolis_matrix_garofalo", "friction_torque", "regressor", "slotine_li_regressor", "body_wrench_regressor",
-    "forward_kinematics", "frame_placement", "frame_jacobian", "body_jacobians",
+    "forward_kinematics", "frame_placement", "frame_jacobian", "body_jacobians", "rnea_time_derivatives",
 ]
