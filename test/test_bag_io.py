@@ -5,7 +5,6 @@ The CDR codec is checked against rosbags' own serializer/deserializer (an indepe
 
 import shutil
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -166,6 +165,24 @@ def test_corrupt_message_names_its_index(tmp_path):
         writer.write(connection, 2, good[:30])
     with pytest.raises(ModelError, match="message 1 is corrupt"):
         read_joint_states(tmp_path / "bag")
+
+
+def test_big_endian_messages_are_decoded(tmp_path):
+    from rosbags.rosbag2 import Writer
+
+    ts, JointState, Header, Time = _ros_messages()
+    with Writer(tmp_path / "bag", version=9) as writer:
+        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=ts)
+        for i in range(3):
+            message = JointState(header=Header(stamp=Time(sec=7, nanosec=i), frame_id=""), name=["b", "a"],
+                                 position=np.array([i, -i], dtype=float), velocity=np.empty(0),
+                                 effort=np.array([0.5, 1.5]))
+            writer.write(connection, i + 1, bytes(ts.serialize_cdr(message, JOINT_STATE_TYPE, little_endian=False)))
+    series = read_joint_states(tmp_path / "bag", joint_names=["a", "b"])
+    np.testing.assert_array_equal(series.q, [[0, 0], [-1, 1], [-2, 2]])
+    np.testing.assert_array_equal(series.tau, [[1.5, 0.5]] * 3)
+    assert series.t0_ns == 7 * 10**9 and series.v is None
+    np.testing.assert_allclose(series.t, [0, 1e-9, 2e-9])
 
 
 def test_nan_samples_and_missing_interfaces(tmp_path):

@@ -1,6 +1,8 @@
 """Filters against analytic sinusoids: derivative errors on noisy, quantised, non-uniform samples, and
 the causal filter's gain and phase against the Butterworth/Tustin theory."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -200,3 +202,27 @@ def test_causal_reset_and_input_errors():
     np.testing.assert_array_equal(restarted[1], [0.5, 0.0])
     with pytest.raises(ModelError, match="order"):
         CausalButterworthFilter(2, 10.0, order=1)
+
+
+PANDA_DATA = Path("/work/shared/data/panda-gaz2019")
+
+
+@pytest.mark.skipif(not (PANDA_DATA / "exciting_traj_time.txt").exists(), reason="Panda data set absent")
+def test_real_panda_velocity_from_positions_agrees_with_measured_velocity():
+    """Gaz et al. 2019 Panda log: non-uniform steps (0.7-8.8 ms). Velocity differentiated from filtered
+    positions must agree with the robot's measured velocity passed through the same filter."""
+    t = np.loadtxt(PANDA_DATA / "exciting_traj_time.txt")
+    q = np.loadtxt(PANDA_DATA / "exciting_traj_positions.txt").reshape(-1, 7)
+    v = np.loadtxt(PANDA_DATA / "exciting_traj_velocity.txt").reshape(-1, 7)
+    from_positions = filter_joint_signals(t, q, cutoff_hz=5.0)
+    from_velocity = filter_joint_signals(t, q, v, cutoff_hz=5.0)
+    inside = from_positions.valid
+    for k in range(7):
+        error_v = _relative_rms(from_positions.v[inside, k], from_velocity.v[inside, k])
+        error_a = _relative_rms(from_positions.a[inside, k], from_velocity.a[inside, k])
+        assert error_v < 0.02 and error_a < 0.06, (k, error_v, error_a)
+    causal_q, causal_v = CausalButterworthFilter(7, 5.0), CausalButterworthFilter(7, 5.0)
+    v_q = np.array([causal_q.update(ti, qi)[1] for ti, qi in zip(t, q)])
+    v_v = np.array([causal_v.update(ti, qi, vi)[1] for ti, qi, vi in zip(t, q, v)])
+    steady = t > 1.0
+    assert max(_relative_rms(v_q[steady, k], v_v[steady, k]) for k in range(7)) < 0.02
