@@ -79,6 +79,32 @@ class PrismaticJoint(Joint):
         return rng.uniform(lo, hi)
 
 
+class ScrewJoint(Joint):
+    """1-DoF joint moving along a general constant twist ``A = [v; w]`` (child frame at reference, Kwon
+    eq. 1: ``T = M exp([A] θ)``): a revolute joint about an axis not through the frame origin (``|w| = 1``,
+    ``w·v = 0``), or prismatic (``w = 0``). This is what a joint becomes after a twist correction."""
+
+    nq = nv = 1
+
+    def __init__(self, twist):
+        self.twist = np.asarray(twist, dtype=float).reshape(6)
+        self.S = self.twist.reshape(6, 1)
+        w = self.twist[3:6]
+        self.kind = "screw" if np.linalg.norm(w) > 1e-12 else "prismatic_screw"
+        if self.kind == "screw" and abs(np.linalg.norm(w) - 1.0) > 1e-9:
+            raise ValueError(f"screw joint angular part must be a unit vector, got |w| = {np.linalg.norm(w)}")
+        self.axis = w if self.kind == "screw" else self.twist[0:3]
+
+    def placement(self, ops, q):
+        """``exp([A] θ)``: ``R = Rot(w, θ)``, ``p = (1 - R)(w x v) + w (w·v) θ``."""
+        v, w = self.twist[0:3], self.twist[3:6]
+        if self.kind != "screw":
+            return ops.eye(3), ops.mtimes(v.reshape(3, 1), q[0:1])
+        R = spatial.rotation_about_axis(ops, w, q[0])
+        p = ops.mtimes(ops.eye(3) - R, ops.const(np.cross(w, v))) + ops.mtimes((w * (w @ v)).reshape(3, 1), q[0:1])
+        return R, p
+
+
 def _quat_normalize(x):
     return x / np.linalg.norm(x)
 

@@ -157,7 +157,7 @@ def rotation_about_axis(ops, axis, angle):
     c, s = ops.cos(angle), ops.sin(angle)
     a = np.asarray(axis, dtype=float)
     k = int(np.argmax(np.abs(a)))
-    if abs(abs(a[k]) - 1.0) < 1e-12:
+    if np.count_nonzero(a) == 1 and abs(a[k]) == 1.0:
         i, j, sg = (k + 1) % 3, (k + 2) % 3, float(np.sign(a[k]))
         rows = [[0.0] * 3 for _ in range(3)]
         rows[k][k], rows[i][i], rows[j][j], rows[i][j], rows[j][i] = 1.0, c, c, -sg * s, sg * s
