@@ -269,6 +269,9 @@ def _mesh_inertia_or_zero(link, density, origin, notes):
         if not filename:
             continue
         from .mesh_inertia import density_fill_inertial
+        if filename.startswith("package://"):
+            raise ModelError(f"{origin}: link '{link.name}' has no inertial and its mesh {filename} is a package:// "
+                             f"URI, which cannot be resolved outside a ROS workspace: give a file path")
         path = filename[7:] if filename.startswith("file://") else filename
         if not os.path.isabs(path) and os.path.isfile(origin):
             path = os.path.join(os.path.dirname(origin), path)
