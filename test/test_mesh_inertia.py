@@ -382,3 +382,31 @@ def test_density_fill_scales_mirrors_and_places_the_mesh(tmp_path):
         got = density_fill_inertial(tmp_path / "box.stl", RHO, scale=scale, origin=(R, p))
         assert_parameters_close(got, transform_inertial_parameters(expected, R, p), 1e-12, what=f"scale {scale}")
     assert_parameters_close(density_fill_inertial(str(tmp_path / "box.stl"), RHO), box_parameters(lo, hi, RHO), 1e-14)
+
+
+def test_urdf_loader_fills_a_missing_inertial_from_the_collision_mesh(tmp_path):
+    """The loader's contract: a link without <inertial> gets density_fill_inertial of its collision mesh,
+    placed by the collision origin, and says so in the model's notes."""
+    import robodyn_ros as rd
+    from robodyn_ros.spatial import rpy_to_matrix
+    lo, hi = [-0.05, -0.05, 0.0], [0.05, 0.05, 0.4]
+    write_stl_ascii(tmp_path / "link1.stl", *box_mesh(lo, hi))
+    (tmp_path / "r.urdf").write_text(
+        '<robot name="r"><link name="base"/><link name="l1"><collision><origin xyz="0 0.02 0.1" rpy="0.3 0 0.5"/>'
+        '<geometry><mesh filename="link1.stl" scale="1 1 2"/></geometry></collision></link>'
+        '<joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><axis xyz="0 1 0"/>'
+        '<limit lower="-1" upper="1" effort="1" velocity="1"/></joint></robot>')
+    model = rd.Model.from_urdf(str(tmp_path / "r.urdf"), mesh_density=1000.0)
+    expected = transform_inertial_parameters(box_parameters(lo, [0.05, 0.05, 0.8], 1000.0),
+                                             rpy_to_matrix([0.3, 0.0, 0.5]), [0.0, 0.02, 0.1])
+    assert_parameters_close(model.inertial_parameters(), expected, 1e-12, what="filled link")
+    assert any("link1.stl" in note for note in model.notes)
+
+
+def test_transform_matches_pinocchio_se3_action():
+    pin = pytest.importorskip("pinocchio")
+    rng = np.random.default_rng(11)
+    pi = mesh_inertial_parameters(*lumpy_mesh(2), RHO)
+    R, p = random_rotation(rng), rng.normal(size=3)
+    theirs = pin.SE3(R, p).act(pin.Inertia.FromDynamicParameters(pi)).toDynamicParameters()
+    assert_parameters_close(transform_inertial_parameters(pi, R, p), theirs, 1e-12, what="vs Pinocchio")
