@@ -28,6 +28,23 @@ def external_wrench(ops, f_ext, i):
     return ops.T(row) if ops.is_symbolic() else row
 
 
+def body_motions(ops, model, liMi, v, a):
+    """Forward pass of the RNEA: body twists ``v_i`` and accelerations ``a_i`` (gravity included as
+    ``a_0 = -g``), each (6,) in its body frame, from the joint placements ``liMi``."""
+    a0 = base_acceleration(ops, model)
+    vel, acc = [], []
+    for i, (R, p) in enumerate(liMi):
+        lam = model.parents[i]
+        _, sv = joint_slices(model, i)
+        joint = model.joints[i]
+        vJ = joint.motion(ops, v[sv])
+        vi = vJ if lam < 0 else spatial.inv_act_motion(ops, R, p, vel[lam]) + vJ
+        ai = spatial.inv_act_motion(ops, R, p, a0 if lam < 0 else acc[lam]) + joint.motion(ops, a[sv]) \
+            + spatial.cross_motion(ops, vi, vJ)
+        vel.append(vi), acc.append(ai)
+    return vel, acc
+
+
 def rnea(model, q, v, a, f_ext=None, pi=None):
     """Inverse dynamics ``tau = M(q) a + C(q, v) v + g(q) - sum_k J_k^T f_ext_k`` (+ armature ``a``).
 
@@ -40,20 +57,13 @@ def rnea(model, q, v, a, f_ext=None, pi=None):
         q, v, a = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)))
         f_ext = model.check_f_ext(f_ext)
     liMi = parent_placements(ops, model, q)
-    a0 = base_acceleration(ops, model)
-    vel, acc, force = [], [], []
-    for i, (R, p) in enumerate(liMi):
-        lam = model.parents[i]
-        _, sv = joint_slices(model, i)
-        joint = model.joints[i]
-        vJ = joint.motion(ops, v[sv])
-        vi = vJ if lam < 0 else spatial.inv_act_motion(ops, R, p, vel[lam]) + vJ
-        ai = spatial.inv_act_motion(ops, R, p, a0 if lam < 0 else acc[lam]) + joint.motion(ops, a[sv]) \
-            + spatial.cross_motion(ops, vi, vJ)
+    vel, acc = body_motions(ops, model, liMi, v, a)
+    force = []
+    for i in range(model.nbodies):
         inertia = body_inertia(ops, model, i, pi)
-        fi = spatial.inertia_apply(ops, inertia, ai) + spatial.cross_force(ops, vi, spatial.inertia_apply(ops, inertia, vi))
+        fi = spatial.inertia_apply(ops, inertia, acc[i]) + spatial.cross_force(ops, vel[i], spatial.inertia_apply(ops, inertia, vel[i]))
         fe = external_wrench(ops, f_ext, i)
-        vel.append(vi), acc.append(ai), force.append(fi if fe is None else fi - fe)
+        force.append(fi if fe is None else fi - fe)
     tau = ops.zeros(model.nv)
     for i in reversed(range(model.nbodies)):
         _, sv = joint_slices(model, i)

@@ -1,0 +1,114 @@
+"""The simulator library: dynamics against Pinocchio (payload as a URDF link), sensor statics, energy,
+friction, limit stops and refusal of bad commands."""
+import numpy as np
+import pinocchio as pin
+import pytest
+
+import robodyn_ros as rd
+from conftest import assert_close, erd_path
+from robodyn_ros.simulation import Payload, SensorNoise, Simulator, SimulatorConfig
+
+PANDA = erd_path("panda_description/urdf/panda.urdf")
+LOCK = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+
+
+@pytest.fixture
+def panda():
+    return rd.Model.from_urdf(PANDA, locked_joints=LOCK)
+
+
+def urdf_with_payload(mass, com):
+    xml = open(PANDA).read()
+    extra = (f'<link name="load"><inertial><origin xyz="{com[0]} {com[1]} {com[2]}"/><mass value="{mass}"/>'
+             '<inertia ixx="0.001" ixy="0" ixz="0" iyy="0.002" iyz="0" izz="0.003"/></inertial></link>'
+             '<joint name="load_joint" type="fixed"><parent link="panda_link8"/><child link="load"/></joint>')
+    return xml.replace("</robot>", extra + "</robot>")
+
+
+def test_payload_dynamics_match_pinocchio(panda, rng):
+    mass, com = 2.0, np.array([0.01, -0.02, 0.05])
+    pm = pin.buildModelFromXML(urdf_with_payload(mass, com))
+    pm = pin.buildReducedModel(pm, [pm.getJointId(n) for n in LOCK], pin.neutral(pm))
+    sim = Simulator(panda, SimulatorConfig(limit_stiffness=0.0))
+    sim.attach_payload(Payload("panda_link8", rd.spatial.numpy_inertia_params(mass, com, np.diag([0.001, 0.002, 0.003]))))
+    q, v, tau = panda.random_configuration(rng), rng.normal(size=7), rng.normal(size=7) * 5
+    expected = pin.aba(pm, pm.createData(), q, v, tau)
+    assert_close(sim.forward_dynamics(q, v, tau, sim.inertial_parameters), expected, rtol=1e-9)
+
+
+def test_static_wrench_reads_weight(panda):
+    """Holding still with the payload: the sensor transmits +m g against gravity, and the moment of the
+    weight about the sensor origin."""
+    sim = Simulator(panda, SimulatorConfig(), q0=[0, -0.785, 0, -2.356, 0, 1.571, 0.785], sensor_link="panda_link8")
+    load = Payload.box("panda_link8", 2.0, com=(0.0, 0.0, 0.08))
+    sim.attach_payload(load)
+    hold = rd.gravity_torque(panda.with_inertial_parameters(sim.inertial_parameters), sim.q)
+    sim.step(hold)
+    w = sim.measure_wrench()
+    R, p = rd.frame_placement(panda, sim.q, "panda_link8")
+    f_world = R @ w[:3]
+    assert_close(f_world, [0, 0, 2.0 * 9.81], rtol=1e-6, atol=1e-5)
+    n_world = R @ w[3:]
+    assert_close(n_world, np.cross(R @ np.array([0, 0, 0.08]), [0, 0, 2.0 * 9.81]), atol=1e-5)
+
+
+def test_energy_conserved_without_friction_or_control(panda, rng):
+    sim = Simulator(panda, SimulatorConfig(limit_stiffness=0.0, limit_damping=0.0), q0=[0, -0.3, 0, -2.0, 0, 1.5, 0.5],
+                    v0=rng.normal(size=7) * 0.3)
+
+    def energy():
+        pot = sum(-panda.gravity @ (pi[0] * p + R @ pi[1:4]) for (R, p), pi in zip(rd.forward_kinematics(panda, sim.q), panda.inertias))
+        return 0.5 * sim.v @ rd.crba(panda, sim.q) @ sim.v + pot
+    e0 = energy()
+    for _ in range(300):
+        sim.step(np.zeros(7))
+    assert abs(energy() - e0) < 1e-8 * max(1.0, abs(e0))
+
+
+def test_friction_dissipates(panda):
+    model = panda.with_friction(viscous=2.0, coulomb=1.0)
+    sim = Simulator(model, SimulatorConfig(limit_stiffness=0.0), q0=[0, -0.3, 0, -2.0, 0, 1.5, 0.5], v0=np.ones(7))
+    g = lambda: rd.gravity_torque(model, sim.q)
+    ke0 = 0.5 * sim.v @ rd.crba(model, sim.q) @ sim.v
+    for _ in range(200):
+        sim.step(g())        # gravity compensated: only friction acts
+    assert 0.5 * sim.v @ rd.crba(model, sim.q) @ sim.v < 0.5 * ke0
+
+
+def test_limit_stop_pushes_back(panda):
+    q0 = np.array([0, -0.3, 0, -2.0, 0, 1.5, 0.5])
+    q0[0] = panda.upper[0] - 1e-3
+    v0 = np.zeros(7)
+    v0[0] = 1.0
+    sim = Simulator(panda, q0=q0, v0=v0)
+    for _ in range(200):
+        sim.step(rd.gravity_torque(panda, sim.q))
+    assert sim.q[0] < panda.upper[0] + 0.01 and sim.v[0] <= 0.0
+
+
+def test_noise_and_quantisation(panda):
+    cfg = SimulatorConfig(noise=SensorNoise(position=1e-3, effort=0.5, encoder_resolution=1e-4), seed=3)
+    sim = Simulator(panda, cfg)
+    m = sim.measure_joints()
+    assert np.allclose(np.round(m.q / 1e-4) * 1e-4, m.q) and not np.allclose(m.q, sim.q)
+    taus = np.array([sim.measure_joints().tau for _ in range(2000)])
+    assert 0.45 < taus.std() < 0.55
+
+
+def test_bad_commands_and_config_are_refused(panda):
+    sim = Simulator(panda)
+    q = sim.q.copy()
+    for bad in (np.full(7, np.nan), np.zeros(6)):
+        with pytest.raises(rd.ModelError):
+            sim.step(bad)
+    assert np.array_equal(sim.q, q)
+    with pytest.raises(rd.ModelError, match="dt"):
+        Simulator(panda, SimulatorConfig(dt=-1.0))
+    with pytest.raises(rd.ModelError, match="nolink"):
+        sim.attach_payload(Payload("nolink", np.zeros(10)))
+
+
+def test_effort_limits_clamp_commands(panda):
+    sim = Simulator(panda)
+    sim.step(np.full(7, 1e6))
+    assert_close(sim.tau_command, panda.effort_limit, rtol=0, atol=0)
