@@ -1,0 +1,114 @@
+"""Computed-torque control and gravity compensation (Siciliano et al., Robotics, §8.5.2 "inverse
+dynamics control"; Spong, Hutchinson and Vidyasagar §8.3).
+
+Computed torque, with ``e = q - q_d``, ``ė = v - v_d``:
+
+    a_cmd = a_d - K_D ė - K_P e
+    τ = M(q) a_cmd + C(q, v) v + g(q) + τ_f(v)            (= rnea(q, v, a_cmd) + friction)
+
+With exact parameters the closed loop is the decoupled linear error dynamics ``ë + K_D ė + K_P e = 0``.
+
+Robots that compensate gravity themselves (Franka's torque interface expects torques without gravity)
+take the same law minus ``g(q)``: set ``gravity_compensated_by_robot=True``.
+
+Both controllers clip the reference to the joint limits (with a warning), hold the last safe command on
+a non-finite state and clamp to the effort limits (:mod:`robodyn_ros.control.command_guard`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..friction import friction_torque
+from .command_guard import CommandGuard, ControlStatus, effort_bounds
+from .compiled_functions import DynamicsFunctions
+from .reference import clip_reference
+
+
+def _gain(value, nv, name):
+    k = np.broadcast_to(np.asarray(value, dtype=float), (nv,)).copy() if np.ndim(value) <= 1 else None
+    if k is None or not np.all(np.isfinite(k)) or np.any(k < 0):
+        raise ValueError(f"{name} must be a non-negative scalar or ({nv},) vector, got {value!r}")
+    return k
+
+
+class ComputedTorqueController:
+    """Inverse-dynamics feedforward plus PD on the tracking error (module docstring).
+
+    ``kp``, ``kd``: scalar or (nv,) gains; ``pi``: inertial parameters (10 nb,) used by the law (the
+    model's by default; change with :meth:`set_parameters`); ``gravity_compensated_by_robot``: omit
+    ``g(q)`` from the command; ``friction_compensation``: add the model's friction ``τ_f(v)``;
+    ``limit_margin``: rad kept from the joint limits when clipping references; ``functions``: a shared
+    :class:`DynamicsFunctions` (built here, ``compiled`` or not, when None)."""
+
+    def __init__(self, model, kp=400.0, kd=40.0, *, pi=None, gravity_compensated_by_robot=False,
+                 friction_compensation=True, limit_margin=0.0, functions=None, compiled=False):
+        self.model = model
+        self.kp, self.kd = _gain(kp, model.nv, "kp"), _gain(kd, model.nv, "kd")
+        self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
+        self.friction_compensation = bool(friction_compensation)
+        self.limit_margin = float(limit_margin)
+        self.functions = functions or DynamicsFunctions(model, compiled=compiled)
+        self.pi = model.inertial_parameters() if pi is None else np.asarray(pi, dtype=float).copy()
+        self.guard = CommandGuard(effort_bounds(model))
+
+    def set_parameters(self, pi):
+        """Use the inertial parameters ``pi`` (10 nb,) from the next step on (e.g. a new estimate)."""
+        pi = np.asarray(pi, dtype=float)
+        if pi.shape != self.pi.shape or not np.all(np.isfinite(pi)):
+            raise ValueError(f"pi must be a finite ({self.pi.size},) vector")
+        self.pi = pi.copy()
+
+    def compute(self, q, v, q_d, v_d, a_d):
+        """Torque command ``τ`` (nv,) and :class:`ControlStatus` for the state ``(q, v)`` and reference
+        ``(q_d, v_d, a_d)``, all (nv,)."""
+        status = ControlStatus()
+        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+            return self.guard.hold(), status
+        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
+            return self.guard.hold(), status
+        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
+        tau = self.functions.rnea(q, v, a_cmd, self.pi)
+        if self.gravity_compensated_by_robot:
+            tau = tau - self.functions.gravity(q, self.pi)
+        if self.friction_compensation:
+            tau = tau + friction_torque(self.model, v)
+        return self.guard.accept(tau, status), status
+
+
+class GravityCompensation:
+    """``τ = g(q) + K_P (q_d - q) - K_D v`` (the PD part is zero with the default gains): holds the arm
+    still, or lets it be moved by hand when the gains are zero. With ``gravity_compensated_by_robot``
+    the ``g(q)`` term is omitted (the robot adds it)."""
+
+    def __init__(self, model, kp=0.0, kd=0.0, *, pi=None, gravity_compensated_by_robot=False, limit_margin=0.0,
+                 functions=None, compiled=False):
+        self.model = model
+        self.kp, self.kd = _gain(kp, model.nv, "kp"), _gain(kd, model.nv, "kd")
+        self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
+        self.limit_margin = float(limit_margin)
+        self.functions = functions or DynamicsFunctions(model, compiled=compiled)
+        self.pi = model.inertial_parameters() if pi is None else np.asarray(pi, dtype=float).copy()
+        self.guard = CommandGuard(effort_bounds(model))
+
+    def set_parameters(self, pi):
+        self.pi = np.asarray(pi, dtype=float).copy()
+
+    def compute(self, q, v, q_d=None):
+        """Torque ``τ`` (nv,) and status for the state ``(q, v)``; ``q_d`` (nv,) the held configuration
+        (the current one when None)."""
+        status = ControlStatus()
+        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+            return self.guard.hold(), status
+        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+        if q_d is None:
+            q_d = q
+        elif not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d):
+            return self.guard.hold(), status
+        zero = np.zeros(self.model.nv)
+        q_d, _, _, status.reference_clipped = clip_reference(self.model, q_d, zero, zero, self.limit_margin)
+        tau = self.kp * (q_d - q) - self.kd * v
+        if not self.gravity_compensated_by_robot:
+            tau = tau + self.functions.gravity(q, self.pi)
+        return self.guard.accept(tau, status), status
