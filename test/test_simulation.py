@@ -53,6 +53,7 @@ def test_static_wrench_reads_weight(panda):
 
 
 def test_energy_conserved_without_friction_or_control(panda, rng):
+    panda = panda.with_friction(viscous=0.0, coulomb=0.0)
     sim = Simulator(panda, SimulatorConfig(limit_stiffness=0.0, limit_damping=0.0), q0=[0, -0.3, 0, -2.0, 0, 1.5, 0.5],
                     v0=rng.normal(size=7) * 0.3)
 
