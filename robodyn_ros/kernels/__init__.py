@@ -1,0 +1,123 @@
+"""Compiled kernels: the dynamics of one model generated as C, compiled, cached on disk and called through
+a thin CPython binding.
+
+>>> kernels = compile_kernels(model)
+>>> tau = kernels.rnea(q, v, a)                         # (nv,)
+>>> dtau_dq, dtau_dv, M = kernels.rnea_derivatives(q, v, a)
+>>> TAU = kernels.rnea_batch(Q, V, A)                   # (N, nv) in, (N, nv) out, looped in C
+
+Per-call functions (inputs (nq,) or (nv,) float64; any array-like is accepted, float64 C-contiguous
+arrays without a copy): ``rnea(q, v, a)`` (nv,), ``aba(q, v, tau)`` (nv,), ``crba(q)`` (nv, nv),
+``nonlinear_effects(q, v)`` (nv,), ``gravity_torque(q)`` (nv,), ``coriolis_matrix(q, v)`` (nv, nv),
+``regressor(q, v, a)`` (nv, 10 nbodies), ``rnea_derivatives(q, v, a)`` -> ``(dtau_dq, dtau_dv, dtau_da)``,
+``aba_derivatives(q, v, tau)`` -> ``(da_dq, da_dv, da_dtau)`` (each (nv, nv), ``q`` derivatives in the
+tangent space), ``rnea_time_derivatives(q, v, a, jerk)`` -> ``tau_dot`` (nv,).
+Batch forms ``rnea_batch``, ``aba_batch``, ``crba_batch``, ``regressor_batch``,
+``rnea_derivatives_batch``, ``aba_derivatives_batch`` take (N, n) arrays and return (N, ...) arrays.
+Every function also accepts its output array(s) as extra positional arguments and writes into them.
+Wrong shapes raise ``ValueError`` naming the argument; values are not checked (NaN in, NaN out): that is
+the job of the public functions in :mod:`robodyn_ros.numeric`.
+
+Derivative source: both derivative kernels are built from automatic differentiation of the core's RNEA
+and ABA unless the analytical modules ``robodyn_ros.rnea_derivatives`` / ``robodyn_ros.aba_derivatives``
+(IDSVA) are importable and give code with fewer operations; ``Kernels.sources`` says which was used and
+``Kernels.instruction_counts`` gives ``(instructions, flops)`` of every candidate that was built.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from . import registry
+from .build import KernelBuildError, cache_key, compile_module, find_compiler, load_module
+from .codegen import GENERATOR_VERSION
+
+log = logging.getLogger("robodyn_ros.kernels")
+
+PER_CALL = ("rnea", "aba", "crba", "nonlinear_effects", "gravity_torque", "coriolis_matrix", "regressor",
+            "rnea_derivatives", "aba_derivatives", "rnea_time_derivatives")
+BATCH = ("rnea_batch", "aba_batch", "crba_batch", "regressor_batch", "rnea_derivatives_batch",
+         "aba_derivatives_batch")
+
+__all__ = ["compile_kernels", "Kernels", "KernelBuildError", "registry", "GENERATOR_VERSION"]
+
+
+class Kernels:
+    """The compiled functions of one model (see the module docstring for their signatures).
+
+    Attributes: ``model``; ``compiled`` (False on the interpreted fallback); ``from_cache`` (loaded
+    without compiling); ``sources`` (derivative kernel -> ``"ad"``, ``"ad_via_rnea"`` or the analytical
+    module); ``instruction_counts``; ``seconds`` (wall time of :func:`compile_kernels`); ``compile_times``
+    (gcc seconds per translation unit, empty when loaded from the cache); ``key`` (cache key)."""
+
+    def __init__(self, model, backend, *, compiled, from_cache, sources, instruction_counts, seconds,
+                 compile_times, key):
+        self.model = model
+        for name in PER_CALL + BATCH:
+            setattr(self, name, getattr(backend, name))
+        self.compiled, self.from_cache, self.key = compiled, from_cache, key
+        self.sources, self.instruction_counts = sources, instruction_counts
+        self.seconds, self.compile_times = seconds, compile_times
+
+    def __repr__(self):
+        how = "compiled" if self.compiled else "interpreted"
+        return f"<Kernels {how} for '{self.model.name}' (nv={self.model.nv}, cache key {self.key})>"
+
+
+def compile_kernels(model, *, register=True, jobs=None):
+    """Kernels for ``model``: loaded from the disk cache, else generated, compiled and cached.
+
+    With no C compiler (``$CC`` names a missing program, or none of cc/gcc/clang is on PATH) the kernels
+    are evaluated by CasADi instead, with a warning on the ``robodyn_ros.kernels`` logger. A failing
+    compiler raises :class:`KernelBuildError`. With ``register`` (default) the numeric top-level functions
+    use these kernels for ``model`` from now on (:mod:`robodyn_ros.kernels.registry`). ``jobs``: parallel
+    compiler processes (default: the number of CPUs, at most 4)."""
+    start = time.perf_counter()
+    key = cache_key(model.fingerprint())
+    module, from_cache, compile_times = load_module(key), True, {}
+    if module is None:
+        compiler = find_compiler()
+        if compiler is None:
+            return _interpreted(model, key, start, register)
+        from .build import key_lock
+        with key_lock(key):
+            module = load_module(key)  # another process may have built it while we waited
+            if module is None:
+                from .symbolic import build_kernel_set
+                kernel_set = build_kernel_set(model)
+                attributes = {"nq": model.nq, "nv": model.nv, "generator_version": GENERATOR_VERSION,
+                              "sources": json.dumps(kernel_set.sources),
+                              "instruction_counts": json.dumps(_counts(kernel_set))}
+                compile_times = compile_module(kernel_set, key, compiler, attributes, jobs)
+                module, from_cache = load_module(key), False
+    if (module.nq, module.nv) != (model.nq, model.nv):  # pragma: no cover - a cache-key collision
+        raise KernelBuildError(f"cached kernels {key} do not match model '{model.name}'")
+    kernels = Kernels(model, module, compiled=True, from_cache=from_cache, sources=json.loads(module.sources),
+                      instruction_counts=json.loads(module.instruction_counts),
+                      seconds=time.perf_counter() - start, compile_times=compile_times, key=key)
+    log.debug("kernels for '%s' %s in %.2f s", model.name, "loaded" if from_cache else "compiled", kernels.seconds)
+    if register:
+        registry.register(model, kernels)
+    return kernels
+
+
+def _counts(kernel_set):
+    from .symbolic import flop_count
+    counts = {s.name: [s.function.n_instructions(), flop_count(s.function)] for s in kernel_set.specs}
+    counts.update({k: list(v) for k, v in kernel_set.instruction_counts.items()})
+    return counts
+
+
+def _interpreted(model, key, start, register):
+    from .interpreted import InterpretedKernels
+    from .symbolic import build_kernel_set
+    log.warning("no C compiler found (set CC or install gcc): robodyn_ros kernels for '%s' fall back to "
+                "interpreted CasADi evaluation, which is orders of magnitude slower", model.name)
+    kernel_set = build_kernel_set(model)
+    kernels = Kernels(model, InterpretedKernels(kernel_set), compiled=False, from_cache=False,
+                      sources=kernel_set.sources, instruction_counts=_counts(kernel_set),
+                      seconds=time.perf_counter() - start, compile_times={}, key=key)
+    if register:
+        registry.register(model, kernels)
+    return kernels

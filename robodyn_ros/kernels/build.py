@@ -1,0 +1,168 @@
+"""Compiling a kernel module and the disk cache it lives in.
+
+Cache: ``$ROBODYN_CACHE_DIR`` or ``~/.cache/robodyn_ros``, one shared library per key, where the key
+hashes the model's fingerprint, the generator version, the compiler flags, the Python extension ABI and
+the NumPy C-API version. A build happens in a private temporary directory and its result is moved into
+place with an atomic ``os.replace``; a per-key ``flock`` makes a second process that wants the same model
+wait for the first and then load its result instead of compiling again.
+
+Compiler: ``$CC`` (split like a shell command) when set, else ``cc`` or ``gcc`` from ``PATH``. Flags:
+``-O2 -march=native``: fused multiply-add alone halves the time of the derivative kernels on this
+machine (measured: Panda RNEA derivatives 7.1 µs at ``-O2``, 2.9 µs with ``-march=native``, while
+``-O3`` gains nothing on straight-line code). Because the library is then specific to the CPU, the
+cache key includes the CPU model and feature flags (:func:`cpu_signature`), so a cache directory shared
+between different machines holds one build per CPU type instead of crashing on an illegal instruction.
+Kernels with very many operations are compiled with ``-O1``, which costs gcc far less time on long
+straight-line code.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .codegen import GENERATOR_VERSION, kernel_sources, module_source
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX: the atomic rename alone keeps the cache consistent
+    fcntl = None
+
+CFLAGS = ("-O2", "-march=native", "-fPIC", "-fno-math-errno", "-fvisibility=hidden", "-w")
+BIG_KERNEL_CFLAGS = ("-O1", "-march=native", "-fPIC", "-fno-math-errno", "-fvisibility=hidden", "-w")
+BIG_KERNEL_INSTRUCTIONS = 60000
+
+
+class KernelBuildError(RuntimeError):
+    """The C compiler failed; the message holds the command and the tail of its stderr."""
+
+
+def cache_dir():
+    """The kernel cache directory (created on demand)."""
+    path = os.environ.get("ROBODYN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "robodyn_ros")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def find_compiler():
+    """The C compiler command as an argument list, or None when there is none."""
+    cc = os.environ.get("CC")
+    if cc:
+        argv = shlex.split(cc)
+        return argv if argv and shutil.which(argv[0]) else None
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return [path]
+    return None
+
+
+def cpu_signature():
+    """The CPU model and its feature flags (``/proc/cpuinfo``), or what ``platform`` knows elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            lines = [ln for ln in fh.read().splitlines() if ln.split(":")[0].strip() in ("model name", "flags", "Features")]
+        return "\n".join(sorted(set(lines)))
+    except OSError:
+        return platform.machine() + " " + platform.processor()
+
+
+def cache_key(fingerprint):
+    """Hex digest naming a model's compiled kernels in the cache."""
+    h = hashlib.sha256()
+    for part in (fingerprint, GENERATOR_VERSION, " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS),
+                 str(BIG_KERNEL_INSTRUCTIONS), cpu_signature(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform,
+                 str(np.lib.NumpyVersion(np.__version__).major)):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:24]
+
+
+def module_name(key):
+    return "_robodyn_kernels_" + key
+
+
+def library_path(key):
+    return os.path.join(cache_dir(), module_name(key) + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+
+
+def load_module(key):
+    """Import the cached extension of ``key``, or None when it is not in the cache."""
+    path, name = library_path(key), module_name(key)
+    if name in sys.modules:
+        return sys.modules[name]
+    if not os.path.isfile(path):
+        return None
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    sys.modules[name] = module
+    return module
+
+
+@contextlib.contextmanager
+def key_lock(key):
+    """Exclusive lock on one cache key across processes (no-op where flock does not exist)."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    with open(os.path.join(cache_dir(), module_name(key) + ".lock"), "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(argv, cwd):
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+        raise KernelBuildError(f"C compiler failed (exit {proc.returncode}): {' '.join(argv)}\n{tail}")
+    return time.perf_counter() - start
+
+
+def compile_module(kernel_set, key, compiler, attributes, jobs=None):
+    """Generate, compile and link the extension for ``kernel_set`` into the cache under ``key``.
+
+    Returns ``{file: gcc seconds}`` (one entry per translation unit plus ``"link"``). Raises
+    :class:`KernelBuildError` with the compiler's stderr tail on failure."""
+    includes = [sysconfig.get_paths()["include"], np.get_include()]
+    timings = {}
+    with tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir()) as tmp:
+        sources = kernel_sources(kernel_set, tmp)
+        name = module_name(key)
+        module_c = os.path.join(tmp, name + ".c")
+        with open(module_c, "w") as fh:
+            fh.write(module_source(kernel_set, name, attributes))
+        sizes = {os.path.basename(p): s.function.n_instructions() for p, s in zip(sources, kernel_set.specs)}
+        jobs_list = []
+        for src in sources + [module_c]:
+            big = sizes.get(os.path.basename(src), 0) > BIG_KERNEL_INSTRUCTIONS
+            flags = BIG_KERNEL_CFLAGS if big else CFLAGS
+            inc = [f"-I{d}" for d in includes] if src == module_c else []
+            jobs_list.append((os.path.basename(src), compiler + list(flags) + inc + ["-c", src, "-o", src[:-2] + ".o"]))
+        # Longest first, so the big derivative kernels do not end up last on a core.
+        jobs_list.sort(key=lambda j: -sizes.get(j[0], 0))
+        with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
+            for (fname, _), seconds in zip(jobs_list, pool.map(lambda j: _run(j[1], tmp), jobs_list)):
+                timings[fname] = seconds
+        tmp_lib = os.path.join(tmp, "module.so")
+        objects = [s[:-2] + ".o" for s in sources + [module_c]]
+        timings["link"] = _run(compiler + ["-shared", "-o", tmp_lib] + objects + ["-lm"], tmp)
+        os.replace(tmp_lib, library_path(key))
+    return timings

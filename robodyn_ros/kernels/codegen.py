@@ -1,0 +1,184 @@
+"""C sources of a kernel module: one CasADi-generated translation unit per kernel (compiled in parallel)
+and a CPython extension module that binds them.
+
+The binding is a table of ``METH_FASTCALL`` functions. A call checks each argument once: a C-contiguous,
+aligned float64 NumPy array of the right shape is used in place (the fast path); anything else is
+converted with ``PyArray_FROMANY`` and its shape checked, raising ``ValueError`` naming the argument.
+The outputs are fresh NumPy arrays (or caller-provided ones, passed as extra positional arguments), and
+the kernel's scratch space lives on the C stack, so a call allocates nothing but the returned arrays.
+Batch forms take (N, n) arrays, loop over the rows in C and release the GIL while they do.
+"""
+from __future__ import annotations
+
+import os
+
+import casadi as ca
+
+# Bump when the generated code or the binding changes: it is part of the disk-cache key.
+GENERATOR_VERSION = "1"
+
+_PRELUDE = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+typedef long long casadi_int;
+
+/* Data pointer of a float64 array of shape (n,) [rows < 0] or (rows, n) [rows >= 0, -1 = any rows].
+   Fast path: the argument itself. Otherwise a converted copy owned through *owner. */
+static int rdk_input(PyObject *obj, int batch, npy_intp *rows, npy_intp n, const char *fname, const char *name,
+                     const double **data, PyObject **owner)
+{
+    PyArrayObject *arr;
+    if (PyArray_CheckExact(obj)) {
+        arr = (PyArrayObject *)obj;
+        if (PyArray_TYPE(arr) == NPY_DOUBLE && PyArray_NDIM(arr) == 1 + batch && PyArray_ISCARRAY_RO(arr)
+            && PyArray_DIMS(arr)[batch] == n && (!batch || *rows < 0 || PyArray_DIMS(arr)[0] == *rows)) {
+            if (batch) *rows = PyArray_DIMS(arr)[0];
+            *data = (const double *)PyArray_DATA(arr);
+            return 0;
+        }
+    }
+    arr = (PyArrayObject *)PyArray_FROMANY(obj, NPY_DOUBLE, 0, 0, NPY_ARRAY_IN_ARRAY);
+    if (arr == NULL) return -1;
+    if (PyArray_NDIM(arr) != 1 + batch || PyArray_DIMS(arr)[batch] != n
+        || (batch && *rows >= 0 && PyArray_DIMS(arr)[0] != *rows)) {
+        PyObject *shape = PyObject_GetAttrString((PyObject *)arr, "shape");
+        if (!batch)
+            PyErr_Format(PyExc_ValueError, "%s(): %s has shape %R, expected (%zd,)", fname, name, shape, (Py_ssize_t)n);
+        else if (*rows < 0)
+            PyErr_Format(PyExc_ValueError, "%s(): %s has shape %R, expected (N, %zd)", fname, name, shape, (Py_ssize_t)n);
+        else
+            PyErr_Format(PyExc_ValueError, "%s(): %s has shape %R, expected (%zd, %zd)", fname, name, shape,
+                         (Py_ssize_t)*rows, (Py_ssize_t)n);
+        Py_XDECREF(shape);
+        Py_DECREF(arr);
+        return -1;
+    }
+    if (batch) *rows = PyArray_DIMS(arr)[0];
+    *owner = (PyObject *)arr;
+    *data = (const double *)PyArray_DATA(arr);
+    return 0;
+}
+
+/* A writeable output: the caller's array (checked) or a fresh one. New reference in *out. */
+static int rdk_output(PyObject *given, int nd, npy_intp *dims, const char *fname, int index, PyObject **out)
+{
+    if (given == NULL) {
+        *out = PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
+        return *out == NULL ? -1 : 0;
+    }
+    if (PyArray_Check(given)) {
+        PyArrayObject *arr = (PyArrayObject *)given;
+        int ok = PyArray_TYPE(arr) == NPY_DOUBLE && PyArray_ISCARRAY(arr) && PyArray_NDIM(arr) == nd;
+        for (int k = 0; ok && k < nd; k++) ok = PyArray_DIMS(arr)[k] == dims[k];
+        if (ok) {
+            Py_INCREF(given);
+            *out = given;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "%s(): output %d must be a writeable C-contiguous float64 array of the "
+                 "result's shape", fname, index);
+    return -1;
+}
+"""
+
+
+def kernel_sources(kernel_set, directory):
+    """Write one C file per kernel into ``directory``; returns their paths."""
+    paths = []
+    for spec in kernel_set.specs:
+        name = f"rdk_{spec.name}.c"
+        cg = ca.CodeGenerator(name, {"with_header": False, "with_mem": False, "casadi_real": "double",
+                                     "casadi_int": "long long"})
+        cg.add(spec.function)
+        cg.generate(directory + os.sep)
+        paths.append(os.path.join(directory, name))
+    return paths
+
+
+def _wrapper(spec, batch):
+    """C source of the Python-facing function for ``spec`` (per call, or its ``_batch`` form)."""
+    fname = spec.name + ("_batch" if batch else "")
+    nin, nout = len(spec.inputs), len(spec.outputs)
+    F = spec.function
+    lines = [f"static PyObject *py_{fname}(PyObject *self, PyObject *const *args, Py_ssize_t nargs)", "{"]
+    lines.append(f"    const double *in[{nin}]; double *res[{max(nout, 1)}];")
+    lines.append(f"    PyObject *owner[{nin}] = {{0}}; PyObject *out[{nout}] = {{0}}; PyObject *result = NULL;")
+    lines.append(f"    double w[{max(F.sz_w(), 1)}]; casadi_int iw[{max(F.sz_iw(), 1)}];")
+    lines.append(f"    const double *arg[{max(F.sz_arg(), nin)}]; double *resp[{max(F.sz_res(), nout)}];")
+    lines.append("    npy_intp rows = -1;")
+    lines.append(f"    if (nargs != {nin} && nargs != {nin + nout}) {{")
+    names = ", ".join(n for n, _ in spec.inputs)
+    lines.append(f'        PyErr_Format(PyExc_TypeError, "{fname}() takes {nin} arguments ({names}) and optionally '
+                 f'{nout} output array(s), got %zd", nargs);')
+    lines.append("        return NULL;\n    }")
+    for k, (name, n) in enumerate(spec.inputs):
+        lines.append(f'    if (rdk_input(args[{k}], {int(batch)}, &rows, {n}, "{fname}", "{name}", &in[{k}], &owner[{k}]) < 0) '
+                     "goto done;")
+    for k, shape in enumerate(spec.outputs):
+        dims = (["rows"] if batch else []) + [str(d) for d in shape]
+        lines.append(f"    {{ npy_intp dims[] = {{{', '.join(dims)}}};")
+        lines.append(f'      if (rdk_output(nargs > {nin} ? args[{nin + k}] : NULL, {len(dims)}, dims, "{fname}", {k}, '
+                     f"&out[{k}]) < 0) goto done;")
+        lines.append(f"      res[{k}] = (double *)PyArray_DATA((PyArrayObject *)out[{k}]); }}")
+    call = f"rdk_{spec.name}(arg, resp, iw, w, 0)"
+    if not batch:
+        lines += [f"    arg[{k}] = in[{k}];" for k in range(nin)]
+        lines += [f"    resp[{k}] = res[{k}];" for k in range(nout)]
+        lines.append(f"    {call};")
+    else:
+        lines.append("    Py_BEGIN_ALLOW_THREADS")
+        lines.append("    for (npy_intp r = 0; r < rows; r++) {")
+        lines += [f"        arg[{k}] = in[{k}] + r * {n};" for k, (_, n) in enumerate(spec.inputs)]
+        lines += [f"        resp[{k}] = res[{k}] + r * {_size(shape)};" for k, shape in enumerate(spec.outputs)]
+        lines.append(f"        {call};")
+        lines.append("    }")
+        lines.append("    Py_END_ALLOW_THREADS")
+    if nout == 1:
+        lines.append("    result = out[0]; out[0] = NULL;")
+    else:
+        lines.append(f"    result = PyTuple_Pack({nout}, {', '.join(f'out[{k}]' for k in range(nout))});")
+    lines.append("done:")
+    lines += [f"    Py_XDECREF(owner[{k}]);" for k in range(nin)]
+    lines += [f"    Py_XDECREF(out[{k}]);" for k in range(nout)]
+    lines.append("    return result;\n}\n")
+    return "\n".join(lines)
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def module_source(kernel_set, module_name, attributes):
+    """C source of the extension module ``module_name`` binding every kernel of ``kernel_set``;
+    ``attributes`` (str -> int or str) become module constants."""
+    parts = [_PRELUDE]
+    for spec in kernel_set.specs:
+        parts.append(f"int rdk_{spec.name}(const double **arg, double **res, casadi_int *iw, double *w, int mem);")
+    methods = []
+    for spec in kernel_set.specs:
+        for batch in (False, True) if spec.batch else (False,):
+            fname = spec.name + ("_batch" if batch else "")
+            parts.append(_wrapper(spec, batch))
+            doc = f"{fname}({', '.join(n.upper() if batch else n for n, _ in spec.inputs)})"
+            methods.append(f'    {{"{fname}", (PyCFunction)(void (*)(void))py_{fname}, METH_FASTCALL, "{doc}"}},')
+    parts.append("static PyMethodDef rdk_methods[] = {\n" + "\n".join(methods) + "\n    {NULL, NULL, 0, NULL}\n};")
+    parts.append(f'static struct PyModuleDef rdk_module = {{PyModuleDef_HEAD_INIT, "{module_name}", '
+                 '"Compiled robodyn_ros kernels for one model.", -1, rdk_methods};')
+    init = [f"PyMODINIT_FUNC PyInit_{module_name}(void)", "{", "    PyObject *m;", "    import_array();",
+            "    m = PyModule_Create(&rdk_module);", "    if (m == NULL) return NULL;"]
+    for key, value in attributes.items():
+        if isinstance(value, int):
+            init.append(f'    PyModule_AddIntConstant(m, "{key}", {value});')
+        else:
+            text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+            init.append(f'    PyModule_AddStringConstant(m, "{key}", "{text}");')
+    init += ["    return m;", "}"]
+    parts.append("\n".join(init))
+    return "\n".join(parts) + "\n"

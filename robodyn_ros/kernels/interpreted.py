@@ -1,0 +1,58 @@
+"""The fallback when no C compiler exists: the same kernels evaluated by CasADi's virtual machine, with
+the compiled binding's call signatures, shapes and error messages (and none of its speed)."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _as_input(fname, name, x, n, rows=None):
+    arr = np.ascontiguousarray(x, dtype=float)
+    expected = (n,) if rows is False else ((arr.shape[0] if rows is None and arr.ndim == 2 else rows), n)
+    if arr.shape != expected:
+        want = f"({n},)" if rows is False else (f"(N, {n})" if rows is None else f"({rows}, {n})")
+        raise ValueError(f"{fname}(): {name} has shape {arr.shape}, expected {want}")
+    return arr
+
+
+class InterpretedKernels:
+    """Attributes named like the compiled module's functions (``rnea``, ``rnea_batch``, ...)."""
+
+    def __init__(self, kernel_set):
+        for spec in kernel_set.specs:
+            setattr(self, spec.name, self._per_call(spec))
+            if spec.batch:
+                setattr(self, spec.name + "_batch", self._batch(spec))
+
+    @staticmethod
+    def _evaluate(spec, args):
+        outs = spec.function.call([a.reshape(-1, 1) for a in args])
+        # Each output is X^T (see symbolic.py): transpose back to X.
+        return [np.array(o).T.reshape(shape) for o, shape in zip(outs, spec.outputs)]
+
+    def _per_call(self, spec):
+        def kernel(*args):
+            if len(args) != len(spec.inputs):
+                raise TypeError(f"{spec.name}() takes {len(spec.inputs)} arguments, got {len(args)}")
+            ins = [_as_input(spec.name, n, x, k, rows=False) for (n, k), x in zip(spec.inputs, args)]
+            outs = self._evaluate(spec, ins)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        kernel.__name__ = spec.name
+        return kernel
+
+    def _batch(self, spec):
+        fname = spec.name + "_batch"
+
+        def kernel(*args):
+            if len(args) != len(spec.inputs):
+                raise TypeError(f"{fname}() takes {len(spec.inputs)} arguments, got {len(args)}")
+            ins, rows = [], None
+            for (n, k), x in zip(spec.inputs, args):
+                ins.append(_as_input(fname, n, x, k, rows=rows))
+                rows = ins[-1].shape[0]
+            outs = [np.empty((rows,) + shape) for shape in spec.outputs]
+            for r in range(rows):
+                for o, value in zip(outs, self._evaluate(spec, [x[r] for x in ins])):
+                    o[r] = value
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        kernel.__name__ = fname
+        return kernel

@@ -1,0 +1,250 @@
+"""The CasADi SX functions that become compiled kernels, built from the core's algorithm code.
+
+Every kernel is a ``casadi.Function`` of dense column inputs (``q`` (nq,), ``v``, ``a``, ``tau`` ... (nv,))
+whose outputs are laid out for NumPy: a matrix output ``X`` (r, c) is emitted as ``X^T`` so that CasADi's
+column-major storage of ``X^T`` is the row-major (C-order) storage of ``X``.
+
+Derivatives with respect to ``q`` are taken in the tangent space (Pinocchio's convention): ``q`` is moved
+by ``q ⊕ δ`` to first order (:func:`tangent_perturbation`) and the Jacobian is taken in ``δ`` at ``δ = 0``;
+for revolute and prismatic joints this is the ordinary partial derivative.
+
+Derivative source: the analytical recursions in ``robodyn_ros.rnea_derivatives`` /
+``robodyn_ros.aba_derivatives`` (IDSVA, Singh et al. 2022) when those modules exist and accept CasADi
+symbols, otherwise automatic differentiation of :func:`robodyn_ros.rnea.rnea`. When both exist, the one
+whose generated code has fewer arithmetic operations (:func:`flop_count`) is kept; the choice is recorded
+in ``KernelSet.sources``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import casadi as ca
+
+from ..aba import aba
+from ..backend import CASADI
+from ..crba import crba
+from ..dynamic_matrices import coriolis_matrix, gravity_torque, nonlinear_effects
+from ..joints import FreeFlyerJoint, SphericalJoint
+from ..regressor import regressor
+from ..rnea import rnea
+
+# Operation codes that are bookkeeping, not arithmetic, in a CasADi SX algorithm.
+_NON_ARITHMETIC = {ca.OP_INPUT, ca.OP_OUTPUT, ca.OP_CONST, ca.OP_ASSIGN, ca.OP_PARAMETER}
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """One compiled function: its Python name, the names and lengths of its vector inputs, the shapes of
+    its outputs (C-order) and the CasADi Function computing them (outputs transposed as described above)."""
+
+    name: str
+    inputs: tuple          # ((name, length), ...)
+    outputs: tuple         # (shape, ...), shape a tuple of ints
+    function: ca.Function
+    batch: bool            # whether a ``<name>_batch`` form over (N, n) arrays is generated
+
+
+@dataclasses.dataclass
+class KernelSet:
+    specs: list
+    sources: dict          # derivative kernel name -> "ad" or "idsva"
+    instruction_counts: dict   # "<kernel>:<source>" -> (n_instructions, flops) for every candidate built
+
+
+def flop_count(function):
+    """Arithmetic operations of an SX Function's algorithm (inputs, outputs, constants, copies excluded)."""
+    return sum(1 for k in range(function.n_instructions()) if function.instruction_id(k) not in _NON_ARITHMETIC)
+
+
+def tangent_perturbation(model, q, dq):
+    """``q ⊕ δ`` to first order in ``δ`` (nv,): ``q + δ`` for 1-DoF joints, ``quat ⊗ (δ/2, 1)`` for a
+    spherical joint and ``(p + R δ_lin, quat ⊗ (δ_ang/2, 1))`` for a free flyer (body-frame velocity, as
+    in Pinocchio's integrate). Exact in value and first derivative at ``δ = 0``, which is all the
+    tangent-space Jacobians need. q (nq, 1) SX, dq (nv, 1) SX; returns (nq, 1) SX."""
+    parts = []
+    for i, joint in enumerate(model.joints):
+        iq, iv = model.idx_q[i], model.idx_v[i]
+        if isinstance(joint, FreeFlyerJoint):
+            R, _ = joint.placement(CASADI, q[iq:iq + 7])
+            parts += [q[iq:iq + 3] + ca.mtimes(R, dq[iv:iv + 3]), _quat_times_small(q[iq + 3:iq + 7], dq[iv + 3:iv + 6])]
+        elif isinstance(joint, SphericalJoint):
+            parts.append(_quat_times_small(q[iq:iq + 4], dq[iv:iv + 3]))
+        else:
+            parts.append(q[iq:iq + joint.nq] + dq[iv:iv + joint.nv])
+    return ca.vertcat(*parts)
+
+
+def _quat_times_small(quat, w):
+    """``quat ⊗ (w/2, 1)`` for quaternions stored ``(x, y, z, w)``."""
+    xyz, s, h = quat[0:3], quat[3], w / 2
+    return ca.vertcat(s * h + xyz + ca.cross(xyz, h), s - ca.dot(xyz, h))
+
+
+def _c_order(X):
+    """Dense ``X^T`` so that the column-major storage CasADi writes is ``X`` in C order."""
+    return ca.densify(X.T)
+
+
+def _function(name, inputs, outputs):
+    """An SX Function with common subexpressions eliminated (``casadi.cse``)."""
+    return ca.Function(name, [x for _, x in inputs], ca.cse([_c_order(y) for y in outputs]))
+
+
+def _spec(model, name, inputs, outputs, batch):
+    F = _function("rdk_" + name, inputs, outputs)
+    return KernelSpec(name, tuple((n, x.numel()) for n, x in inputs),
+                      tuple(tuple(y.shape) if y.shape[1] > 1 else (y.shape[0],) for y in outputs), F, batch)
+
+
+def _analytical(module_name, function_name):
+    """The analytical derivative function of another module, or None when it does not exist (yet)."""
+    try:
+        return getattr(importlib.import_module("robodyn_ros." + module_name), function_name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _ad_rnea_derivatives(model, q, v, a, reverse=False):
+    """``(∂τ/∂q, ∂τ/∂v, M)`` by automatic differentiation of RNEA: forward mode (CasADi's ``jacobian``)
+    or, with ``reverse``, one reverse sweep per row of the Jacobian."""
+    dq = ca.SX.sym("dq", model.nv)
+    tau = rnea(model, tangent_perturbation(model, q, dq), v, a)
+    if reverse:
+        x, I = ca.vertcat(dq, v), ca.DM.eye(model.nv)
+        J = ca.horzcat(*[ca.jtimes(tau, x, I[:, i], True) for i in range(model.nv)]).T
+        dtau_dq, dtau_dv = J[:, :model.nv], J[:, model.nv:]
+    else:
+        dtau_dq, dtau_dv = ca.jacobian(tau, dq), ca.jacobian(tau, v)
+    zero = ca.DM.zeros(model.nv)
+    return ca.substitute(dtau_dq, dq, zero), ca.substitute(dtau_dv, dq, zero), crba(model, q)
+
+
+def _ad_reverse_rnea_derivatives(model, q, v, a):
+    return _ad_rnea_derivatives(model, q, v, a, reverse=True)
+
+
+def _ad_aba_derivatives(model, q, v, tau):
+    """``∂a/∂q``, ``∂a/∂v``, ``∂a/∂τ`` by forward-mode automatic differentiation of ABA."""
+    dq = ca.SX.sym("dq", model.nv)
+    acc = aba(model, tangent_perturbation(model, q, dq), v, tau)
+    zero = ca.DM.zeros(model.nv)
+    return tuple(ca.substitute(ca.jacobian(acc, x), dq, zero) for x in (dq, v, tau))
+
+
+def _aba_derivatives_via_rnea(model, q, v, tau, rnea_derivatives):
+    """``∂a/∂q = -M^-1 ∂τ/∂q``, ``∂a/∂v = -M^-1 ∂τ/∂v`` at ``a = M^-1 (τ - nle)``, ``∂a/∂τ = M^-1``
+    (Carpentier and Mansard 2018, Sec. III-B), with ``M^-1`` from the branch-sparse ``L^T D L``
+    factorisation of the CRBA's ``M`` (:func:`inverse_from_ltdl`) and the RNEA derivatives from
+    ``rnea_derivatives(model, q, v, a)`` (the source chosen for the RNEA-derivative kernel)."""
+    Minv = inverse_from_ltdl(model, crba(model, q))
+    acc = ca.mtimes(Minv, tau - nonlinear_effects(model, q, v))
+    a = ca.SX.sym("a", model.nv)  # partial derivatives at fixed a, then evaluated at a = ABA(q, v, τ)
+    dtau_dq, dtau_dv, _ = rnea_derivatives(model, q, v, a)
+    dtau_dq, dtau_dv = ca.substitute([dtau_dq, dtau_dv], [a], [acc])
+    return -ca.mtimes(Minv, dtau_dq), -ca.mtimes(Minv, dtau_dv), Minv
+
+
+def dof_parents(model):
+    """``λ(k)`` for every degree of freedom: the previous dof of the same joint, else the last dof of the
+    parent body's joint, else -1 (Featherstone RBDA Sec. 6.5, the expanded parent array)."""
+    lam = []
+    for i, joint in enumerate(model.joints):
+        for k in range(joint.nv):
+            p = model.parents[i]
+            lam.append(model.idx_v[i] + k - 1 if k > 0 else (model.idx_v[p] + model.joints[p].nv - 1 if p >= 0 else -1))
+    return lam
+
+
+def inverse_from_ltdl(model, M):
+    """``M^-1`` (nv, nv) from the ``M = L^T D L`` factorisation that keeps the branch-induced sparsity
+    (Featherstone RBDA Table 6.3), followed by ``L^-T``, ``D^-1`` and ``L^-1`` solves on the columns of
+    the identity that visit only ancestors (RBDA Table 6.4). M (nv, nv) SX; returns SX."""
+    n, lam = model.nv, dof_parents(model)
+    H = [[M[i, j] for j in range(n)] for i in range(n)]
+    for k in reversed(range(n)):
+        i = lam[k]
+        while i >= 0:
+            alpha = H[k][i] / H[k][k]
+            j = i
+            while j >= 0:
+                H[i][j] = H[i][j] - alpha * H[k][j]
+                j = lam[j]
+            H[k][i] = alpha
+            i = lam[i]
+    cols = []
+    for c in range(n):
+        x = [ca.SX(1.0 if r == c else 0.0) for r in range(n)]
+        for k in reversed(range(n)):           # L^T z = e_c
+            i = lam[k]
+            while i >= 0:
+                x[i] = x[i] - H[k][i] * x[k]
+                i = lam[i]
+        x = [x[k] / H[k][k] for k in range(n)]  # D^-1
+        for k in range(n):                      # L x = y
+            i = lam[k]
+            while i >= 0:
+                x[k] = x[k] - H[k][i] * x[i]
+                i = lam[i]
+        cols.append(ca.vertcat(*x))
+    return ca.horzcat(*cols)
+
+
+def _pick(model, name, inputs, candidates, counts):
+    """Build every candidate ``{source: builder}`` and keep the one with the fewest arithmetic ops."""
+    best = None
+    for source, build in candidates.items():
+        try:
+            outputs = build(model, *[x for _, x in inputs])
+        except Exception:  # an analytical module that does not (yet) accept CasADi symbols
+            continue
+        spec = _spec(model, name, inputs, list(outputs), True)
+        flops = flop_count(spec.function)
+        counts[f"{name}:{source}"] = (spec.function.n_instructions(), flops)
+        if best is None or flops < best[2]:
+            best = (source, spec, flops)
+    return best[0], best[1]
+
+
+def build_kernel_set(model):
+    """All kernels of ``model`` as :class:`KernelSpec` (see the module docstring for the layouts)."""
+    q, v, a = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("a", model.nv)
+    tau, jerk = ca.SX.sym("tau", model.nv), ca.SX.sym("jerk", model.nv)
+    qva, qvt = (("q", q), ("v", v), ("a", a)), (("q", q), ("v", v), ("tau", tau))
+    specs = [
+        _spec(model, "rnea", qva, [rnea(model, q, v, a)], True),
+        _spec(model, "aba", qvt, [aba(model, q, v, tau)], True),
+        _spec(model, "crba", (("q", q),), [crba(model, q)], True),
+        _spec(model, "nonlinear_effects", (("q", q), ("v", v)), [nonlinear_effects(model, q, v)], False),
+        _spec(model, "gravity_torque", (("q", q),), [gravity_torque(model, q)], False),
+        _spec(model, "coriolis_matrix", (("q", q), ("v", v)), [coriolis_matrix(model, q, v)], False),
+        _spec(model, "regressor", qva, [regressor(model, q, v, a)], True),
+    ]
+    sources, counts = {}, {}
+    rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
+    idsva = _analytical("rnea_derivatives", "rnea_derivatives")
+    if idsva is not None:
+        rnea_candidates["idsva"] = idsva
+    sources["rnea_derivatives"], spec = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
+    specs.append(spec)
+    best_rnea = rnea_candidates[sources["rnea_derivatives"]]
+    aba_candidates = {"ad": _ad_aba_derivatives,
+                      f"minv_times_{sources['rnea_derivatives']}":
+                          lambda m, q_, v_, t_: _aba_derivatives_via_rnea(m, q_, v_, t_, best_rnea)}
+    analytic = _analytical("aba_derivatives", "aba_derivatives")
+    if analytic is not None:
+        aba_candidates["analytical"] = analytic
+    sources["aba_derivatives"], spec = _pick(model, "aba_derivatives", qvt, aba_candidates, counts)
+    specs.append(spec)
+    specs.append(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
+                       [_rnea_time_derivative(model, q, v, a, jerk)], False))
+    return KernelSet(specs, sources, counts)
+
+
+def _rnea_time_derivative(model, q, v, a, jerk):
+    """``τ̇ = ∂τ/∂q ⊙ v + ∂τ/∂v a + M jerk``: one forward-mode directional derivative of RNEA along
+    ``(v, a, jerk)`` with ``q`` moved in the tangent space."""
+    dq = ca.SX.sym("dq", model.nv)
+    tau = rnea(model, tangent_perturbation(model, q, dq), v, a)
+    tau_dot = ca.jtimes(tau, ca.vertcat(dq, v, a), ca.vertcat(v, a, jerk))
+    return ca.substitute(tau_dot, dq, ca.DM.zeros(model.nv))
