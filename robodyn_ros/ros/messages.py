@@ -1,0 +1,401 @@
+"""Message <-> array conversion and validation for the nodes (STYLE rule 10: nodes convert, call, publish).
+
+Every ``*_to_*`` reader returns NumPy float64 arrays or raises :class:`MessageRejected` whose reason names
+the field (``"JointState.position has 6 entries for 7 names"``), so a node logs the reason and drops the
+message instead of feeding garbage to a controller. Every ``make_*`` builder takes arrays and returns a
+message; a builder given bad arrays raises a plain ``ValueError`` (a programming error, not input).
+
+Conventions (ROS_NOTES.md): joint order in ``/joint_states`` is not guaranteed, so joints are always mapped
+BY NAME; joint_state_broadcaster sends NaN for an interface a joint does not have; wrenches are
+``[fx, fy, fz, tx, ty, tz]``.
+"""
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+from builtin_interfaces.msg import Duration, Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import InertiaStamped, WrenchStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+
+from robodyn_ros.spatial import numpy_inertia_split
+
+
+class MessageRejected(ValueError):
+    """An incoming message that cannot be used; ``reason`` names the offending field."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------------------------- stamps
+_NS = 1_000_000_000
+
+
+def time_to_seconds(stamp):
+    """``builtin_interfaces/Time`` (or ``Duration``) -> float seconds."""
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def seconds_to_time(seconds):
+    """Float seconds -> ``builtin_interfaces/Time`` (``nanosec`` in [0, 1e9), negative times floor)."""
+    sec, nanosec = _split_seconds(seconds)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def seconds_to_duration(seconds):
+    """Float seconds -> ``builtin_interfaces/Duration``."""
+    sec, nanosec = _split_seconds(seconds)
+    return Duration(sec=sec, nanosec=nanosec)
+
+
+duration_to_seconds = time_to_seconds
+
+
+def _split_seconds(seconds):
+    total_ns = int(round(float(seconds) * _NS))
+    return total_ns // _NS, total_ns % _NS
+
+
+# ------------------------------------------------------------------------------------------ joint state
+def joint_names_permutation(msg_names, joint_names, what="JointState"):
+    """Indices ``idx`` (n,) such that ``msg_field[idx]`` is in ``joint_names`` order.
+
+    Raises MessageRejected on duplicate names in the message or a required joint missing from it; names
+    the message has beyond ``joint_names`` (grippers, other arms) are ignored.
+    """
+    position_of = {}
+    for i, name in enumerate(msg_names):
+        if name in position_of:
+            raise MessageRejected(f"{what}.name has '{name}' twice (entries {position_of[name]} and {i})")
+        position_of[name] = i
+    missing = [name for name in joint_names if name not in position_of]
+    if missing:
+        raise MessageRejected(f"{what}.name lacks required joint(s) {missing}")
+    return np.array([position_of[name] for name in joint_names], dtype=np.intp)
+
+
+_CACHE_LIMIT = 32  # distinct name orders remembered; a flood of hostile orders cannot grow memory
+
+
+def joint_state_to_arrays(msg, joint_names, index_cache=None):
+    """``sensor_msgs/JointState`` -> ``(stamp_seconds, q (n,), v (n,) or None, tau (n,) or None)``.
+
+    Mapping is by name, in ``joint_names`` order (n = len(joint_names)). ``index_cache`` (a dict the
+    caller keeps, keyed by the tuple of message names) holds the validated permutation so that the 1 kHz
+    path builds no dict per message.
+
+    Rejected (MessageRejected): duplicate or missing names, ``position`` not one entry per name,
+    ``velocity``/``effort`` neither empty nor one entry per name, a non-finite position of a required
+    joint, a non-finite velocity or effort of a required joint unless ALL required joints have NaN there.
+    That exception is joint_state_broadcaster's way of saying "this interface does not exist": an empty
+    field and an all-NaN field both give None.
+    """
+    key = tuple(msg.name)
+    idx = None if index_cache is None else index_cache.get(key)
+    if idx is None:
+        idx = joint_names_permutation(key, joint_names)
+        if index_cache is not None:
+            if len(index_cache) >= _CACHE_LIMIT:
+                index_cache.clear()
+            index_cache[key] = idx
+    n_msg = len(key)
+    if len(msg.position) != n_msg:
+        raise MessageRejected(f"JointState.position has {len(msg.position)} entries for {n_msg} names")
+    q = np.frombuffer(msg.position, dtype=np.float64)[idx] if n_msg else np.zeros(0)
+    if not np.isfinite(q).all():
+        raise MessageRejected(f"JointState.position is not finite for {_bad_names(q, idx, key)}")
+    v = _optional_joint_field(msg.velocity, "velocity", idx, key)
+    tau = _optional_joint_field(msg.effort, "effort", idx, key)
+    stamp = msg.header.stamp
+    return stamp.sec + stamp.nanosec * 1e-9, q, v, tau
+
+
+def _optional_joint_field(values, field, idx, names):
+    if len(values) == 0:
+        return None
+    if len(values) != len(names):
+        raise MessageRejected(f"JointState.{field} has {len(values)} entries for {len(names)} names")
+    x = np.frombuffer(values, dtype=np.float64)[idx]
+    if np.isfinite(x).all():
+        return x
+    if np.isnan(x).all():
+        return None
+    raise MessageRejected(f"JointState.{field} is not finite for {_bad_names(x, idx, names)}")
+
+
+def _bad_names(x, idx, names):
+    return [names[idx[i]] for i in np.flatnonzero(~np.isfinite(x))]
+
+
+def make_joint_state(stamp, names, q, v=None, tau=None):
+    """``sensor_msgs/JointState`` from ``q``, ``v``, ``tau`` (n,) each (None -> empty field)."""
+    n = len(names)
+    msg = JointState()
+    msg.header.stamp = stamp if isinstance(stamp, Time) else seconds_to_time(stamp)
+    msg.name = list(names)
+    msg.position = _float_array(q, n, "q")
+    if v is not None:
+        msg.velocity = _float_array(v, n, "v")
+    if tau is not None:
+        msg.effort = _float_array(tau, n, "tau")
+    return msg
+
+
+def _float_array(x, n, what):
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.shape != (n,):
+        raise ValueError(f"{what} has shape {x.shape}, expected ({n},)")
+    return array("d", x.tobytes())
+
+
+# --------------------------------------------------------------------------------------------- wrench
+def wrench_stamped_to_array(msg):
+    """``geometry_msgs/WrenchStamped`` -> ``(stamp_seconds, frame_id, w (6,) = [fx fy fz tx ty tz])``."""
+    f, t = msg.wrench.force, msg.wrench.torque
+    w = np.array([f.x, f.y, f.z, t.x, t.y, t.z])
+    if not np.isfinite(w).all():
+        labels = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
+        bad = [labels[i] for i in np.flatnonzero(~np.isfinite(w))]
+        raise MessageRejected(f"WrenchStamped.wrench is not finite in {bad}")
+    return time_to_seconds(msg.header.stamp), msg.header.frame_id, w
+
+
+def array_to_wrench_stamped(stamp, frame_id, w):
+    """``[fx fy fz tx ty tz]`` (6,) -> ``geometry_msgs/WrenchStamped``."""
+    w = np.asarray(w, dtype=np.float64)
+    if w.shape != (6,):
+        raise ValueError(f"wrench has shape {w.shape}, expected (6,)")
+    msg = WrenchStamped()
+    msg.header.stamp = stamp if isinstance(stamp, Time) else seconds_to_time(stamp)
+    msg.header.frame_id = frame_id
+    f, t = msg.wrench.force, msg.wrench.torque
+    f.x, f.y, f.z, t.x, t.y, t.z = (float(c) for c in w)
+    return msg
+
+
+# ----------------------------------------------------------------------------------------- trajectory
+@dataclass(frozen=True)
+class TrajectoryReference:
+    """A joint trajectory in ``joint_names`` order, sampled like joint_trajectory_controller does.
+
+    ``times`` (N,) strictly increasing seconds from the trajectory start; ``q`` (N, n); ``v``, ``a``
+    (N, n) or None. Segment k (times[k] .. times[k+1]) is linear if only positions are given, the cubic
+    Hermite polynomial matching (q, v) at both ends if velocities are given, and the quintic matching
+    (q, v, a) if accelerations are given too. ``coefficients`` (N-1, 6, n) holds each segment's
+    polynomial in the local time s = t - times[k]: q(s) = sum_j coefficients[k, j] s^j.
+    ``start_stamp`` is the header stamp in seconds (0: "start on receipt", as the controller reads it).
+    """
+
+    joint_names: tuple
+    times: np.ndarray
+    q: np.ndarray
+    v: np.ndarray | None
+    a: np.ndarray | None
+    coefficients: np.ndarray
+    start_stamp: float = 0.0
+
+    def sample(self, t):
+        """``(q (n,), v (n,), a (n,))`` at ``t`` seconds from the start.
+
+        Before ``times[0]`` the first point is held and after ``times[-1]`` the last one, both with zero
+        velocity and acceleration; ``times[0] <= t <= times[-1]`` is on the polynomials.
+        """
+        times = self.times
+        if t < times[0] or t > times[-1] or len(times) == 1:
+            k = 0 if t < times[-1] else len(times) - 1
+            zero = np.zeros(self.q.shape[1])
+            return self.q[k].copy(), zero, zero.copy()
+        k = min(int(np.searchsorted(times, t, side="right")) - 1, len(times) - 2)
+        return _evaluate_quintic(self.coefficients[k], t - times[k])
+
+
+def _evaluate_quintic(c, s):
+    """q, dq/ds, d2q/ds2 at s of q(s) = sum_{j=0}^{5} c[j] s^j (Horner's rule); c (6, n)."""
+    q = ((((c[5] * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
+    v = (((5.0 * c[5] * s + 4.0 * c[4]) * s + 3.0 * c[3]) * s + 2.0 * c[2]) * s + c[1]
+    a = ((20.0 * c[5] * s + 12.0 * c[4]) * s + 6.0 * c[3]) * s + 2.0 * c[2]
+    return q, v, a
+
+
+def segment_coefficients(T, q0, q1, v0=None, v1=None, a0=None, a1=None):
+    """Polynomial coefficients (6, n) of one segment of duration ``T`` from ``(q0, v0, a0)`` to
+    ``(q1, v1, a1)`` (n,) each: linear without velocities, cubic Hermite with velocities, quintic with
+    velocities and accelerations (the boundary-value solutions, as in joint_trajectory_controller)."""
+    c = np.zeros((6, len(q0)))
+    dq = q1 - q0
+    c[0] = q0
+    if v0 is None:
+        c[1] = dq / T
+    elif a0 is None:
+        c[1] = v0
+        c[2] = (3.0 * dq - (2.0 * v0 + v1) * T) / T**2
+        c[3] = (-2.0 * dq + (v0 + v1) * T) / T**3
+    else:
+        c[1], c[2] = v0, 0.5 * a0
+        c[3] = (20.0 * dq - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T**2) / (2.0 * T**3)
+        c[4] = (-30.0 * dq + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T**2) / (2.0 * T**4)
+        c[5] = (12.0 * dq - 6.0 * (v1 + v0) * T - (a0 - a1) * T**2) / (2.0 * T**5)
+    return c
+
+
+def joint_trajectory_to_reference(msg, joint_names):
+    """``trajectory_msgs/JointTrajectory`` -> :class:`TrajectoryReference` in ``joint_names`` order.
+
+    Rejected: no points, duplicate names, a required joint missing, a joint the controller does not
+    command (a trajectory for other joints is not half-executed), a point whose positions are not one per
+    name, velocities/accelerations given for some points only or with the wrong length, accelerations
+    without velocities, non-finite values, ``time_from_start`` not strictly increasing.
+    """
+    names = tuple(msg.joint_names)
+    idx = joint_names_permutation(names, joint_names, what="JointTrajectory.joint_names")
+    extra = [name for name in names if name not in set(joint_names)]
+    if extra:
+        raise MessageRejected(f"JointTrajectory.joint_names has joint(s) {extra} this controller does not command")
+    points = msg.points
+    if len(points) == 0:
+        raise MessageRejected("JointTrajectory.points is empty")
+    times = np.array([time_to_seconds(p.time_from_start) for p in points])
+    decreasing = np.flatnonzero(np.diff(times) <= 0.0)
+    if decreasing.size:
+        k = int(decreasing[0]) + 1
+        raise MessageRejected(f"JointTrajectory.points[{k}].time_from_start {times[k]:.9g} s is not after "
+                              f"points[{k - 1}] ({times[k - 1]:.9g} s)")
+    q = _trajectory_field(points, "positions", idx, len(names), required=True)
+    v = _trajectory_field(points, "velocities", idx, len(names), required=False)
+    a = _trajectory_field(points, "accelerations", idx, len(names), required=False)
+    if a is not None and v is None:
+        raise MessageRejected("JointTrajectory.points[*].accelerations given without velocities")
+    coefficients = np.array([
+        segment_coefficients(times[k + 1] - times[k], q[k], q[k + 1],
+                             None if v is None else v[k], None if v is None else v[k + 1],
+                             None if a is None else a[k], None if a is None else a[k + 1])
+        for k in range(len(points) - 1)]).reshape(len(points) - 1, 6, len(joint_names))
+    return TrajectoryReference(tuple(joint_names), times, q, v, a, coefficients,
+                               time_to_seconds(msg.header.stamp))
+
+
+def _trajectory_field(points, field, idx, n_names, required):
+    lengths = [len(getattr(p, field)) for p in points]
+    if not required and all(length == 0 for length in lengths):
+        return None
+    for k, length in enumerate(lengths):
+        if length != n_names:
+            raise MessageRejected(f"JointTrajectory.points[{k}].{field} has {length} entries for {n_names} "
+                                  "names" + ("" if required else " (give it for every point or none)"))
+    x = np.array([np.frombuffer(getattr(p, field), dtype=np.float64)[idx] for p in points])
+    bad = np.argwhere(~np.isfinite(x))
+    if bad.size:
+        raise MessageRejected(f"JointTrajectory.points[{bad[0, 0]}].{field} is not finite")
+    return x
+
+
+# ------------------------------------------------------------------------------------------ multiarray
+def make_float64_multiarray(values, labels=None, dim_label=""):
+    """``std_msgs/Float64MultiArray`` of ``values`` (n,).
+
+    Without ``labels`` the layout has one dimension (``dim_label``, size n, stride n), what
+    JointGroupEffortController and ``ros2 topic echo`` expect. With ``labels`` (n names, e.g. inertial
+    parameter names) the layout has one dimension per label, each of size 1 and stride 1: the names
+    travel with the numbers for humans and bag readers; ``data`` is still the flat (n,) vector.
+    """
+    x = np.ascontiguousarray(values, dtype=np.float64).ravel()
+    msg = Float64MultiArray()
+    if labels is None:
+        msg.layout.dim = [MultiArrayDimension(label=dim_label, size=x.size, stride=x.size)]
+    else:
+        labels = list(labels)
+        if len(labels) != x.size:
+            raise ValueError(f"{len(labels)} labels for {x.size} values")
+        msg.layout.dim = [MultiArrayDimension(label=str(label), size=1, stride=1) for label in labels]
+    msg.data = array("d", x.tobytes())
+    return msg
+
+
+def float64_multiarray_labels(msg):
+    """Per-value labels written by :func:`make_float64_multiarray` (None if the layout has none)."""
+    dims = msg.layout.dim
+    if len(dims) == len(msg.data) and all(d.size == 1 for d in dims):
+        return [d.label for d in dims]
+    return None
+
+
+def float64_multiarray_to_array(msg, expected_len):
+    """``std_msgs/Float64MultiArray`` -> (expected_len,) copy of ``data``.
+
+    Rejected: a length other than ``expected_len`` (the controller would drop it silently), a nonzero
+    ``layout.data_offset``, non-finite entries.
+    """
+    if msg.layout.data_offset != 0:
+        raise MessageRejected(f"Float64MultiArray.layout.data_offset is {msg.layout.data_offset}; only 0 "
+                              "is supported")
+    if len(msg.data) != expected_len:
+        raise MessageRejected(f"Float64MultiArray.data has {len(msg.data)} entries, expected {expected_len}")
+    x = np.array(msg.data, dtype=np.float64)
+    if not np.isfinite(x).all():
+        raise MessageRejected(f"Float64MultiArray.data is not finite at {np.flatnonzero(~np.isfinite(x)).tolist()}")
+    return x
+
+
+# --------------------------------------------------------------------------------------------- inertia
+def make_inertia_stamped(stamp, frame_id, mass, com, inertia_com):
+    """``geometry_msgs/InertiaStamped``: ``mass``, ``com`` (3,) in ``frame_id``, ``inertia_com`` (3, 3)
+    about the centre of mass in ``frame_id``'s axes (the URDF/SDF convention the message follows)."""
+    com = np.asarray(com, dtype=np.float64)
+    inertia = np.asarray(inertia_com, dtype=np.float64)
+    if com.shape != (3,) or inertia.shape != (3, 3):
+        raise ValueError(f"com has shape {com.shape} (expected (3,)), inertia {inertia.shape} (expected (3, 3))")
+    if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-12):
+        raise ValueError("inertia_com is not symmetric")
+    msg = InertiaStamped()
+    msg.header.stamp = stamp if isinstance(stamp, Time) else seconds_to_time(stamp)
+    msg.header.frame_id = frame_id
+    body = msg.inertia
+    body.m = float(mass)
+    body.com.x, body.com.y, body.com.z = (float(c) for c in com)
+    body.ixx, body.ixy, body.ixz = float(inertia[0, 0]), float(inertia[0, 1]), float(inertia[0, 2])
+    body.iyy, body.iyz, body.izz = float(inertia[1, 1]), float(inertia[1, 2]), float(inertia[2, 2])
+    return msg
+
+
+def inertial_parameters_to_inertia_stamped(stamp, frame_id, pi):
+    """``InertiaStamped`` from one body's 10 inertial parameters ``pi = [m, mc, Ixx, Ixy, Iyy, Ixz, Iyz,
+    Izz]`` about the frame origin (Pinocchio order), moved to the COM by the parallel-axis theorem."""
+    pi = np.asarray(pi, dtype=np.float64)
+    if pi.shape != (10,):
+        raise ValueError(f"pi has shape {pi.shape}, expected (10,)")
+    mass, com, inertia_com = numpy_inertia_split(pi)
+    return make_inertia_stamped(stamp, frame_id, mass, com, inertia_com)
+
+
+# ------------------------------------------------------------------------------------------ diagnostics
+_LEVELS = {"OK": DiagnosticStatus.OK, "WARN": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR,
+           "STALE": DiagnosticStatus.STALE}
+
+
+def make_diagnostic_array(stamp, name, level, message, key_values, hardware_id=""):
+    """``diagnostic_msgs/DiagnosticArray`` with one status.
+
+    ``level``: "OK"/"WARN"/"ERROR"/"STALE", an int 0..3 or the message's byte constant. ``key_values``:
+    a dict; floats are written with 9 significant digits, everything else with ``str``.
+    """
+    status = DiagnosticStatus(name=name, message=message, hardware_id=hardware_id, level=_level_byte(level))
+    status.values = [KeyValue(key=str(k), value=(f"{v:.9g}" if isinstance(v, float) else str(v)))
+                     for k, v in key_values.items()]
+    msg = DiagnosticArray(status=[status])
+    msg.header.stamp = stamp if isinstance(stamp, Time) else seconds_to_time(stamp)
+    return msg
+
+
+def _level_byte(level):
+    if isinstance(level, bytes):
+        return level
+    if isinstance(level, str):
+        if level.upper() not in _LEVELS:
+            raise ValueError(f"diagnostic level {level!r} is not one of {sorted(_LEVELS)}")
+        return _LEVELS[level.upper()]
+    if not 0 <= int(level) <= 3:
+        raise ValueError(f"diagnostic level {level} is not in 0..3")
+    return bytes([int(level)])

@@ -1,0 +1,339 @@
+"""A node's parameters from ONE schema (STYLE rule 10): declaration with descriptors, validation, the typed
+config, live updates, and a ROS-free reader of ``--params-file`` YAML.
+
+A schema is a tuple of :class:`ParameterSpec`. The same specs drive
+
+* :func:`declare_parameters`: ``declare_parameter`` with a ``ParameterDescriptor`` (description, range,
+  ``read_only`` for structural parameters such as the URDF or joint names);
+* :func:`validate`: pure, side-effect free; used by the ``add_on_set_parameters_callback`` that
+  :func:`install_live_update` registers, and by the in-process bringup that never sees rclpy;
+* :func:`read_config`: the ``{name: value}`` dict a node builds its objects from;
+* :func:`install_live_update`: validate in the on-set callback, apply in the post-set callback
+  (ROS_NOTES.md: no side effects in the first, effects only after the change is committed).
+
+Types are Python types: ``bool, int, float, str`` and ``list[bool], list[int], list[float], list[str]``.
+Like rclpy, an integer is NOT accepted for a float parameter (a YAML ``gain: 1`` for a float fails at
+declaration in rclpy with "of type 'INTEGER', expecting type 'DOUBLE'"; write ``1.0``): :func:`validate`
+reports the same mistake with that advice, so the in-process bringup fails the way ``ros2 run`` would.
+"""
+import math
+import re
+from dataclasses import dataclass
+
+import yaml
+
+_SCALAR_TYPES = (bool, int, float, str)
+_ARRAY_TYPES = (list[bool], list[int], list[float], list[str])
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One parameter: ``name`` (dotted for groups, e.g. ``"mpc.horizon"``), ``type`` (see module doc),
+    ``default``, ``description``, ``read_only`` (structural: fixed after declaration), ``range``
+    (``(lo, hi)`` inclusive, None for an open end; element-wise for lists), ``choices`` (allowed
+    values), ``live`` (applied while running by :func:`install_live_update`'s callback; a non-live
+    parameter that is not read-only can be changed but takes effect on the next configure)."""
+
+    name: str
+    type: object
+    default: object
+    description: str
+    read_only: bool = False
+    range: tuple | None = None
+    choices: tuple | None = None
+    live: bool = False
+
+    def __post_init__(self):
+        if self.type not in _SCALAR_TYPES + _ARRAY_TYPES:
+            raise ValueError(f"parameter {self.name}: type {self.type} is not one of bool, int, float, str or "
+                             "a list of them")
+        if self.range is not None and self.element_type not in (int, float):
+            raise ValueError(f"parameter {self.name}: a range needs an int or float type")
+        if self.read_only and self.live:
+            raise ValueError(f"parameter {self.name}: read_only and live contradict each other")
+        errors = check_value(self, self.default)
+        if errors:
+            raise ValueError(f"default of {errors[0]}")
+
+    @property
+    def element_type(self):
+        """``int`` for ``int`` and ``list[int]``, and so on."""
+        return self.type.__args__[0] if self.type in _ARRAY_TYPES else self.type
+
+
+def check_value(spec, value):
+    """Errors (list of str, empty if fine) of ``value`` for ``spec``: type, range, choices."""
+    element = spec.element_type
+    if spec.type in _ARRAY_TYPES:
+        if not isinstance(value, (list, tuple)):
+            return [f"{spec.name}: expected a list of {element.__name__}, got {value!r}"]
+        items = list(value)
+    else:
+        items = [value]
+    for item in items:
+        if not _is_instance(item, element):
+            hint = " (write it with a decimal point, e.g. 1.0)" if element is float and _is_instance(item, int) else ""
+            return [f"{spec.name}: expected {element.__name__}, got {type(item).__name__} {item!r}{hint}"]
+        if element is float and math.isnan(item):
+            return [f"{spec.name}: NaN is not a valid value"]
+    if spec.range is not None:
+        lo, hi = spec.range
+        for item in items:
+            if (lo is not None and item < lo) or (hi is not None and item > hi):
+                return [f"{spec.name}: {item!r} is outside [{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]"]
+    if spec.choices is not None:
+        for item in items:
+            if item not in spec.choices:
+                return [f"{spec.name}: {item!r} is not one of {list(spec.choices)}"]
+    return []
+
+
+def _is_instance(x, element):
+    if element is bool:
+        return isinstance(x, bool)
+    if element is int:
+        return isinstance(x, int) and not isinstance(x, bool)
+    if element is float:
+        return isinstance(x, float)
+    return isinstance(x, str)
+
+
+def _bound(x, default):
+    return default if x is None else repr(x)
+
+
+def validate(specs, values):
+    """Errors (list of str) of a ``{name: value}`` change set against the schema.
+
+    Pure: no side effects, no rclpy. Names not in the schema are ignored (another part of the node, or
+    rclpy's own ``use_sim_time``, may own them); read-only parameters are reported as such.
+    """
+    by_name = {spec.name: spec for spec in specs}
+    errors = []
+    for name, value in values.items():
+        spec = by_name.get(name)
+        if spec is not None:
+            errors += check_value(spec, value)
+    return errors
+
+
+def defaults(specs):
+    """``{name: default}`` of the schema."""
+    return {spec.name: _copy(spec.default) for spec in specs}
+
+
+def resolve_config(specs, overrides):
+    """The config a node would read given ``overrides`` (e.g. :func:`load_params_yaml`'s result), without
+    ROS: defaults updated by the overrides the schema knows, validated; ValueError listing every error."""
+    values = defaults(specs)
+    known = {spec.name for spec in specs}
+    values.update({name: _copy(value) for name, value in overrides.items() if name in known})
+    errors = validate(specs, values)
+    if errors:
+        raise ValueError("invalid parameters: " + "; ".join(errors))
+    return values
+
+
+def _copy(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+# ------------------------------------------------------------------------------------------------ rclpy
+def descriptor_for(spec):
+    """``rcl_interfaces/ParameterDescriptor`` of a spec (ranges only for scalar int/float, as ROS has)."""
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    description = spec.description
+    if spec.choices is not None:
+        description += f" One of {list(spec.choices)}."
+    descriptor = ParameterDescriptor(description=description, read_only=spec.read_only)
+    if spec.range is not None and spec.type is float:
+        lo, hi = spec.range
+        descriptor.floating_point_range = [FloatingPointRange(
+            from_value=-math.inf if lo is None else float(lo), to_value=math.inf if hi is None else float(hi))]
+    elif spec.range is not None and spec.type is int:
+        lo, hi = spec.range
+        descriptor.integer_range = [IntegerRange(from_value=-(2**63) if lo is None else lo,
+                                                 to_value=2**63 - 1 if hi is None else hi)]
+    elif spec.range is not None:
+        descriptor.additional_constraints = f"each element in [{_bound(spec.range[0], '-inf')}, " \
+                                            f"{_bound(spec.range[1], 'inf')}]"
+    return descriptor
+
+
+def _parameter_type(spec):
+    from rclpy.parameter import Parameter
+
+    return {bool: Parameter.Type.BOOL, int: Parameter.Type.INTEGER, float: Parameter.Type.DOUBLE,
+            str: Parameter.Type.STRING, list[bool]: Parameter.Type.BOOL_ARRAY,
+            list[int]: Parameter.Type.INTEGER_ARRAY, list[float]: Parameter.Type.DOUBLE_ARRAY,
+            list[str]: Parameter.Type.STRING_ARRAY}[spec.type]
+
+
+def declare_parameters(node, specs):
+    """Declare every spec on ``node`` with its descriptor; overrides from ``--ros-args`` apply.
+
+    An empty-list default is declared by type only (rclpy types ``[]`` as a byte array): without an
+    override it stays uninitialised in rclpy and :func:`read_config` reads the default. Values that rclpy
+    accepts but the schema does not (choices, list ranges, NaN) raise ValueError naming them, as does a
+    type mismatch (rclpy's exception, reworded with the fix).
+    """
+    from rclpy.exceptions import InvalidParameterTypeException
+
+    for spec in specs:
+        descriptor = descriptor_for(spec)
+        try:
+            if spec.type in _ARRAY_TYPES and len(spec.default) == 0:
+                node.declare_parameter(spec.name, _parameter_type(spec), descriptor)
+            else:
+                node.declare_parameter(spec.name, _copy(spec.default), descriptor)
+        except InvalidParameterTypeException as exc:
+            raise ValueError(f"parameter {spec.name} of node {node.get_name()}: {exc} (expected "
+                             f"{_type_name(spec)}; a float needs a decimal point in YAML)") from None
+    errors = validate(specs, read_config(node, specs))
+    if errors:
+        raise ValueError(f"invalid parameters of node {node.get_name()}: " + "; ".join(errors))
+
+
+def _type_name(spec):
+    return spec.type.__name__ if spec.type in _SCALAR_TYPES else f"list[{spec.element_type.__name__}]"
+
+
+def read_config(node, specs):
+    """``{name: value}`` of the declared schema parameters (lists as Python lists; an empty-list
+    parameter left uninitialised reads as its default)."""
+    from rclpy.exceptions import ParameterUninitializedException
+
+    config = {}
+    for spec in specs:
+        try:
+            value = node.get_parameter(spec.name).value
+        except ParameterUninitializedException:
+            value = spec.default
+        config[spec.name] = list(value) if spec.type in _ARRAY_TYPES else value
+    return config
+
+
+def install_live_update(node, specs, apply_callback):
+    """Validate every change against the schema in an on-set callback (pure) and, once rclpy committed
+    it, call ``apply_callback({name: value})`` from a post-set callback with the LIVE parameters that
+    changed (non-live changes are stored and read on the next configure).
+
+    Returns the two callbacks (so a lifecycle node can remove them on cleanup).
+    """
+    from rcl_interfaces.msg import SetParametersResult
+
+    live = {spec.name for spec in specs if spec.live}
+
+    def on_set(parameters):
+        errors = validate(specs, {p.name: _plain(p.value) for p in parameters})
+        return SetParametersResult(successful=not errors, reason="; ".join(errors))
+
+    def post_set(parameters):
+        changed = {p.name: _plain(p.value) for p in parameters if p.name in live}
+        if changed:
+            apply_callback(changed)
+
+    node.add_on_set_parameters_callback(on_set)
+    node.add_post_set_parameters_callback(post_set)
+    return on_set, post_set
+
+
+def _plain(value):
+    """rclpy hands arrays back as ``array.array`` or lists; the schema speaks lists."""
+    return value if isinstance(value, (bool, int, float, str)) or value is None else list(value)
+
+
+# ------------------------------------------------------------------------------------------ params YAML
+_WORD = r"(/\w+)"
+
+
+def load_params_yaml(path, node_name):
+    """The ``{name: value}`` overrides that ``--ros-args --params-file path`` gives node ``node_name``.
+
+    Follows rcl_yaml_param_parser and rclpy: node keys may be nested namespaces (``/ns: node:
+    ros__parameters:``); a key is matched against the node's fully qualified name with ``/*`` standing
+    for one name token and ``/**`` for any number of them; matching entries apply in file order, later
+    ones overriding earlier ones; nested parameter dicts flatten to dotted names. Plain scalars are typed
+    as rcl types them (``true``/``false``/``yes``... -> bool, integer, then anything strtod reads, such as
+    ``1e-3``, -> float; quoted -> string); a list mixing types other than int/float is an error.
+    """
+    with open(path, encoding="utf-8") as stream:
+        root = yaml.compose(stream)
+    if root is None:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        raise ValueError(f"{path}: a ROS parameter file is a mapping of node names")
+    fqn = node_name if node_name.startswith("/") else "/" + node_name
+    result = {}
+    for key, params in _node_entries(root, "", path):
+        pattern = key if key.startswith("/") else "/" + key
+        regex = pattern.replace("/**", _WORD + "*").replace("/*", _WORD)
+        if re.fullmatch(regex, fqn):
+            result.update(params)
+    return result
+
+
+def _node_entries(mapping, prefix, path):
+    """(node key, {param: value}) pairs in file order."""
+    for key_node, value_node in mapping.value:
+        key = key_node.value
+        if key == "ros__parameters":
+            if not isinstance(value_node, yaml.MappingNode):
+                raise ValueError(f"{path}: ros__parameters of {prefix or '/'} is not a mapping")
+            yield prefix, dict(_flatten_parameters(value_node, "", path))
+        elif isinstance(value_node, yaml.MappingNode):
+            yield from _node_entries(value_node, f"{prefix}/{key.strip('/')}" if prefix else key, path)
+        else:
+            raise ValueError(f"{path}: {prefix}/{key} is neither a namespace nor ros__parameters")
+
+
+def _flatten_parameters(mapping, prefix, path):
+    for key_node, value_node in mapping.value:
+        name = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+        if isinstance(value_node, yaml.MappingNode):
+            yield from _flatten_parameters(value_node, name, path)
+        elif isinstance(value_node, yaml.SequenceNode):
+            yield name, _sequence_value(value_node, name, path)
+        else:
+            yield name, _scalar_value(value_node)
+
+
+_TRUE = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}
+_FALSE = {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}
+_INT = re.compile(r"[+-]?\d+")
+_SPECIAL_FLOATS = {".nan": math.nan, ".NaN": math.nan, ".NAN": math.nan, ".inf": math.inf, ".Inf": math.inf,
+                   ".INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}
+
+
+def _scalar_value(node):
+    text = node.value
+    if node.style is not None:  # quoted
+        return text
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    if _INT.fullmatch(text):
+        return int(text)
+    if text in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[text]
+    if "_" in text:  # Python's float() reads "1_0"; strtod does not
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _sequence_value(node, name, path):
+    items = [_scalar_value(item) if isinstance(item, yaml.ScalarNode) else None for item in node.value]
+    if any(item is None for item in items):
+        raise ValueError(f"{path}: {name} is a list of non-scalars")
+    kinds = {type(item) for item in items}
+    if kinds == {int, float}:
+        raise ValueError(f"{path}: {name} mixes integers and floats (rcl rejects it: write every number "
+                         "with a decimal point)")
+    if len(kinds) > 1:
+        raise ValueError(f"{path}: {name} mixes types {sorted(k.__name__ for k in kinds)}")
+    return items
