@@ -10,7 +10,7 @@ BY NAME; joint_state_broadcaster sends NaN for an interface a joint does not hav
 ``[fx, fy, fz, tx, ty, tz]``.
 """
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -196,6 +196,14 @@ class TrajectoryReference:
     a: np.ndarray | None
     coefficients: np.ndarray
     start_stamp: float = 0.0
+    _derivative_coefficients: tuple = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        # dq/ds and d2q/ds2 coefficients, so that sample() is three small matrix products
+        c = self.coefficients
+        dc = c[:, 1:] * np.array([1.0, 2.0, 3.0, 4.0, 5.0])[:, None]
+        ddc = c[:, 2:] * np.array([2.0, 6.0, 12.0, 20.0])[:, None]
+        object.__setattr__(self, "_derivative_coefficients", (dc, ddc))
 
     def sample(self, t):
         """``(q (n,), v (n,), a (n,))`` at ``t`` seconds from the start.
@@ -209,15 +217,12 @@ class TrajectoryReference:
             zero = np.zeros(self.q.shape[1])
             return self.q[k].copy(), zero, zero.copy()
         k = min(int(np.searchsorted(times, t, side="right")) - 1, len(times) - 2)
-        return _evaluate_quintic(self.coefficients[k], t - times[k])
+        powers = (t - times[k]) ** _EXPONENTS  # s^0 .. s^5
+        dc, ddc = self._derivative_coefficients
+        return powers @ self.coefficients[k], powers[:5] @ dc[k], powers[:4] @ ddc[k]
 
 
-def _evaluate_quintic(c, s):
-    """q, dq/ds, d2q/ds2 at s of q(s) = sum_{j=0}^{5} c[j] s^j (Horner's rule); c (6, n)."""
-    q = ((((c[5] * s + c[4]) * s + c[3]) * s + c[2]) * s + c[1]) * s + c[0]
-    v = (((5.0 * c[5] * s + 4.0 * c[4]) * s + 3.0 * c[3]) * s + 2.0 * c[2]) * s + c[1]
-    a = ((20.0 * c[5] * s + 12.0 * c[4]) * s + 6.0 * c[3]) * s + 2.0 * c[2]
-    return q, v, a
+_EXPONENTS = np.arange(6.0)
 
 
 def segment_coefficients(T, q0, q1, v0=None, v1=None, a0=None, a1=None):
