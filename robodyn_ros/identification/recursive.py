@@ -1,0 +1,133 @@
+"""Recursive least squares on the base parameters, for the estimator node and for bag replay.
+
+Measurement model per sample: ``tau = Y_base(q, v, a) beta + e``, ``e ~ N(0, diag(σ²))`` (nv rows).
+Update (Ljung & Söderström 1983, RLS with exponential forgetting, vector measurement):
+
+    e = tau - Y beta,   S = Y P Y^T + Σ,     K = P Y^T S^-1
+    beta += K e,        P = (P - K Y P) / λ_eff
+
+Bounded covariance: ``λ_eff = max(λ, trace(P - K Y P) / trace_max)`` so ``trace(P) <= trace_max`` always;
+while the robot stands still the regressor carries no new information, exponential forgetting alone
+would inflate P without bound (wind-up) and the next motion would make the estimate jump; here P grows
+only up to the trace bound. Outliers: the normalised innovation squared ``d² = e^T S^-1 e`` is chi-square
+with nv degrees of freedom; a sample with d² above ``outlier_threshold`` is rejected. A payload change
+also produces large innovations, but persistently: a CUSUM detector (robodyn_ros.identification.payload)
+on d² (or ``max_consecutive_outliers`` rejections in a row) declares a change, adds ``boost_variance``
+to the covariance of the parameters that a payload moves (``boost_indices``, those of the last body) and
+accepts the sample, so the estimate re-converges within a few hundred samples.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import chi2
+
+from .payload import PayloadChangeDetector
+
+
+@dataclass(frozen=True)
+class RlsUpdate:
+    """What one update did: accepted (False: rejected as an outlier), nis (d²), change_detected."""
+
+    accepted: bool
+    nis: float
+    change_detected: bool
+
+
+class RecursiveLeastSquares:
+    """RLS estimator of ``beta`` (n,) from vector measurements (module docstring).
+
+    beta0 (n,), P0 (n, n) or (n,) diagonal; noise_std: (m,) or scalar σ of each measurement row;
+    forgetting: λ in (0, 1]; trace_max: covariance bound (default trace(P0)); outlier_probability:
+    the chi-square tail beyond which a sample is an outlier; boost_indices, boost_variance: what a
+    detected change adds to P; detector: a PayloadChangeDetector (None: no change detection).
+    """
+
+    def __init__(self, beta0, P0, noise_std, forgetting=0.999, trace_max=None, outlier_probability=1e-6,
+                 max_consecutive_outliers=20, boost_indices=None, boost_variance=None, detector="cusum"):
+        self.beta0 = np.array(beta0, dtype=float)
+        n = self.beta0.size
+        P0 = np.asarray(P0, dtype=float)
+        self.P0 = np.diag(np.broadcast_to(P0, (n,))) if P0.ndim <= 1 else P0.copy()
+        self.noise_std = np.asarray(noise_std, dtype=float)
+        self.forgetting = float(forgetting)
+        self.trace_max = float(np.trace(self.P0) if trace_max is None else trace_max)
+        self.outlier_probability = float(outlier_probability)
+        self.max_consecutive_outliers = int(max_consecutive_outliers)
+        self.boost_indices = np.arange(n) if boost_indices is None else np.asarray(boost_indices)
+        self.boost_variance = np.diag(self.P0)[self.boost_indices] if boost_variance is None else \
+            np.broadcast_to(np.asarray(boost_variance, dtype=float), (len(self.boost_indices),))
+        self.detector = PayloadChangeDetector() if detector == "cusum" else detector
+        self._thresholds = {}
+        self.reset()
+
+    def reset(self):
+        """Back to beta0, P0; counters cleared (the node's reset service and a new replay call this)."""
+        self.beta = self.beta0.copy()
+        self.P = self.P0.copy()
+        self.updates = self.rejected = self.changes = 0
+        self._consecutive = 0
+        if self.detector is not None:
+            self.detector.reset()
+
+    def _threshold(self, m):
+        if m not in self._thresholds:
+            self._thresholds[m] = float(chi2.isf(self.outlier_probability, m))
+        return self._thresholds[m]
+
+    def boost(self, indices=None, variance=None):
+        """Add ``variance`` to the diagonal of P at ``indices`` (default: the payload's), capped by the
+        trace bound: the estimator forgets what it knew about those parameters."""
+        idx = self.boost_indices if indices is None else np.asarray(indices)
+        var = self.boost_variance if variance is None else np.broadcast_to(variance, (len(idx),))
+        self.P[idx, idx] += var
+        trace = np.trace(self.P)
+        if trace > self.trace_max:
+            self.P *= self.trace_max / trace
+
+    def update(self, Y, y):
+        """One measurement: Y (m, n), y (m,). Returns :class:`RlsUpdate`."""
+        Y, y = np.atleast_2d(Y), np.atleast_1d(y)
+        m = len(y)
+        R = np.broadcast_to(self.noise_std, (m,)) ** 2
+        e = y - Y @ self.beta
+        PYt = self.P @ Y.T
+        S = Y @ PYt + np.diag(R)
+        Sinv_e = np.linalg.solve(S, e)
+        nis = float(e @ Sinv_e)
+        change = self.detector.update(nis, m) if self.detector is not None else False
+        if nis > self._threshold(m) and not change:
+            self._consecutive += 1
+            if self._consecutive <= self.max_consecutive_outliers:
+                self.rejected += 1
+                return RlsUpdate(False, nis, False)
+            change = True
+        self._consecutive = 0
+        if change:
+            self.changes += 1
+            self.boost()
+            PYt = self.P @ Y.T
+            S = Y @ PYt + np.diag(R)
+            Sinv_e = np.linalg.solve(S, e)
+        self.beta = self.beta + PYt @ Sinv_e
+        P = self.P - PYt @ np.linalg.solve(S, PYt.T)
+        P = 0.5 * (P + P.T)
+        lam = max(self.forgetting, np.trace(P) / self.trace_max)
+        self.P = P / min(lam, 1.0) if lam <= 1.0 else P
+        self.updates += 1
+        return RlsUpdate(True, nis, change)
+
+    @property
+    def std(self):
+        """Standard deviations (n,) of the current estimate."""
+        return np.sqrt(np.clip(np.diag(self.P), 0.0, None))
+
+
+def replay(estimator, Y, TAU):
+    """Feed samples Y (N, m, n), TAU (N, m) through ``estimator``; returns the estimates (N, n)."""
+    out = np.empty((len(Y), estimator.beta.size))
+    for k in range(len(Y)):
+        estimator.update(Y[k], TAU[k])
+        out[k] = estimator.beta
+    return out
