@@ -293,6 +293,27 @@ def test_isolated_domains_differ_and_environment_is_restored():
     assert os.environ.get("ROS_DOMAIN_ID") == before
 
 
+def test_nodes_in_different_isolated_domains_do_not_connect():
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from robodyn_ros.ros.testing import make_executor, ros_context
+
+    with ros_context() as a, ros_context() as b:
+        assert a.get_domain_id() != b.get_domain_id()
+        talker, listener = Node("talker", context=a), Node("listener", context=b)
+        executor = make_executor("single", a)
+        executor.add_node(talker)
+        try:
+            pub = talker.create_publisher(String, "chatter", qos.COMMAND_QOS)
+            listener.create_subscription(String, "chatter", lambda msg: None, qos.COMMAND_QOS)
+            assert not spin_until(executor, lambda: pub.get_subscription_count() > 0, timeout=1.0)
+        finally:
+            executor.shutdown()
+            talker.destroy_node()
+            listener.destroy_node()
+
+
 @pytest.mark.parametrize("executor", ["single", "events"])
 def test_dds_round_trip_joint_state_in_then_command_out(executor):
     """A talker publishes JointState (reliable, like joint_state_broadcaster); a controller node reads it
