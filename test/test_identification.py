@@ -1,0 +1,293 @@
+"""Identification on data generated with PINOCCHIO (not our dynamics): a "true" Panda whose inertias,
+armature and friction differ from the URDF's, measured with noise.
+
+Signal model of the true robot: tau = RNEA_pinocchio(q, v, a) + armature a + viscous v
++ coulomb tanh(v / 0.05) + offset (the smooth Coulomb model the identification uses, see
+test_identify_real_panda.py), noise added to what a controller would record.
+"""
+import os
+import time
+
+import numpy as np
+import pytest
+
+import robodyn_ros as rd
+from conftest import erd_path
+from robodyn_ros.identification.blas_threads import limit_blas_threads
+from robodyn_ros.identification.base_parameters import (compute_base_parameters, full_parameters,
+                                                        full_regressor, identifiability_explanation,
+                                                        parameter_identifiability, smooth_sign)
+from robodyn_ros.identification.batch import accumulate, identify, predict_torques
+from robodyn_ros.identification.batch_regressor import batch_regressor
+from robodyn_ros.identification.least_squares import weighted_least_squares
+from robodyn_ros.signal_filters import encoder_resolution, quantize
+from robodyn_ros.urdf_edit import lock_joints
+
+pin = pytest.importorskip("pinocchio")
+limit_blas_threads()
+
+LOCKED = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+WIDTH = 0.05
+RNG_SEED = 20261123
+
+
+# ------------------------------------------------------------------------------------------- the robot
+class TrueRobot:
+    """A Pinocchio Panda (fingers locked) with perturbed inertias plus armature and friction."""
+
+    def __init__(self, seed=RNG_SEED):
+        rng = np.random.default_rng(seed)
+        self.xml = lock_joints(open(erd_path("panda_description/urdf/panda.urdf")).read(), LOCKED)
+        self.nominal = rd.Model.from_urdf(self.xml)
+        self.pm = pin.buildModelFromXML(self.xml)
+        for i in range(1, self.pm.njoints):
+            I = self.pm.inertias[i]
+            m = I.mass * rng.uniform(0.8, 1.2)
+            c = I.lever + rng.uniform(-0.01, 0.01, 3)
+            Ic = I.inertia * rng.uniform(0.8, 1.2) + np.diag(rng.uniform(0.0, 0.002, 3))
+            self.pm.inertias[i] = pin.Inertia(m, c, Ic)
+        nv = self.pm.nv
+        self.armature = rng.uniform(0.05, 0.3, nv)
+        self.viscous = rng.uniform(0.1, 0.6, nv)
+        self.coulomb = rng.uniform(0.2, 1.0, nv)
+        self.offset = rng.uniform(-0.2, 0.2, nv)
+        self.pm.armature = self.armature
+        self.data = self.pm.createData()
+
+    def pi_full(self):
+        """Our full parameter vector of the true robot (Pinocchio's dynamic parameters per joint)."""
+        pi = np.concatenate([self.pm.inertias[i].toDynamicParameters() for i in range(1, self.pm.njoints)])
+        joint = np.stack([self.armature, self.viscous, self.coulomb, self.offset], axis=1).reshape(-1)
+        return np.concatenate([pi, joint])
+
+    def friction(self, V, width=WIDTH):
+        return self.viscous * V + self.coulomb * smooth_sign(V, width) + self.offset
+
+    def torques(self, Q, V, A, width=WIDTH):
+        rnea = np.array([pin.rnea(self.pm, self.data, Q[k], V[k], A[k]) for k in range(len(Q))])
+        return rnea + self.friction(V, width)
+
+    def with_payload(self, mass, com, link="panda_link8"):
+        """A copy carrying a box payload of ``mass`` at ``com`` in ``link``'s frame; returns (robot, pi_p)."""
+        other = TrueRobot.__new__(TrueRobot)
+        other.__dict__.update(self.__dict__)
+        other.pm = self.pm.copy()
+        fid = other.pm.getFrameId(link)
+        payload = pin.Inertia(mass, np.asarray(com), np.diag([0.004, 0.005, 0.003]))
+        jid = other.pm.frames[fid].parentJoint
+        other.pm.inertias[jid] = other.pm.inertias[jid] + other.pm.frames[fid].placement.act(payload)
+        other.data = other.pm.createData()
+        return other, payload
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return TrueRobot()
+
+
+@pytest.fixture(scope="module")
+def trajectories(robot):
+    """Two exciting trajectories (identification, validation): 20 s and 10 s at 1 kHz."""
+    from robodyn_ros.exciting_trajectory import design_exciting_trajectory
+    m = robot.nominal
+    out = []
+    for seed, periods in ((1, 2), (7, 1)):
+        traj = design_exciting_trajectory(m.nv, m.lower, m.upper, 0.6 * m.velocity_limit, a_max=np.full(m.nv, 4.0),
+                                          period=10.0, harmonics=5, seed=seed, max_iterations=8)
+        out.append(traj.sample(0.001, periods))
+    return out
+
+
+def measure(robot, t, Q, V, A, rng, noise=0.01, counts=2 ** 18):
+    """What a robot would record: quantised positions, torques with noise of ``noise`` x their range."""
+    tau = robot.torques(Q, V, A)
+    sigma = noise * (tau.max(axis=0) - tau.min(axis=0))
+    return quantize(Q, encoder_resolution(counts)), tau + rng.normal(size=tau.shape) * sigma, tau
+
+
+def rel(err, ref):
+    return float(np.linalg.norm(err) / np.linalg.norm(ref))
+
+
+# ------------------------------------------------------------------------------------------- structure
+def test_batch_regressor_matches_pinocchio(robot, rng):
+    m = robot.nominal
+    Q = np.stack([m.random_configuration(rng) for _ in range(20)])
+    V, A = rng.normal(size=(20, m.nv)), rng.normal(size=(20, m.nv))
+    Y = batch_regressor(m, Q, V, A)
+    pm, pd = pin.buildModelFromXML(robot.xml), None
+    pd = pm.createData()
+    for k in range(20):
+        np.testing.assert_allclose(Y[k], pin.computeJointTorqueRegressor(pm, pd, Q[k], V[k], A[k]), atol=1e-10)
+
+
+def test_noise_free_base_parameters_recovered(robot, rng):
+    """Pinocchio torques at random states: the base parameters come out to 1e-8 (relative)."""
+    m = robot.nominal
+    base = compute_base_parameters(m, coulomb_width=WIDTH)
+    N = 400
+    Q = np.stack([m.random_configuration(rng) for _ in range(N)])
+    V, A = rng.uniform(-2, 2, size=(N, m.nv)), rng.uniform(-5, 5, size=(N, m.nv))
+    tau = robot.torques(Q, V, A)
+    beta_true = base.from_full(robot.pi_full())
+    np.testing.assert_allclose(base.regressor(m, Q, V, A) @ beta_true, tau, rtol=0, atol=1e-10)
+    fit = weighted_least_squares(accumulate(m, base, Q, V, A, tau), iterations=0)
+    err = np.abs(fit.beta - beta_true) / np.maximum(np.abs(beta_true), 1.0)
+    print(f"\nnoise-free: {base.count} base parameters, max relative error {err.max():.2e}, "
+          f"condition number {fit.condition_number:.1f}")
+    assert err.max() < 1e-8
+    assert fit.relative_error < 1e-10
+
+
+def test_identifiability_of_the_first_link(robot):
+    """Cărmizaru Rem. 4.2.7-4.2.8: the first link of a fixed-base arm is seen only through its inertia
+    about the joint-1 axis; deeper links are mostly identifiable."""
+    m = robot.nominal
+    base = compute_base_parameters(m)
+    groups = parameter_identifiability(m, base)
+    assert groups["panda_link1"]["none"] == ["m", "mx", "my", "mz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz"]
+    assert groups["panda_link1"]["combined"] == ["Izz"] and groups["panda_link1"]["alone"] == []
+    assert any(n.startswith("Izz_panda_link1") and "armature_panda_joint1" in n for n in base.names)
+    assert len(groups["panda_link7"]["none"]) == 0 and len(groups["panda_link7"]["alone"]) >= 5
+    text = identifiability_explanation(m, base)
+    assert "first joint of a fixed base" in text["panda_link1"] and "Izz" in text["panda_link1"]
+    assert "Rem. 4.2.8" in text["panda_link1"]
+    assert "first joint" not in text["panda_link4"]
+    n_rigid = sum(1 for i in base.independent if i < 10 * m.nbodies)
+    print(f"\npanda: {base.count} base parameters ({n_rigid} with inertial terms); link 1: {text['panda_link1'][:160]}...")
+    assert base.count == 69
+
+
+# ---------------------------------------------------------------------------------- realistic noise
+@pytest.fixture(scope="module")
+def identified(robot, trajectories):
+    rng = np.random.default_rng(5)
+    t, Q, V, A = trajectories[0]
+    q_meas, tau_meas, _ = measure(robot, t, Q, V, A, rng)
+    result = identify(robot.nominal, t, q_meas, None, tau_meas, cutoff_hz=5.0, coulomb_width=WIDTH)
+    return result
+
+
+def test_noisy_exciting_trajectory_predicts_validation_torques(robot, trajectories, identified, tmp_path):
+    t, Q, V, A = trajectories[1]
+    tau_true = robot.torques(Q, V, A)
+    ident = predict_torques(identified.identified, Q, V, A, WIDTH)
+    least_squares = identified.base.regressor(robot.nominal, Q, V, A, ) @ identified.fit.beta
+    nominal = predict_torques(robot.nominal, Q, V, A, WIDTH)
+    e_id, e_ls, e_nom = rel(tau_true - ident, tau_true), rel(tau_true - least_squares, tau_true), rel(tau_true - nominal, tau_true)
+    print(f"\nnoisy 20 s identification, 10 s validation: consistent model {100 * e_id:.2f} %, least squares "
+          f"{100 * e_ls:.2f} %, nominal URDF {100 * e_nom:.2f} % (ratio {e_nom / e_id:.1f}x); fit relative error "
+          f"{100 * identified.fit.relative_error:.2f} %, condition number {identified.fit.condition_number:.1f}")
+    assert e_id <= 0.03 and e_ls <= 0.03
+    assert e_nom >= 5 * e_id
+    # the consistent fit reproduces the least-squares torques
+    assert rel(ident - least_squares, least_squares) < 0.01
+
+    # the identified URDF, loaded by Pinocchio, reproduces the identified rigid-body torques
+    from robodyn_ros.identification.results import identified_urdf
+    model = identified.identified
+    xml = identified_urdf(robot.xml, model)
+    pm = pin.buildModelFromXML(xml)
+    pd = pm.createData()
+    rigid = batch_regressor(model, Q[::50], V[::50], A[::50]) @ model.inertial_parameters()
+    theirs = np.array([pin.rnea(pm, pd, q, v, a) for q, v, a in zip(Q[::50], V[::50], A[::50])])
+    np.testing.assert_allclose(theirs, rigid, rtol=1e-9, atol=1e-9)
+    ours = rd.Model.from_urdf(xml)
+    np.testing.assert_allclose(ours.inertias, model.inertias, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours.viscous, model.viscous, rtol=1e-12)
+    np.testing.assert_allclose(ours.coulomb, model.coulomb, rtol=1e-12)
+
+
+def _wrench_measurements(robot_p, payload, Q, V, A, link, rng, bias):
+    """Wrench at ``link`` the sensor applies to the payload (Pinocchio kinematics), with bias and noise."""
+    pm, pd = robot_p.pm, robot_p.data
+    fid = pm.getFrameId(link)
+    W = np.empty((len(Q), 6))
+    for k in range(len(Q)):
+        pin.forwardKinematics(pm, pd, Q[k], V[k], A[k])
+        pin.updateFramePlacements(pm, pd)
+        v = pin.getFrameVelocity(pm, pd, fid, pin.LOCAL)
+        a = pin.getFrameAcceleration(pm, pd, fid, pin.LOCAL)
+        a = a + pin.Motion(pd.oMf[fid].rotation.T @ (-pm.gravity.linear), np.zeros(3))
+        W[k] = (payload * a + v.cross(payload * v)).vector
+    sigma = 0.01 * (W.max(axis=0) - W.min(axis=0))
+    return W + bias + rng.normal(size=W.shape) * sigma
+
+
+def test_payload_from_wrist_ft_sensor(robot, trajectories):
+    from robodyn_ros.identification.batch import filtered_samples
+    from robodyn_ros.identification.payload import payload_from_wrench
+    rng = np.random.default_rng(11)
+    robot_p, payload = robot.with_payload(2.0, [0.01, -0.02, 0.05])
+    t, Q, V, A = trajectories[1]
+    q_meas, _, _ = measure(robot_p, t, Q, V, A, rng)
+    bias = np.array([1.5, -0.7, 2.0, 0.05, -0.03, 0.02])
+    W = _wrench_measurements(robot_p, payload, Q, V, A, "panda_link8", rng, bias)
+    T, Qf, Vf, Af, Wf = filtered_samples(t, q_meas, None, W, 5.0)
+    est = payload_from_wrench(robot.nominal, "panda_link8", Qf, Vf, Af, Wf)
+    print(f"\npayload from F/T: {est.mass:.4f} kg (true 2 kg, ±{est.std[0]:.4f}), com {np.round(est.com, 4)}, "
+          f"bias {np.round(est.bias, 3)}")
+    assert abs(est.mass - 2.0) <= 0.02 * 2.0
+    np.testing.assert_allclose(est.com, [0.01, -0.02, 0.05], atol=0.005)
+    np.testing.assert_allclose(est.bias, bias, atol=0.1)
+
+
+def test_payload_from_joint_torques(robot, trajectories, identified):
+    from robodyn_ros.identification.batch import filtered_samples
+    from robodyn_ros.identification.payload import payload_from_joint_torques
+    rng = np.random.default_rng(12)
+    robot_p, _ = robot.with_payload(2.0, [0.01, -0.02, 0.05])
+    t, Q, V, A = trajectories[0]
+    q_meas, tau_meas, _ = measure(robot_p, t, Q, V, A, rng)
+    T, Qf, Vf, Af, TAUf = filtered_samples(t, q_meas, None, tau_meas, 5.0)
+    model = identified.identified
+    est = payload_from_joint_torques(model, Qf, Vf, Af, TAUf, lambda Q, V, A: predict_torques(model, Q, V, A, WIDTH))
+    # the payload sits in panda_link8's frame, 0.107 m along z of body 7's frame
+    mass = est.mass
+    print(f"\npayload from joint torques alone: {mass:.4f} kg (true 2 kg)")
+    assert abs(mass - 2.0) <= 0.05 * 2.0
+
+
+def test_recursive_estimator_tracks_a_payload_change(robot, trajectories, identified):
+    """RLS on the base parameters, started from the batch estimate; a 2 kg payload is attached at
+    t = 10 s. The payload mass read from the base parameters (change of the last body's parameters)
+    must stay within 5 % of its final value from at most 2 s after the change."""
+    from robodyn_ros.identification.batch import filtered_samples
+    from robodyn_ros.identification.payload import body_parameter_change
+    from robodyn_ros.identification.recursive import RecursiveLeastSquares
+    rng = np.random.default_rng(13)
+    robot_p, _ = robot.with_payload(2.0, [0.01, -0.02, 0.05])
+    t, Q, V, A = trajectories[0]
+    change_at = 10.0
+    tau = np.where((t >= change_at)[:, None], robot_p.torques(Q, V, A), robot.torques(Q, V, A))
+    sigma = 0.01 * (tau.max(axis=0) - tau.min(axis=0))
+    tau_meas = tau + rng.normal(size=tau.shape) * sigma
+    T, Qf, Vf, Af, TAUf = filtered_samples(t, quantize(Q, encoder_resolution(2 ** 18)), None, tau_meas, 5.0, decimate=5)
+    base, fit = identified.base, identified.fit
+    Y = base.regressor(robot.nominal, Qf, Vf, Af)
+    last = model_last_body_rows(base, robot.nominal)
+    rls = RecursiveLeastSquares(fit.beta, fit.cov * 100.0, noise_std=fit.sigma * 3.0, forgetting=0.999,
+                                boost_indices=last, boost_variance=np.maximum(fit.beta[last] ** 2, 0.05))
+    masses = np.empty(len(T))
+    start = time.perf_counter()
+    for k in range(len(T)):
+        rls.update(Y[k], TAUf[k])
+        masses[k] = body_parameter_change(base, fit.beta, rls.beta, robot.nominal.nbodies - 1)[0]
+    seconds = time.perf_counter() - start
+    final = masses[-1]
+    outside = np.flatnonzero(np.abs(masses - final) > 0.05 * abs(final))
+    settle = T[outside[-1]] - change_at if outside.size else 0.0
+    before = masses[(T > 3.0) & (T < change_at)]
+    print(f"\nRLS: {len(T)} updates in {seconds:.2f} s ({1e6 * seconds / len(T):.0f} us each), payload mass final "
+          f"{final:.3f} kg, within 5 % of it {settle:.2f} s after the change, changes detected {rls.changes}, "
+          f"outliers rejected {rls.rejected}; before the change |m| <= {np.abs(before).max():.3f} kg")
+    assert settle <= 2.0
+    assert abs(final - 2.0) < 0.1
+    rls.reset()
+    np.testing.assert_array_equal(rls.beta, fit.beta)
+
+
+def model_last_body_rows(base, model):
+    """Base parameters that contain a parameter of the last body (those a payload changes)."""
+    b = model.nbodies - 1
+    return np.flatnonzero(np.any(base.K[:, 10 * b:10 * b + 10] != 0.0, axis=1))
