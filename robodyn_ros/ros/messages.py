@@ -177,7 +177,7 @@ def array_to_wrench_stamped(stamp, frame_id, w):
 
 
 # ----------------------------------------------------------------------------------------- trajectory
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TrajectoryReference:
     """A joint trajectory in ``joint_names`` order, sampled like joint_trajectory_controller does.
 
@@ -256,7 +256,8 @@ def joint_trajectory_to_reference(msg, joint_names):
     """
     names = tuple(msg.joint_names)
     idx = joint_names_permutation(names, joint_names, what="JointTrajectory.joint_names")
-    extra = [name for name in names if name not in set(joint_names)]
+    commanded = set(joint_names)
+    extra = [name for name in names if name not in commanded]
     if extra:
         raise MessageRejected(f"JointTrajectory.joint_names has joint(s) {extra} this controller does not command")
     points = msg.points

@@ -106,7 +106,8 @@ def validate(specs, values):
     """Errors (list of str) of a ``{name: value}`` change set against the schema.
 
     Pure: no side effects, no rclpy. Names not in the schema are ignored (another part of the node, or
-    rclpy's own ``use_sim_time``, may own them); read-only parameters are reported as such.
+    rclpy's own ``use_sim_time``, may own them). Read-only is not checked here: rclpy refuses a change
+    to a read-only parameter before any on-set callback runs.
     """
     by_name = {spec.name: spec for spec in specs}
     errors = []
@@ -219,7 +220,9 @@ def install_live_update(node, specs, apply_callback):
     it, call ``apply_callback({name: value})`` from a post-set callback with the LIVE parameters that
     changed (non-live changes are stored and read on the next configure).
 
-    Returns the two callbacks (so a lifecycle node can remove them on cleanup).
+    Call it after :func:`declare_parameters` (rclpy runs both callbacks on declaration too). Returns the
+    two callbacks, so a lifecycle node can remove them on cleanup (``remove_on_set_parameters_callback``,
+    ``remove_post_set_parameters_callback``).
     """
     from rcl_interfaces.msg import SetParametersResult
 
