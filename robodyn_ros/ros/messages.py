@@ -85,7 +85,7 @@ def joint_state_to_arrays(msg, joint_names, index_cache=None):
 
     Mapping is by name, in ``joint_names`` order (n = len(joint_names)). ``index_cache`` (a dict the
     caller keeps, keyed by the tuple of message names) holds the validated permutation so that the 1 kHz
-    path builds no dict per message.
+    path builds no dict per message; keep one cache per ``joint_names`` list (the key does not include it).
 
     Rejected (MessageRejected): duplicate or missing names, ``position`` not one entry per name,
     ``velocity``/``effort`` neither empty nor one entry per name, a non-finite position of a required
