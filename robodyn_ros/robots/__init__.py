@@ -1,0 +1,94 @@
+"""Robot descriptions shipped with robodyn_ros, usable with nothing else installed (no meshes).
+
+``panda.urdf`` and ``ur5.urdf`` are example-robot-data's descriptions with visuals and collisions removed;
+``iiwa.urdf`` is the KUKA LBR iiwa 14 R820 written from Müller & Kumar (2021), Table 1. Each file's header
+comment states its origin and licence; ``tools/make_bundled_urdfs.py`` regenerates them.
+
+    >>> from robodyn_ros.model import Model
+    >>> info = bundled_robot_info("panda")
+    >>> model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import ModelError
+
+BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Per robot: the actuated arm joints in chain order, the base link, the last arm link, the flange frame a
+# wrist force/torque sensor or a payload is attached to, a home configuration of the arm joints (rad)
+# inside the limits and away from singularities, and the joints to lock at a coordinate for arm-only use.
+_INFO = {
+    "panda": {
+        "description": "Franka Emika Panda (example-robot-data, Apache-2.0): 7 revolute joints, hand, "
+                       "2 prismatic fingers",
+        "arm_joints": tuple(f"panda_joint{i}" for i in range(1, 8)),
+        "base_link": "panda_link0",
+        "last_link": "panda_link7",
+        "wrist_link": "panda_link8",
+        "home": (0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785),
+        "locked_joints": {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0},
+    },
+    "ur5": {
+        "description": "Universal Robots UR5 (example-robot-data ur5_robot, BSD): 6 revolute joints",
+        "arm_joints": ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint",
+                       "wrist_1_joint", "wrist_2_joint", "wrist_3_joint"),
+        "base_link": "base_link",
+        "last_link": "wrist_3_link",
+        "wrist_link": "tool0",
+        "home": (0.0, -1.571, 1.571, -1.571, -1.571, 0.0),
+        "locked_joints": {},
+    },
+    "iiwa": {
+        "description": "KUKA LBR iiwa 14 R820 (Mueller & Kumar 2021, Table 1; KUKA data-sheet limits; "
+                       "nominal friction): 7 revolute joints",
+        "arm_joints": tuple(f"iiwa_joint_{i}" for i in range(1, 8)),
+        "base_link": "iiwa_link_0",
+        "last_link": "iiwa_link_7",
+        "wrist_link": "iiwa_link_ee",
+        "home": (0.0, -0.5236, 0.0, 1.5708, 0.0, -1.0472, 0.0),
+        "locked_joints": {},
+    },
+}
+
+
+def _check_name(name):
+    if name not in BUNDLED_ROBOTS:
+        raise ModelError(f"unknown bundled robot {name!r}; available: {', '.join(BUNDLED_ROBOTS)}")
+
+
+def bundled_urdf_path(name):
+    """Absolute path (str) of the bundled URDF of robot ``name`` (one of ``BUNDLED_ROBOTS``).
+
+    Raises :class:`~robodyn_ros.errors.ModelError` (a ValueError) naming the available robots otherwise."""
+    _check_name(name)
+    return os.path.join(_HERE, f"{name}.urdf")
+
+
+def bundled_robot_info(name):
+    """What a demo needs to use bundled robot ``name``, as a new dict:
+
+    ``name``, ``description``; ``urdf`` (path); ``arm_joints`` (tuple of the actuated arm joints in chain
+    order, Panda's fingers excluded); ``base_link``; ``last_link`` (last arm link); ``wrist_link`` (flange
+    frame for a wrist F/T sensor or payload: panda_link8, tool0, iiwa_link_ee); ``home`` ((n_arm,) float64
+    array, rad, inside the joint limits); ``locked_joints`` (dict joint -> coordinate, for
+    ``Model.from_urdf(..., locked_joints=...)``: Panda's fingers at 0, empty for the others).
+    """
+    _check_name(name)
+    info = _INFO[name]
+    return {
+        "name": name,
+        "description": info["description"],
+        "urdf": bundled_urdf_path(name),
+        "arm_joints": info["arm_joints"],
+        "base_link": info["base_link"],
+        "last_link": info["last_link"],
+        "wrist_link": info["wrist_link"],
+        "home": np.array(info["home"], dtype=float),
+        "locked_joints": dict(info["locked_joints"]),
+    }
