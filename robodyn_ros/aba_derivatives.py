@@ -1,0 +1,110 @@
+"""Partial derivatives of forward dynamics from those of inverse dynamics (Singh, Russell, Wensing 2022,
+Sec. IV-E; shared/papers/001).
+
+Differentiating ``τ = ID(q, q̇, FD(q, q̇, τ))`` gives eq. 5: ``∂q̈/∂u = -M^-1 ∂τ/∂u`` for ``u = q, q̇``, and
+``∂q̈/∂τ = M^-1``, with the ID partials evaluated at ``q̈ = FD(q, q̇, τ)``. Two ways to apply ``M^-1``:
+
+* DMM (direct matrix multiplication): form ``M^-1`` explicitly (:func:`minv`) and multiply, O(n^3);
+* AZA (ABA with zero inputs, eqs. 33-34): ``ABA(q, 0, x)`` with gravity and external forces removed is
+  ``M^-1 x``; the kinematics and articulated inertias are computed once and the ``x`` columns swept
+  through the second and third passes together, O(n^2).
+
+``method='auto'`` picks by size (see :data:`AZA_CROSSOVER_NV`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import spatial
+from .aba import aba
+from .backend import ops_for
+from .kinematics import joint_slices, parent_placements
+from .rnea import body_inertia
+from .rnea_derivatives import rnea_derivatives
+
+#: Below this many degrees of freedom DMM is used by ``method='auto'``, AZA from it on. Measured by
+#: benchmarks/bench_derivatives.py --crossover on this machine (NumPy path: time per call; SX path:
+#: instruction count of the generated function); see that script's output.
+AZA_CROSSOVER_NV = 10
+
+
+def articulated_inertias(ops, model, liMi):
+    """Second pass of the ABA without bias terms: ``U_i = I^A_i S_i`` (6, n_i) and ``D_i^-1`` (n_i, n_i)
+    (armature added to ``D_i``), the articulated inertias of the bodies in their own frames."""
+    n = model.nbodies
+    IA = [spatial.inertia_matrix(ops, body_inertia(ops, model, i)) for i in range(n)]
+    U, Dinv = [None] * n, [None] * n
+    for i in reversed(range(n)):
+        _, sv = joint_slices(model, i)
+        S = model.joints[i].S
+        U[i] = ops.mtimes(IA[i], S)
+        Dinv[i] = ops.inv(ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        lam = model.parents[i]
+        if lam >= 0:
+            Ia = IA[i] - ops.mtimes(ops.mtimes(U[i], Dinv[i]), ops.T(U[i]))
+            X = spatial.inv_motion_matrix(ops, *liMi[i])
+            IA[lam] = IA[lam] + ops.mtimes(ops.T(X), ops.mtimes(Ia, X))
+    return U, Dinv
+
+
+def aba_zero_inputs(ops, model, liMi, U, Dinv, T):
+    """``M^-1 T`` (nv, m) by the ABA with ``q̇ = 0``, no gravity and no external force (eqs. 33-34),
+    all ``m`` columns of ``T`` (nv, m) at once: the bias forces ``p^A_i`` and accelerations ``a_i`` are
+    (6, m) blocks."""
+    n, m = model.nbodies, T.shape[1]
+    pA = [ops.zeros(6, m) for _ in range(n)]
+    u = [None] * n
+    for i in reversed(range(n)):                            # pass 2: bias forces of the inputs
+        _, sv = joint_slices(model, i)
+        u[i] = T[sv, :] - ops.mtimes(model.joints[i].S.T, pA[i])
+        lam = model.parents[i]
+        if lam >= 0:
+            pa = pA[i] + ops.mtimes(ops.mtimes(U[i], Dinv[i]), u[i])
+            pA[lam] = pA[lam] + ops.mtimes(spatial.force_matrix(ops, *liMi[i]), pa)
+    out = ops.zeros(model.nv, m)
+    acc = [None] * n
+    for i in range(n):                                      # pass 3: accelerations
+        lam = model.parents[i]
+        _, sv = joint_slices(model, i)
+        ai = ops.zeros(6, m) if lam < 0 else ops.mtimes(spatial.inv_motion_matrix(ops, *liMi[i]), acc[lam])
+        out[sv, :] = ops.mtimes(Dinv[i], u[i] - ops.mtimes(ops.T(U[i]), ai))
+        acc[i] = ai + ops.mtimes(model.joints[i].S, out[sv, :])
+    return out
+
+
+def minv(model, q):
+    """``M(q)^-1`` (nv, nv), armature included, without forming ``M``: the ABA with zero velocity and
+    gravity applied to the identity (the recursion of Carpentier 2018, "Analytical inverse of the joint
+    space inertia matrix"), O(n^2). q (nq,), NumPy or CasADi SX."""
+    ops = ops_for(q)
+    if ops.name == "numpy":
+        q = model.check_vector("q", q, model.nq)
+    liMi = parent_placements(ops, model, q)
+    U, Dinv = articulated_inertias(ops, model, liMi)
+    return aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(model.nv)))
+
+
+def aba_derivatives(model, q, v, tau, f_ext=None, method="auto"):
+    """Partial derivatives of :func:`robodyn_ros.aba.aba` (eq. 5 with the IDSVA partials).
+
+    q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body-frame wrenches. ``method``: ``'dmm'``
+    (explicit ``M^-1`` times the ID partials), ``'aza'`` (ABA with zero inputs on the columns) or
+    ``'auto'`` (DMM below :data:`AZA_CROSSOVER_NV` dofs). Returns ``(da_dq, da_dv, da_dtau)``, each
+    (nv, nv); ``da_dq`` in the tangent space, ``da_dtau = M^-1``. NumPy or CasADi SX inputs.
+    """
+    ops = ops_for(q, v, tau, f_ext)
+    if method == "auto":
+        method = "dmm" if model.nv < AZA_CROSSOVER_NV else "aza"
+    if method not in ("dmm", "aza"):
+        raise ValueError(f"method must be 'auto', 'dmm' or 'aza', got {method!r}")
+    a = aba(model, q, v, tau, f_ext)
+    dtau_dq, dtau_dv, _ = rnea_derivatives(model, q, v, a, f_ext)
+    liMi = parent_placements(ops, model, q)
+    U, Dinv = articulated_inertias(ops, model, liMi)
+    nv = model.nv
+    if method == "dmm":
+        Minv = aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(nv)))
+        return -ops.mtimes(Minv, dtau_dq), -ops.mtimes(Minv, dtau_dv), Minv
+    T = ops.hcat([-dtau_dq, -dtau_dv, ops.const(np.eye(nv))])
+    X = aba_zero_inputs(ops, model, liMi, U, Dinv, T)
+    return X[:, 0:nv], X[:, nv:2 * nv], X[:, 2 * nv:3 * nv]
