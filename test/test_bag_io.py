@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from robodyn_ros.bag_io import (
+    DEFAULT_T0_NS,
     JOINT_STATE_TYPE,
     WRENCH_STAMPED_TYPE,
     WrenchSeries,
@@ -53,6 +54,18 @@ def test_round_trip_with_wrench(tmp_path, storage):
     np.testing.assert_array_equal(series.tau, tau)
     np.testing.assert_allclose(series.t, t - t[0], atol=1e-9)  # stamps are whole nanoseconds
     assert series.report.kept == series.report.messages == 500
+
+    # what we wrote is what rosbags' own deserializer reads
+    from rosbags.rosbag2 import Reader
+
+    ts = _typestore()
+    with Reader(path) as reader:
+        connection = next(c for c in reader.connections if c.topic == "/joint_states")
+        for i, (_, timestamp, raw) in enumerate(reader.messages(connections=[connection])):
+            message = ts.deserialize_cdr(raw, JOINT_STATE_TYPE)
+            assert message.name == NAMES
+            np.testing.assert_array_equal(message.effort, tau[i])
+            assert message.header.stamp.sec * 10**9 + message.header.stamp.nanosec == DEFAULT_T0_NS + round(t[i] * 1e9)
 
     wrenches = read_wrenches(path, "/ft/wrench", t0_ns=series.t0_ns)
     assert wrenches.frame_id == "ft_sensor"
