@@ -133,6 +133,13 @@ def zero_phase_lowpass(t, x, cutoff_hz: float, order: int = 4, dt: float | None 
     return out
 
 
+def _absent_columns(x: np.ndarray) -> np.ndarray:
+    """(n,) bool: columns of x (N, n) that are NaN throughout (interface missing)."""
+    if x.ndim != 2:
+        raise ModelError(f"expected an (N, n) array, got shape {x.shape}")
+    return np.isnan(x).all(axis=0)
+
+
 def filter_joint_signals(t, q, v=None, tau=None, *, cutoff_hz: float, order: int = 4,
                          dt: float | None = None) -> FilteredSignals:
     """Offline zero-phase q, q̇, q̈ (and tau) from measured joint signals at non-uniform times.
@@ -141,14 +148,24 @@ def filter_joint_signals(t, q, v=None, tau=None, *, cutoff_hz: float, order: int
     or None. Without v: v_f = d/dt F q and a_f = d²/dt² F q. With v: q_f = F q, v_f = F v and
     a_f = d/dt F v (measured velocity is usually less noisy than differentiated position).
     tau_f = F tau with the same F, so all channels share one (zero) phase and one attenuation.
+    A v or tau column that is NaN throughout (a joint without that interface, as `read_joint_states`
+    returns it) is allowed: such a joint's velocity comes from its positions, its torque stays NaN.
     """
     t = np.asarray(t, dtype=np.float64)
-    if v is None:
-        q_f, v_f, a_f = zero_phase_lowpass(t, q, cutoff_hz, order, dt, derivatives=2)
-    else:
-        (q_f,) = zero_phase_lowpass(t, q, cutoff_hz, order, dt)
-        v_f, a_f = zero_phase_lowpass(t, v, cutoff_hz, order, dt, derivatives=1)
-    tau_f = None if tau is None else zero_phase_lowpass(t, tau, cutoff_hz, order, dt)[0]
+    q_f, v_f, a_f = zero_phase_lowpass(t, q, cutoff_hz, order, dt, derivatives=2)
+    if v is not None:
+        v = np.asarray(v, dtype=np.float64)
+        measured = ~_absent_columns(v)
+        if measured.any():
+            v_f[:, measured], a_f[:, measured] = zero_phase_lowpass(
+                t, v[:, measured], cutoff_hz, order, dt, derivatives=1)
+    tau_f = None
+    if tau is not None:
+        tau = np.asarray(tau, dtype=np.float64)
+        tau_f = np.full(tau.shape, np.nan)
+        present = ~_absent_columns(tau)
+        if present.any():
+            tau_f[:, present] = zero_phase_lowpass(t, tau[:, present], cutoff_hz, order, dt)[0]
     valid = (t >= t[0] + 2.0 / cutoff_hz) & (t <= t[-1] - 2.0 / cutoff_hz)
     return FilteredSignals(t=t, q=q_f, v=v_f, a=a_f, tau=tau_f, valid=valid)
 

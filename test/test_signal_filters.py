@@ -85,6 +85,22 @@ def test_offline_acceleration_from_measured_velocity():
     assert err_v < 3e-3 and err_a < 1e-2
 
 
+def test_offline_joints_without_velocity_or_torque_interface():
+    """read_joint_states gives NaN columns for missing interfaces; those joints fall back to positions."""
+    t = _jittered_times(4000, seed=10)
+    q_measured = _measured_positions(t, seed=11)
+    v_measured = _sinusoid(t, 1)
+    v_measured[:, 1] = np.nan
+    tau = _sinusoid(t)
+    tau[:, 0] = np.nan
+    filtered = filter_joint_signals(t, q_measured, v_measured, tau, cutoff_hz=10.0)
+    positions_only = filter_joint_signals(t, q_measured, cutoff_hz=10.0)
+    np.testing.assert_array_equal(filtered.v[:, 1], positions_only.v[:, 1])
+    inside = filtered.valid
+    assert _relative_rms(filtered.v[inside, 0], _sinusoid(t[inside], 1)[:, 0]) < 1e-3
+    assert np.isnan(filtered.tau[:, 0]).all() and np.isfinite(filtered.tau[:, 1]).all()
+
+
 def test_offline_filter_is_shared_by_torque_near_cutoff():
     """tau = 2 a + 3 q stays true between filtered signals although F attenuates them."""
     t = _jittered_times(6000, seed=4)
