@@ -304,6 +304,7 @@ def _decode_joint_states(raws: list) -> list[_DecodedGroup]:
     layout names the bytes that fix a layout (frame_id, names, array counts); rows are grouped by the
     values of those bytes, and each group whose own layout has the same key bytes is
     decoded at once. So joint orders that change between messages cost one parse per distinct order.
+    Bytes after the last field (padding some middleware appends) are ignored.
     """
     lengths = np.fromiter((len(r) for r in raws), dtype=np.int64, count=len(raws))
     groups = []
@@ -317,15 +318,11 @@ def _decode_joint_states(raws: list) -> list[_DecodedGroup]:
             done = np.zeros(pending.size, dtype=bool)
             for members in np.split(np.argsort(label, kind="stable"), np.cumsum(np.bincount(label))[:-1]):
                 layout = _checked_layout(raws, rows[pending[members[0]]])
-                if layout.size != size or not np.array_equal(_layout_key_columns(layout), key):
-                    continue
+                if not np.array_equal(_layout_key_columns(layout), key):
+                    continue  # another layout: decoded in a later round, with its own key
                 groups.append(_decode_group(block[pending[members]], rows[pending[members]], layout))
                 done[members] = True
-            if not done[0]:  # trailing bytes after the message: decode it alone, as its layout says
-                one = np.frombuffer(raws[rows[pending[0]]], dtype=np.uint8)[None, :]
-                groups.append(_decode_group(one, rows[pending[:1]], _checked_layout(raws, rows[pending[0]])))
-                done[0] = True
-            pending = pending[~done]
+            pending = pending[~done]  # the first pending row's group is always done: this ends
     return groups
 
 

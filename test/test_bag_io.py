@@ -198,6 +198,18 @@ def test_big_endian_messages_are_decoded(tmp_path):
     np.testing.assert_allclose(series.t, [0, 1e-9, 2e-9])
 
 
+def test_trailing_padding_after_the_last_field_is_ignored(tmp_path):
+    from rosbags.rosbag2 import Writer
+
+    with Writer(tmp_path / "bag", version=9) as writer:
+        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=_typestore())
+        for i in range(5):
+            message = _encode_joint_state(10**18 + i, "", NAMES, [np.full(3, float(i)), np.empty(0), np.empty(0)])
+            writer.write(connection, i + 1, message + b"\x00" * (4 * (i % 2)))
+    series = read_joint_states(tmp_path / "bag")
+    np.testing.assert_array_equal(series.q[:, 0], np.arange(5.0))
+
+
 def test_nan_samples_and_missing_interfaces(tmp_path):
     t, q, v, tau = _signals(200)
     q[[10, 50, 51], 1] = np.nan          # bad position samples: dropped
