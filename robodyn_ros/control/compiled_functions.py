@@ -54,22 +54,13 @@ class CompileError(RuntimeError):
     """gcc failed or no C compiler was found."""
 
 
-def compile_casadi_functions(functions, key, flags=CFLAGS):
-    """Generate C for ``functions`` (list of ``ca.Function``) into one library, compile it with the
-    system C compiler and load each function back with ``ca.external``.
-
-    ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
-    the cache under a hash of ``key``, the C source and ``flags``, so a second call (or process) loads it
-    without compiling. Returns ``{name: ca.Function}``. Raises :class:`CompileError`."""
+def _compile_source(generate, key, flags):
+    """Generate C with ``generate(directory) -> path``, compile it to a cached library; its path."""
     compiler = find_compiler()
     if compiler is None:
         raise CompileError("no C compiler found (set CC or install gcc)")
-    names = [f.name() for f in functions]
-    gen = ca.CodeGenerator("robodyn_mpc.c", {"with_header": False, "indent": 0})
-    for f in functions:
-        gen.add(f)
     with tempfile.TemporaryDirectory(prefix="casadi-gen-", dir=cache_dir()) as tmp:
-        src = gen.generate(tmp + os.sep)
+        src = generate(tmp)
         with open(src, "rb") as fh:
             code = fh.read()
         digest = hashlib.sha256(key.encode() + b"\0" + code + b"\0" + " ".join(flags).encode()).hexdigest()[:24]
@@ -82,7 +73,31 @@ def compile_casadi_functions(functions, key, flags=CFLAGS):
                     tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
                     raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
                 os.replace(tmp_lib, lib)
-    return {name: ca.external(name, lib) for name in names}
+    return lib
+
+
+def compile_casadi_functions(functions, key, flags=CFLAGS):
+    """Generate C for ``functions`` (list of ``ca.Function``) into one library, compile it with the
+    system C compiler and load each function back with ``ca.external``.
+
+    ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
+    the cache under a hash of ``key``, the C source and ``flags``, so a second call (or process) loads it
+    without compiling. Returns ``{name: ca.Function}``. Raises :class:`CompileError`."""
+    def generate(tmp):
+        gen = ca.CodeGenerator("robodyn_casadi.c", {"with_header": False})
+        for f in functions:
+            gen.add(f)
+        return gen.generate(tmp + os.sep)
+    lib = _compile_source(generate, key, flags)
+    return {f.name(): ca.external(f.name(), lib) for f in functions}
+
+
+def compile_solver_dependencies(solver, key, flags=CFLAGS):
+    """Compile the oracle functions of an ``nlpsol`` (``generate_dependencies``) into a cached library
+    and return its path, to be passed to ``ca.nlpsol(name, plugin, path, opts)``."""
+    def generate(tmp):
+        return solver.generate_dependencies(os.path.join(tmp, "robodyn_nlp.c"), {"with_header": False})
+    return _compile_source(generate, key, flags)
 
 
 def rk4_step_function(model, name="rd_rk4_step"):

@@ -1,0 +1,1 @@
+"""Benchmarks behind ``robodyn bench kernels|mpc|nodes``: each module has ``run(json: bool) -> dict``."""

@@ -1,0 +1,127 @@
+"""``robodyn bench mpc``: the MPC of :mod:`robodyn_ros.control.mpc` on the Panda (7 DoF, fingers locked),
+N = 20 intervals of 10 ms, compiled problem functions, all three solvers in the same run.
+
+1. SQP real-time iteration (hpipm): a closed loop of 300 control periods (3 s) on our forward dynamics
+   (RK4 at 1 kHz, ``τ = τ_ff + K (x - x_pred)`` between solves) tracking a 1 s minimum-jerk move to a
+   target and holding it; the wall time of every ``solve`` call (shift, linearisation, QP, LQR gains)
+   gives the median and 95th percentile.
+2. fatrop and ipopt converged (tol 1e-6) on the same problem at every 10th state of that closed loop,
+   each warm-started by shifting its own previous solution; median wall time per solve and iterations.
+
+The first run compiles the problem functions (one gcc run per solver, cached on disk by model and
+problem); ``compile_seconds`` says how long building took in this run.
+"""
+from __future__ import annotations
+
+import json as _json
+import os
+import site
+import time
+
+import numpy as np
+
+from ..control.compiled_functions import DynamicsFunctions
+from ..control.mpc import ModelPredictiveController, MPCConfig
+from ..control.reference import QuinticTrajectory
+from ..model import Model
+
+PANDA_HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+PANDA_TARGET = PANDA_HOME + np.array([0.4, 0.3, -0.3, 0.4, 0.3, -0.3, 0.5])
+FINGERS = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+
+
+def panda_model():
+    """The Panda with fingers locked: the bundled URDF when present, else example-robot-data's."""
+    try:
+        from ..robots import bundled_urdf_path
+        return Model.from_urdf(bundled_urdf_path("panda"), locked_joints=FINGERS)
+    except (ImportError, FileNotFoundError, ValueError, KeyError):
+        pass
+    for base in site.getsitepackages() + [site.getusersitepackages()]:
+        path = os.path.join(base, "cmeel.prefix", "share", "example-robot-data", "robots",
+                            "panda_description", "urdf", "panda.urdf")
+        if os.path.isfile(path):
+            return Model.from_urdf(path, locked_joints=FINGERS)
+    raise FileNotFoundError("no Panda URDF: neither robodyn_ros.robots nor example-robot-data")
+
+
+def closed_loop(model, mpc, plant, reference, periods, sim_dt=1e-3):
+    """Run ``periods`` MPC periods on the plant; returns states at each solve, solve times and
+    statuses."""
+    q, v = PANDA_HOME.copy(), np.zeros(model.nv)
+    pi = model.inertial_parameters()
+    steps = int(round(mpc.config.dt / sim_dt))
+    states, times, statuses = [], [], []
+    for k in range(periods):
+        t = k * mpc.config.dt
+        start = time.perf_counter()
+        sol = mpc.solve(q, v, reference, t)
+        times.append(time.perf_counter() - start)
+        states.append((t, q.copy(), v.copy()))
+        statuses.append(sol.status)
+        for j in range(steps):
+            tau = sol.torque(np.concatenate([q, v]), j * sim_dt)
+            q, v = plant.rk4_step(q, v, tau, pi, sim_dt)
+    return states, np.array(times), statuses
+
+
+def converged_solves(model, solver, states, reference, config):
+    """Median wall time (s) and iterations of ``solver`` on the given states (warm start by shift)."""
+    mpc = ModelPredictiveController(model, MPCConfig(**{**vars(config), "solver": solver}))
+    mpc.solve(states[0][1], states[0][2], reference, states[0][0])        # first call: load, warm up
+    times, iters, statuses = [], [], []
+    for t, q, v in states:
+        sol = mpc.solve(q, v, reference, t)
+        times.append(sol.solve_time)
+        iters.append(sol.iterations)
+        statuses.append(sol.status)
+    return np.array(times), np.array(iters), statuses
+
+
+def run(json: bool = False) -> dict:
+    """Measure and return the figures (module docstring); print a table unless ``json``."""
+    model = panda_model()
+    reference = QuinticTrajectory(PANDA_HOME, PANDA_TARGET, 1.0, t_start=0.05)
+    config = MPCConfig(horizon=20, dt=0.01, solver="rti", qp_solver="hpipm", compiled=True, time_limit=1.0,
+                       tol=1e-6, max_iter=200)
+    start = time.perf_counter()
+    plant = DynamicsFunctions(model, compiled=True)
+    rti = ModelPredictiveController(model, config)
+    rti.solve(PANDA_HOME, np.zeros(model.nv), reference, 0.0)             # load + warm-up
+    rti._w, rti._solution = None, None
+    build = time.perf_counter() - start
+    states, rti_times, rti_status = closed_loop(model, rti, plant, reference, 300)
+    sample = states[::10]
+    start = time.perf_counter()
+    fat_times, fat_iters, fat_status = converged_solves(model, "fatrop", sample, reference, config)
+    ipo_times, ipo_iters, ipo_status = converged_solves(model, "ipopt", sample, reference, config)
+    build += time.perf_counter() - start - fat_times.sum() - ipo_times.sum()
+    final_error = float(np.abs(states[-1][1] - PANDA_TARGET).max())
+    result = {
+        "robot": "panda", "dof": model.nv, "horizon": config.horizon, "dt_ms": config.dt * 1e3,
+        "rti_median_ms": float(np.median(rti_times) * 1e3), "rti_p95_ms": float(np.percentile(rti_times, 95) * 1e3),
+        "rti_max_ms": float(rti_times.max() * 1e3), "rti_solves": int(rti_times.size),
+        "rti_fallbacks": int(sum(s.startswith("fallback") for s in rti_status)),
+        "rti_final_max_error_rad": final_error,
+        "fatrop_median_ms": float(np.median(fat_times) * 1e3), "fatrop_median_iterations": float(np.median(fat_iters)),
+        "fatrop_converged": int(sum(s == "solved" for s in fat_status)), "fatrop_solves": len(fat_status),
+        "ipopt_median_ms": float(np.median(ipo_times) * 1e3), "ipopt_median_iterations": float(np.median(ipo_iters)),
+        "ipopt_converged": int(sum(s == "solved" for s in ipo_status)), "ipopt_solves": len(ipo_status),
+        "fatrop_over_ipopt": float(np.median(fat_times) / np.median(ipo_times)),
+        "compile_seconds": build,
+    }
+    if not json:
+        print(f"MPC on the Panda ({model.nv} DoF), N = {config.horizon}, dt = {config.dt * 1e3:.0f} ms, compiled")
+        print(f"  SQP-RTI (hpipm) step: median {result['rti_median_ms']:.2f} ms, p95 {result['rti_p95_ms']:.2f} ms, "
+              f"max {result['rti_max_ms']:.2f} ms over {result['rti_solves']} closed-loop periods "
+              f"({result['rti_fallbacks']} fallbacks); final error {final_error:.2e} rad")
+        print(f"  fatrop converged:     median {result['fatrop_median_ms']:.2f} ms, "
+              f"{result['fatrop_median_iterations']:.0f} iterations, {result['fatrop_converged']}/{result['fatrop_solves']} converged")
+        print(f"  ipopt converged:      median {result['ipopt_median_ms']:.2f} ms, "
+              f"{result['ipopt_median_iterations']:.0f} iterations, {result['ipopt_converged']}/{result['ipopt_solves']} converged")
+        print(f"  fatrop / ipopt: {result['fatrop_over_ipopt']:.2f}; building/loading took {build:.1f} s")
+    return result
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(_json.dumps(run(json=True)))

@@ -1,0 +1,528 @@
+"""Nonlinear model-predictive control with CasADi, torque inputs (Cărmizaru, ch. 5, Alg. 4 and
+eqs. 5.1-5.5, done for real time).
+
+Optimal control problem, multiple shooting over ``N`` intervals of ``dt`` (Cărmizaru eq. 5.2):
+
+    min  Σ_k ‖x_k - x_ref,k‖²_Q + ‖u_k - u_ref,k‖²_R + ‖x_N - x_ref,N‖²_{Q_N}
+    s.t. x_0 = x̂ (measured),  x_{k+1} = F(x_k, u_k; θ),  x_lo <= x_k <= x_hi (k >= 1),  u_lo <= u_k <= u_hi
+
+with ``x = (q, v)``, ``u = τ``, ``F`` one (or ``substeps``) classic RK4 step of
+``q̇ = v, v̇ = aba(q, v, τ - τ_f(v); π)`` — the core's ABA written once, traced in CasADi SX —
+and the friction ``τ_f = f_v v + f_c tanh(v / ε) + f_o`` (Coulomb smoothed). ``u_ref,k`` is the inverse
+dynamics of the reference, so ``R`` penalises deviation from the torque the reference needs.
+``θ = [π (10 nb), f_v, f_c, f_o (nv each)]`` are NLP PARAMETERS, like the initial state and the
+reference: a new estimate changes the next solve, nothing is rebuilt.
+
+Real-time measures:
+- Jacobians of ``F`` by the chain rule through the RK4 stages, each stage's ``∂a/∂(q, v, τ)`` from
+  ``-M⁻¹ ∂ID/∂(q, v)`` and ``M⁻¹`` (Carpentier and Mansard 2018), which is about a third of the cost of
+  differentiating ABA itself; the NLP's constraint Jacobian is assembled from these blocks and the
+  Hessian is the Gauss-Newton one of the least-squares cost (constant, positive definite).
+- Variables ordered ``x_0, u_0, x_1, ..., x_N`` and constraints stage by stage so fatrop detects the
+  OCP structure (``structure_detection='auto'``) and hpipm gets it from ``N, nx, nu, ng``.
+- Solvers: ``fatrop`` (default), ``ipopt``, and ``rti``: a real-time iteration (Diehl et al. 2005),
+  one Gauss-Newton SQP step per control period — linearise the shooting constraints at the shifted
+  previous solution, solve one QP (hpipm; ``qrqp``/``osqp`` as fallbacks), take the full step.
+- Warm start by shifting the previous solution by one interval.
+- All problem functions can be generated as C and compiled (``compiled=True``), cached on disk by the
+  model fingerprint and the problem options (:func:`compile_casadi_functions`).
+- A time limit: a solve that fails, is infeasible, exceeds the limit or returns non-finite numbers is
+  replaced by the previous solution shifted (status ``fallback_shifted``), else gravity compensation
+  (``fallback_gravity``). Never NaN.
+- Each solution carries ``τ_ff`` and a time-varying LQR gain ``K_k`` (Riccati recursion with ``Q, R,
+  Q_N`` on the linearisation along the solution), so a 1 kHz loop applies
+  ``τ = τ_ff,k + K_k (x - x_k)`` between solves (:meth:`MPCSolution.torque`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import casadi as ca
+import numpy as np
+
+from ..aba import aba
+from ..crba import crba
+from ..rnea import rnea
+from .command_guard import effort_bounds
+from .compiled_functions import compile_casadi_functions, compile_solver_dependencies
+
+
+@dataclass
+class MPCConfig:
+    """Problem and solver options.
+
+    ``horizon`` N, ``dt`` (s) interval, ``substeps`` RK4 steps per interval; weights: ``q_weight``,
+    ``v_weight``, ``r_weight`` (scalars or (nv,)), ``terminal_factor`` (Q_N = factor Q);
+    ``position_margin`` (rad) inside the joint limits, ``velocity_fraction`` of the velocity limits;
+    ``coulomb_smoothing`` ε (rad/s); ``solver``: 'fatrop' | 'ipopt' | 'rti'; ``qp_solver`` for RTI:
+    'hpipm' | 'qrqp' | 'osqp'; ``time_limit`` (s) per solve; ``max_iter`` and ``tol`` for fatrop/ipopt;
+    ``sqp_iterations``: Gauss-Newton steps per 'rti' solve (1: real-time iteration; more: a full SQP);
+    ``compiled``: generate and compile C for the problem functions."""
+
+    horizon: int = 20
+    dt: float = 0.01
+    substeps: int = 1
+    q_weight: object = 1000.0
+    v_weight: object = 1.0
+    r_weight: object = 1e-3
+    terminal_factor: float = 10.0
+    position_margin: float = 0.0
+    velocity_fraction: float = 1.0
+    coulomb_smoothing: float = 0.01
+    solver: str = "fatrop"
+    qp_solver: str = "hpipm"
+    time_limit: float = 0.05
+    max_iter: int = 100
+    tol: float = 1e-6
+    sqp_iterations: int = 1
+    compiled: bool = False
+
+
+@dataclass
+class MPCSolution:
+    """One MPC solve: ``tau_ff`` (N, nu), predicted states ``x_pred`` (N+1, nx), gains ``K`` (N, nu, nx),
+    ``status`` ('solved', 'rti', 'fallback_shifted', 'fallback_gravity'), the solver's own
+    ``solver_status`` string, ``solve_time`` (s), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
+
+    tau_ff: np.ndarray
+    x_pred: np.ndarray
+    K: np.ndarray
+    status: str
+    solver_status: str = ""
+    solve_time: float = 0.0
+    iterations: int = 0
+    dt: float = 0.01
+    tau_max: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def state_reference(self, elapsed):
+        """The planned state (nx,) ``elapsed`` s after the solve: cubic Hermite interpolation of the
+        planned positions and velocities between the nodes (so that ``q̇_ref = v_ref``), held after the
+        last node."""
+        N = self.tau_ff.shape[0]
+        k = min(int(max(elapsed, 0.0) / self.dt + 1e-9), N - 1)
+        s = min(max(elapsed / self.dt - k, 0.0), 1.0)
+        n = self.x_pred.shape[1] // 2
+        q0, v0 = self.x_pred[k, :n], self.x_pred[k, n:]
+        q1, v1 = self.x_pred[k + 1, :n], self.x_pred[k + 1, n:]
+        h = self.dt
+        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+        d00, d10, d01, d11 = 6 * s**2 - 6 * s, 3 * s**2 - 4 * s + 1, -6 * s**2 + 6 * s, 3 * s**2 - 2 * s
+        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
+        v = (d00 * q0 + d01 * q1) / h + d10 * v0 + d11 * v1
+        return np.concatenate([q, v])
+
+    def torque(self, x, elapsed):
+        """``τ = τ_ff,k + K_k (x - x_ref(elapsed))`` (nu,) for the state ``x`` (nx,) ``elapsed`` seconds
+        after the solve (``k = floor(elapsed / dt)``, the last interval beyond the horizon; ``x_ref`` of
+        :meth:`state_reference`), clamped to the effort limits; the feedforward alone when ``x`` is not
+        finite."""
+        k = min(int(max(elapsed, 0.0) / self.dt + 1e-9), self.tau_ff.shape[0] - 1)
+        tau = self.tau_ff[k]
+        dx = np.asarray(x, dtype=float) - self.state_reference(elapsed)
+        if np.all(np.isfinite(dx)):
+            tau = tau + self.K[k] @ dx
+        return np.clip(tau, -self.tau_max, self.tau_max)
+
+
+def parameter_vector(model):
+    """``θ = [π, f_v, f_c, f_o]`` (10 nb + 3 nv,) of a model (its inertial and friction parameters)."""
+    return np.concatenate([model.inertial_parameters(), model.viscous, model.coulomb, model.friction_offset])
+
+
+def _per_dof(value, n):
+    return np.broadcast_to(np.asarray(value, dtype=float), (n,)).copy()
+
+
+class OCPFunctions:
+    """The CasADi functions of the OCP for one model and :class:`MPCConfig` (module docstring).
+
+    Stage level (SX): ``dynamics(x, u, θ) -> ẋ``, ``step(x, u, θ) -> x+`` (RK4),
+    ``step_linearized(x, u, θ) -> (x+, A, B)``, ``inverse_dynamics(x_ref, a_ref, θ) -> τ`` (with
+    friction), ``gravity(x, θ) -> g``. Problem level (MX over all stages, stage functions mapped): the
+    NLP dict ``nlp`` (``x = w``, ``p``, ``f``, ``g``); ``rti_qp(w, p) -> (H, ∇f, J, gaps, A, B)``: the QP
+    in the step Δw (rows ``[A_k B_k -I]``, hpipm's layout) and the stacked stage Jacobians ``A``
+    (nx, nx N), ``B`` (nx, nu N); ``linearize(w, p) -> (A, B)``; ``lqr_gains(A, B) -> K`` (nu, nx N).
+    ``p = [x̂ (nx), X_ref (nx (N+1)), A_ref (nv N), θ]``."""
+
+    def __init__(self, model, config):
+        n, N = model.nv, config.horizon
+        if model.nq != model.nv:
+            raise ValueError("the MPC handles fixed-base models with nq == nv")
+        self.n, self.nx, self.nu, self.N = n, 2 * n, n, N
+        self.ntheta = 10 * model.nbodies + 3 * n
+        self.nw = (N + 1) * self.nx + N * self.nu
+        self.np = self.nx + (N + 1) * self.nx + N * n + self.ntheta
+        self.model, self.config = model, config
+        self._stage_functions()
+        self._problem_functions()
+
+    # -------------------------------------------------------------------------------------- stage level
+    def _split_theta(self, theta):
+        nb10, n = 10 * self.model.nbodies, self.n
+        return theta[:nb10], theta[nb10:nb10 + n], theta[nb10 + n:nb10 + 2 * n], theta[nb10 + 2 * n:]
+
+    def _stage_functions(self):
+        model, n, cfg = self.model, self.n, self.config
+        x, u, th = ca.SX.sym("x", self.nx), ca.SX.sym("u", self.nu), ca.SX.sym("theta", self.ntheta)
+        q, v = x[:n], x[n:]
+        pi, fv, fc, fo = self._split_theta(th)
+        eps = cfg.coulomb_smoothing
+        tau_f = fv * v + fc * ca.tanh(v / eps) + fo
+        a = aba(model, q, v, u - tau_f, pi=pi)
+        self.dynamics = ca.Function("mpc_dynamics", [x, u, th], [ca.vertcat(v, a)])
+        # ∂a/∂(q, v, τ) = -M⁻¹ ∂ID/∂(q, v) and M⁻¹, ID evaluated at the ABA acceleration
+        a_sym = ca.SX.sym("a", n)
+        r = rnea(model, q, v, a_sym, pi=pi)
+        id_jac = ca.Function("mpc_id_jac", [x, a_sym, th], [ca.jacobian(r, q), ca.jacobian(r, v)])
+        dr_dq, dr_dv = id_jac(x, a, th)
+        dtf_dv = ca.diag(fv + fc * (1 - ca.tanh(v / eps) ** 2) / eps)
+        M = crba(model, q, pi=pi)
+        Minv_rhs = ca.solve(M, ca.horzcat(-dr_dq, -(dr_dv + dtf_dv), ca.SX.eye(n)))
+        A_c = ca.vertcat(ca.horzcat(ca.SX.zeros(n, n), ca.SX.eye(n)), Minv_rhs[:, :2 * n])
+        B_c = ca.vertcat(ca.SX.zeros(n, n), Minv_rhs[:, 2 * n:])
+        stage_jac = ca.Function("mpc_stage_jac", [x, u, th], [ca.vertcat(v, a), A_c, B_c])
+
+        h = cfg.dt / cfg.substeps
+        xk, Ax, Bu = x, ca.SX.eye(self.nx), ca.SX.zeros(self.nx, self.nu)
+        xs = x
+        for _ in range(cfg.substeps):
+            k1, A1, B1 = stage_jac(xk, u, th)
+            d1x, d1u = ca.mtimes(A1, Ax), ca.mtimes(A1, Bu) + B1
+            k2, A2, B2 = stage_jac(xk + h / 2 * k1, u, th)
+            d2x, d2u = ca.mtimes(A2, Ax + h / 2 * d1x), ca.mtimes(A2, Bu + h / 2 * d1u) + B2
+            k3, A3, B3 = stage_jac(xk + h / 2 * k2, u, th)
+            d3x, d3u = ca.mtimes(A3, Ax + h / 2 * d2x), ca.mtimes(A3, Bu + h / 2 * d2u) + B3
+            k4, A4, B4 = stage_jac(xk + h * k3, u, th)
+            d4x, d4u = ca.mtimes(A4, Ax + h * d3x), ca.mtimes(A4, Bu + h * d3u) + B4
+            xk = xk + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            Ax = Ax + h / 6 * (d1x + 2 * d2x + 2 * d3x + d4x)
+            Bu = Bu + h / 6 * (d1u + 2 * d2u + 2 * d3u + d4u)
+            f = self.dynamics
+            s1 = f(xs, u, th)
+            s2 = f(xs + h / 2 * s1, u, th)
+            s3 = f(xs + h / 2 * s2, u, th)
+            s4 = f(xs + h * s3, u, th)
+            xs = xs + h / 6 * (s1 + 2 * s2 + 2 * s3 + s4)
+        self.step = ca.Function("mpc_step", [x, u, th], [xs])
+        self.step_linearized = ca.Function("mpc_step_lin", [x, u, th], [xk, Ax, Bu])
+        a_in = ca.SX.sym("a_ref", n)
+        self.inverse_dynamics = ca.Function("mpc_inverse_dynamics", [x, a_in, th],
+                                            [rnea(model, q, v, a_in, pi=pi) + tau_f])
+        self.gravity = ca.Function("mpc_gravity", [x, th], [rnea(model, q, ca.SX.zeros(n), ca.SX.zeros(n), pi=pi) + fo])
+
+    # ------------------------------------------------------------------------------------ problem level
+    def unpack_w(self, w):
+        """``(X (nx, N+1), U (nu, N))`` from the stacked decision vector ``w`` (MX or numeric)."""
+        nx, nu, N = self.nx, self.nu, self.N
+        body = ca.reshape(w[:N * (nx + nu)], nx + nu, N)
+        X = ca.horzcat(body[:nx, :], w[N * (nx + nu):])
+        return X, body[nx:, :]
+
+    def pack_w(self, X, U):
+        """Inverse of :meth:`unpack_w` for numeric ``X`` (N+1, nx) and ``U`` (N, nu)."""
+        return np.concatenate([np.hstack([X[:-1], U]).reshape(-1), X[-1]])
+
+    def split_p(self, p):
+        nx, n, N = self.nx, self.n, self.N
+        x0 = p[:nx]
+        Xr = ca.reshape(p[nx:nx + (N + 1) * nx], nx, N + 1)
+        o = nx + (N + 1) * nx
+        Ar = ca.reshape(p[o:o + N * n], n, N)
+        return x0, Xr, Ar, p[o + N * n:]
+
+    def _weights(self):
+        cfg, n = self.config, self.n
+        Qd = np.concatenate([_per_dof(cfg.q_weight, n), _per_dof(cfg.v_weight, n)])
+        Rd = _per_dof(cfg.r_weight, n)
+        return Qd, Rd, cfg.terminal_factor * Qd
+
+    def _gauss_newton_step(self):
+        """``step`` whose Jacobian is the chain-rule one of :attr:`step_linearized` (custom Jacobian)
+        and whose second derivatives are zero: differentiating the NLP through it gives the cheap
+        constraint Jacobian and the Gauss-Newton Hessian of the least-squares cost. Derivatives with
+        respect to θ are not provided (zero): θ is a parameter, never differentiated by the solvers."""
+        x, u, th = ca.SX.sym("x", self.nx), ca.SX.sym("u", self.nu), ca.SX.sym("theta", self.ntheta)
+        xn = self.step(x, u, th)
+        in_names, sizes = ["x", "u", "theta"], [self.nx, self.nu, self.ntheta]
+        # CasADi's naming of Jacobian functions: inputs, then the nominal outputs as out_<name>
+        # MX, so that code generation emits step_linearized once instead of inlining it here
+        jin = [ca.MX.sym(n, k) for n, k in zip(in_names, sizes)] + [ca.MX.sym("out_xn", ca.Sparsity(self.nx, 1))]
+        jin_names = in_names + ["out_xn"]
+        _, A, B = self.step_linearized(jin[0], jin[1], jin[2])
+        jout, jout_names = [A, B, ca.MX(self.nx, self.ntheta)], [f"jac_xn_{n}" for n in in_names]
+        hin = [ca.MX.sym(n, k) for n, k in zip(in_names, sizes)] + [ca.MX.sym("out_xn", ca.Sparsity(self.nx, 1))] \
+            + [ca.MX.sym("out_" + n, ca.Sparsity(self.nx, k)) for n, k in zip(jout_names, sizes)]
+        hin_names = jin_names + ["out_" + n for n in jout_names]
+        hout_names = [f"jac_{o}_{i}" for o in jout_names for i in jin_names]
+        hout = [ca.MX(self.nx * k, (sizes + [self.nx])[j]) for k in sizes for j in range(len(jin_names))]
+        zero = ca.Function("jac_jac_mpc_step_gn", hin, hout, hin_names, hout_names)
+        jac = ca.Function("jac_mpc_step_gn", jin, jout, jin_names, jout_names,
+                          {"custom_jacobian": zero, "jac_penalty": 0, "never_inline": True})
+        return ca.Function("mpc_step_gn", [x, u, th], [xn], in_names, ["xn"],
+                           {"custom_jacobian": jac, "jac_penalty": 0, "never_inline": True})
+
+    def _problem_functions(self):
+        N = self.N
+        w, p = ca.MX.sym("w", self.nw), ca.MX.sym("p", self.np)
+        X, U = self.unpack_w(w)
+        x0, Xr, Ar, th = self.split_p(p)
+        Qd, Rd, QNd = self._weights()
+        Ur = self.inverse_dynamics.map(N)(Xr[:, :N], Ar, ca.repmat(th, 1, N))
+        ex, eu, eN = X[:, :N] - Xr[:, :N], U - Ur, X[:, N] - Xr[:, N]
+        cost = ca.sum2(ca.sum1(ca.DM(Qd) * ex ** 2)) + ca.sum2(ca.sum1(ca.DM(Rd) * eu ** 2)) + ca.sum1(ca.DM(QNd) * eN ** 2)
+        step_gn = self._gauss_newton_step()
+        gaps = X[:, 1:] - step_gn.map(N)(X[:, :N], U, ca.repmat(th, 1, N))   # fatrop's x_{k+1} - F form
+        g = ca.vertcat(X[:, 0] - x0, ca.reshape(gaps, -1, 1))      # stage by stage: x_0 = x̂, then gaps
+        hdiag = np.concatenate([np.concatenate([2 * Qd, 2 * Rd])] * N + [2 * QNd])
+        self.nlp = {"x": w, "p": p, "f": cost, "g": g}
+        # RTI QP in the step Δw: ½ Δwᵀ H Δw + ∇fᵀ Δw  s.t. rows [A_k B_k -I] Δw = x_{k+1} - F(x_k, u_k)
+        # (hpipm's layout; x_0 is fixed through the bounds), from one mapped linearisation
+        H_gn = ca.DM(ca.Sparsity.diag(self.nw), hdiag)
+        nx, nu = self.nx, self.nu
+        _, A, B = self.step_linearized.map(N)(X[:, :N], U, ca.repmat(th, 1, N))
+        I = ca.MX.eye(nx)
+        rows = []
+        for k in range(N):
+            left, right = ca.MX(nx, k * (nx + nu)), ca.MX(nx, self.nw - (k + 1) * (nx + nu) - nx)
+            rows.append(ca.horzcat(left, A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu], -I, right))
+        self.rti_qp = ca.Function("mpc_rti_qp", [w, p], [ca.MX(H_gn), ca.gradient(cost, w), ca.vertcat(*rows),
+                                                        g[nx:], A, B])
+        self.linearize = ca.Function("mpc_linearize", [w, p], [A, B])
+        A_s, B_s = ca.MX.sym("A", nx, nx * N), ca.MX.sym("B", nx, nu * N)
+        self.lqr_gains = ca.Function("mpc_lqr", [A_s, B_s], [self._riccati(A_s, B_s, Qd, Rd, QNd)])
+
+    def _riccati(self, A, B, Qd, Rd, QNd):
+        """Time-varying LQR gains ``K_k`` (nu, nx N), stacked by columns, from the backward Riccati
+        recursion ``K = -(R + BᵀPB)⁻¹ BᵀPA``, ``P = Q + Aᵀ P (A + B K)`` along the linearisation."""
+        nx, nu, N = self.nx, self.nu, self.N
+        Pn, Ak, Bk = ca.SX.sym("P", nx, nx), ca.SX.sym("A", nx, nx), ca.SX.sym("B", nx, nu)
+        BtP = ca.mtimes(Bk.T, Pn)
+        Kk = -ca.solve(ca.DM(np.diag(Rd)) + ca.mtimes(BtP, Bk), ca.mtimes(BtP, Ak))
+        Pk = ca.DM(np.diag(Qd)) + ca.mtimes(Ak.T, ca.mtimes(Pn, Ak + ca.mtimes(Bk, Kk)))
+        stage = ca.Function("mpc_riccati_stage", [Pn, Ak, Bk], [0.5 * (Pk + Pk.T), Kk])
+        P = ca.MX(ca.DM(np.diag(QNd)))
+        Ks = [None] * N
+        for k in reversed(range(N)):
+            P, Ks[k] = stage(P, A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu])
+        return ca.horzcat(*Ks)
+
+    def compile(self):
+        """Replace the RTI, gain and stage functions by compiled C (cached; module docstring). The NLP
+        oracle of fatrop/ipopt is compiled when the solver is built (:meth:`ModelPredictiveController`)."""
+        names = ("rti_qp", "linearize", "lqr_gains", "step", "step_linearized", "inverse_dynamics", "gravity")
+        key = "|".join(["mpc", self.model.fingerprint(), repr(sorted(vars(self.config).items()))])
+        out = compile_casadi_functions([getattr(self, n) for n in names], key)
+        for n in names:
+            setattr(self, n, out[getattr(self, n).name()])
+
+
+class ModelPredictiveController:
+    """MPC of :class:`OCPFunctions` with warm start, time limit, fallbacks and feedback gains.
+
+    ``solve(q, v, reference, t)`` returns an :class:`MPCSolution`; ``reference`` answers
+    ``evaluate(t) -> (q, v, a)`` (joint references of :mod:`robodyn_ros.control.reference`), sampled at
+    ``t + k dt``. ``set_parameters(theta)`` / ``set_inertial_parameters(pi)`` change the model used by
+    the next solve."""
+
+    def __init__(self, model, config=None, **options):
+        self.model = model
+        self.config = config or MPCConfig(**options)
+        cfg = self.config
+        if cfg.solver not in ("fatrop", "ipopt", "rti"):
+            raise ValueError(f"solver must be 'fatrop', 'ipopt' or 'rti', got {cfg.solver!r}")
+        self.ocp = OCPFunctions(model, cfg)
+        if cfg.compiled:
+            self.ocp.compile()
+        self.theta = parameter_vector(model)
+        self.tau_max = effort_bounds(model)
+        self._bounds()
+        self._w = None                      # last accepted primal solution
+        self._lam_g = None
+        self._solution = None
+        self._qp_solvers = {}
+        self._nlp = None
+        if cfg.solver == "rti":                                 # build the solvers now, not in the first solve
+            self._qp_solver(self.ocp.rti_qp.sparsity_out(0), self.ocp.rti_qp.sparsity_out(2))
+        else:
+            self._build_nlp()
+
+    # ------------------------------------------------------------------------------------- parameters
+    def set_parameters(self, theta):
+        """``θ = [π, f_v, f_c, f_o]`` (10 nb + 3 nv,) for the next solve (no rebuild)."""
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != (self.ocp.ntheta,) or not np.all(np.isfinite(theta)):
+            raise ValueError(f"theta must be a finite ({self.ocp.ntheta},) vector")
+        self.theta = theta.copy()
+
+    def set_inertial_parameters(self, pi):
+        """Replace the inertial part ``π`` (10 nb,) of ``θ``."""
+        theta = self.theta.copy()
+        theta[:10 * self.model.nbodies] = pi
+        self.set_parameters(theta)
+
+    # ----------------------------------------------------------------------------------------- bounds
+    def _bounds(self):
+        m, cfg, ocp = self.model, self.config, self.ocp
+        n, N = ocp.n, ocp.N
+        vmax = np.where(np.isfinite(m.velocity_limit) & (m.velocity_limit > 0), m.velocity_limit, np.inf) * cfg.velocity_fraction
+        x_lo = np.concatenate([m.lower + cfg.position_margin, -vmax])
+        x_hi = np.concatenate([m.upper - cfg.position_margin, vmax])
+        free = np.full(ocp.nx, np.inf)
+        X_lo = np.vstack([-free] + [x_lo] * N)                          # x_0 is fixed by x_0 = x̂
+        X_hi = np.vstack([free] + [x_hi] * N)
+        U_lim = np.tile(self.tau_max, (N, 1))
+        self.lbw = ocp.pack_w(X_lo, -U_lim)
+        self.ubw = ocp.pack_w(X_hi, U_lim)
+        self.x_lo, self.x_hi = x_lo, x_hi
+
+    # ----------------------------------------------------------------------------------------- solves
+    def reference_parameters(self, q, v, reference, t):
+        """``p`` (np,) for the measured state and the reference sampled at ``t + k dt``."""
+        N, dt = self.ocp.N, self.config.dt
+        samples = [reference.evaluate(t + k * dt) for k in range(N + 1)]
+        Xr = np.array([np.concatenate([np.clip(s[0], self.x_lo[:self.ocp.n], self.x_hi[:self.ocp.n]), s[1]])
+                       for s in samples])
+        Ar = np.array([s[2] for s in samples[:N]])
+        return np.concatenate([q, v, Xr.reshape(-1), Ar.reshape(-1), self.theta]), Xr
+
+    def _initial_guess(self, x0, Xr):
+        """The previous solution shifted by one interval (last interval repeated), else the state held
+        with gravity-compensating torques; the first state is the measurement."""
+        ocp = self.ocp
+        if self._w is not None:
+            X, U = (np.asarray(a) for a in ocp.unpack_w(ca.DM(self._w)))
+            X, U = X.T, U.T
+            X = np.vstack([X[1:], X[-1:]])
+            U = np.vstack([U[1:], U[-1:]])
+        else:
+            X = np.tile(x0, (ocp.N + 1, 1))
+            g = np.asarray(ocp.gravity(x0, self.theta)).reshape(-1)
+            U = np.tile(np.clip(g, -self.tau_max, self.tau_max), (ocp.N, 1))
+        X[0] = x0
+        return ocp.pack_w(X, U)
+
+    def solve(self, q, v, reference, t=0.0):
+        """One MPC solve from the measured ``(q, v)`` (nv,) tracking ``reference`` from time ``t``.
+        Returns an :class:`MPCSolution` (never non-finite: see the fallbacks in the module docstring)."""
+        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+        x0 = np.concatenate([q, v])
+        if not np.all(np.isfinite(x0)):
+            return self._fallback(x0, "nonfinite_state", 0.0)
+        p, Xr = self.reference_parameters(q, v, reference, t)
+        if not np.all(np.isfinite(p)):
+            return self._fallback(x0, "nonfinite_reference", 0.0)
+        w0 = self._initial_guess(x0, Xr)
+        start = time.perf_counter()
+        try:
+            if self.config.solver == "rti":
+                w, solver_status, iters = self._rti_step(w0, p)
+            else:
+                w, solver_status, iters = self._nlp_solve(w0, p)
+        except RuntimeError as err:                                       # solver crash: fall back
+            w, solver_status, iters = None, f"error: {err}", 0
+        elapsed = time.perf_counter() - start
+        if w is None or not np.all(np.isfinite(w)) or elapsed > self.config.time_limit:
+            reason = solver_status if w is None or not np.all(np.isfinite(w)) else f"time limit ({elapsed * 1e3:.1f} ms)"
+            return self._fallback(x0, reason, elapsed)
+        AB = self._last_linearization if self.config.solver == "rti" else self.ocp.linearize(w, p)
+        K = np.asarray(self.ocp.lqr_gains(*AB))
+        if not np.all(np.isfinite(K)):
+            return self._fallback(x0, "nonfinite gains", elapsed)
+        self._w = w
+        status = "rti" if self.config.solver == "rti" else "solved"
+        self._solution = self._make_solution(w, K, status, solver_status, elapsed, iters)
+        return self._solution
+
+    def _make_solution(self, w, K, status, solver_status, elapsed, iters):
+        X, U = (np.asarray(a).T for a in self.ocp.unpack_w(ca.DM(w)))
+        N, nu, nx = self.ocp.N, self.ocp.nu, self.ocp.nx
+        Ks = np.asarray(K).reshape(nu, N, nx).transpose(1, 0, 2) if K is not None else np.zeros((N, nu, nx))
+        return MPCSolution(tau_ff=np.clip(U, -self.tau_max, self.tau_max), x_pred=X, K=Ks, status=status,
+                           solver_status=solver_status, solve_time=elapsed, iterations=iters, dt=self.config.dt,
+                           tau_max=self.tau_max)
+
+    def _fallback(self, x0, reason, elapsed):
+        """The previous accepted solution shifted to now, else gravity compensation at the measured
+        configuration (zero gains); never non-finite."""
+        N, nu, nx = self.ocp.N, self.ocp.nu, self.ocp.nx
+        prev = self._solution
+        if prev is not None and prev.status in ("solved", "rti", "fallback_shifted"):
+            sol = MPCSolution(tau_ff=np.vstack([prev.tau_ff[1:], prev.tau_ff[-1:]]),
+                              x_pred=np.vstack([prev.x_pred[1:], prev.x_pred[-1:]]),
+                              K=np.concatenate([prev.K[1:], prev.K[-1:]]), status="fallback_shifted",
+                              solver_status=reason, solve_time=elapsed, dt=self.config.dt, tau_max=self.tau_max)
+            self._w = self.ocp.pack_w(sol.x_pred, sol.tau_ff)
+        else:
+            xq = x0 if np.all(np.isfinite(x0)) else np.concatenate([
+                np.nan_to_num(x0[:self.ocp.n], nan=0.0), np.zeros(self.ocp.n)])
+            g = np.asarray(self.ocp.gravity(xq, self.theta)).reshape(-1)
+            g = np.clip(np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), -self.tau_max, self.tau_max)
+            sol = MPCSolution(tau_ff=np.tile(g, (N, 1)), x_pred=np.tile(np.nan_to_num(xq), (N + 1, 1)),
+                              K=np.zeros((N, nu, nx)), status="fallback_gravity", solver_status=reason,
+                              solve_time=elapsed, dt=self.config.dt, tau_max=self.tau_max)
+            self._w = None
+        self._solution = sol
+        return sol
+
+    # --------------------------------------------------------------------------------------- solvers
+    def _build_nlp(self):
+        ocp, cfg = self.ocp, self.config
+        ng = ocp.nx * (ocp.N + 1)
+        opts = {"print_time": False, "error_on_fail": False, "equality": [True] * ng}
+        if cfg.solver == "fatrop":
+            opts.update({"structure_detection": "auto",
+                         "fatrop": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol}})
+        else:
+            opts.update({"ipopt": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol, "sb": "yes",
+                                   "max_wall_time": cfg.time_limit, "hessian_constant": "yes"}})
+        name = "mpc_" + cfg.solver
+        solver = ca.nlpsol(name, cfg.solver, ocp.nlp, opts)
+        if cfg.compiled:                          # generate the oracle's C, compile, load from the library
+            key = "|".join(["mpc-nlp", cfg.solver, self.model.fingerprint(), repr(sorted(vars(cfg).items()))])
+            solver = ca.nlpsol(name, cfg.solver, compile_solver_dependencies(solver, key), opts)
+        self._nlp = solver
+
+    def _nlp_solve(self, w0, p):
+        ng = self.ocp.nx * (self.ocp.N + 1)
+        args = dict(x0=w0, p=p, lbx=self.lbw, ubx=self.ubw, lbg=np.zeros(ng), ubg=np.zeros(ng))
+        res = self._nlp(**args)
+        stats = self._nlp.stats()
+        if not stats.get("success", False):
+            return None, str(stats.get("return_status", "failed")), int(stats.get("iter_count", 0))
+        return np.asarray(res["x"]).reshape(-1), str(stats.get("return_status", "")), int(stats.get("iter_count", 0))
+
+    def _qp_solver(self, H_sparsity, A_sparsity):
+        name = self.config.qp_solver
+        if name not in self._qp_solvers:
+            ocp = self.ocp
+            opts = {"error_on_fail": False, "print_time": False}
+            if name == "hpipm":
+                opts.update({"N": ocp.N, "nx": [ocp.nx] * (ocp.N + 1), "nu": [ocp.nu] * ocp.N + [0],
+                             "ng": [0] * (ocp.N + 1), "hpipm": {"iter_max": 50}})
+            elif name == "osqp":
+                opts.update({"osqp": {"verbose": False, "eps_abs": 1e-6, "eps_rel": 1e-6, "max_iter": 4000}})
+            elif name == "qrqp":
+                opts.update({"print_iter": False, "print_header": False})
+            self._qp_solvers[name] = ca.conic("mpc_qp", name, {"h": H_sparsity, "a": A_sparsity}, opts)
+        return self._qp_solvers[name]
+
+    def _rti_step(self, w0, p):
+        """Gauss-Newton SQP steps (``sqp_iterations``, 1 for RTI) from the shifted guess ``w0``: each a QP
+        in Δw with the linearised shooting constraints (equalities) and the bounds shifted by ``w``;
+        full steps. Returns ``(w, status, iterations)`` with ``w`` None when a QP failed."""
+        w, status = w0, ""
+        for it in range(max(1, self.config.sqp_iterations)):
+            H, grad, A, rhs, A_st, B_st = self.ocp.rti_qp(w, p)
+            self._last_linearization = (A_st, B_st)
+            solver = self._qp_solver(H.sparsity(), A.sparsity())
+            rhs = np.asarray(rhs).reshape(-1)
+            lbx, ubx = self.lbw - w, self.ubw - w
+            lbx[:self.ocp.nx] = ubx[:self.ocp.nx] = 0.0                 # w starts at the measured state
+            res = solver(h=H, g=grad, a=A, lba=rhs, uba=rhs, lbx=lbx, ubx=ubx)
+            stats = solver.stats()
+            status = str(stats.get("return_status", ""))
+            if not stats.get("success", False):
+                return None, status or "qp failed", it + 1
+            w = w + np.asarray(res["x"]).reshape(-1)
+        return w, status, it + 1

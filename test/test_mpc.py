@@ -1,0 +1,185 @@
+"""MPC tests on the Panda (fingers locked), closed loop on OUR forward dynamics (ABA + friction, RK4 at
+1 kHz, ``τ = τ_ff + K (x - x_pred)`` between solves). The problem functions run in CasADi's virtual
+machine here (no gcc in the test); the compiled path is the benchmark's (robodyn bench mpc).
+"""
+import numpy as np
+import pytest
+from conftest import assert_close, erd_path
+
+import casadi as ca
+import robodyn_ros as rd
+from robodyn_ros.control import ConstantReference, DynamicsFunctions, QuinticTrajectory, compile_casadi_functions
+from robodyn_ros.control.mpc import MPCConfig, ModelPredictiveController, parameter_vector
+
+HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+FINGERS = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
+SIM_DT = 1e-3
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return rd.Model.from_urdf(erd_path("panda_description/urdf/panda.urdf"), locked_joints=FINGERS)
+
+
+@pytest.fixture(scope="module")
+def plant(panda):
+    return DynamicsFunctions(panda)
+
+
+def payload_parameters(mass=2.0, com=(0.0, 0.0, 0.2), inertia_com=2e-3):
+    c = np.asarray(com)
+    I0 = inertia_com * np.eye(3) + mass * (c @ c * np.eye(3) - np.outer(c, c))
+    return np.array([mass, *(mass * c), I0[0, 0], I0[0, 1], I0[1, 1], I0[0, 2], I0[1, 2], I0[2, 2]])
+
+
+def run_closed_loop(mpc, plant, pi_true, reference, duration, record=False, q0=None):
+    """Simulate from rest at ``q0`` (the reference's start by default); returns dict of arrays: t, q, v,
+    tau (applied), q_ref, statuses, and the true accelerations ``a`` when ``record``."""
+    q, v = (reference.evaluate(0.0)[0] if q0 is None else q0).copy(), np.zeros(7)
+    steps = int(round(mpc.config.dt / SIM_DT))
+    out = {k: [] for k in ("t", "q", "v", "tau", "q_ref", "a", "status")}
+    for k in range(int(round(duration / mpc.config.dt))):
+        t0 = k * mpc.config.dt
+        sol = mpc.solve(q, v, reference, t0)
+        out["status"].append(sol.status)
+        for j in range(steps):
+            tau = sol.torque(np.concatenate([q, v]), j * SIM_DT)
+            assert np.all(np.isfinite(tau))
+            out["t"].append(t0 + j * SIM_DT), out["q"].append(q), out["v"].append(v), out["tau"].append(tau)
+            out["q_ref"].append(reference.evaluate(t0 + j * SIM_DT)[0])
+            if record:                                                   # an ideal accelerometer (Alg. 4 l. 24)
+                out["a"].append(plant.aba(q, v, tau - rd.friction_torque(plant.model, v), pi_true))
+            q, v = plant.rk4_step(q, v, tau, pi_true, SIM_DT)
+    return {k: np.array(val) for k, val in out.items()}
+
+
+def test_rti_reaches_target_without_violating_limits(panda, plant):
+    # a far target and velocities limited to 40 % of the URDF's: the velocity bounds are active
+    target = np.clip(HOME + np.array([0.8, 0.5, -0.6, 0.9, 0.7, -0.5, 1.0]), panda.lower + 0.05, panda.upper - 0.05)
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=8, dt=0.025, solver="rti", velocity_fraction=0.4,
+                                                     position_margin=0.02, time_limit=5.0))
+    log = run_closed_loop(mpc, plant, panda.inertial_parameters(), ConstantReference(target), 2.5, q0=HOME)
+    assert all(s == "rti" for s in log["status"])
+    assert np.abs(log["q"][-1] - target).max() < 1e-2
+    assert np.all(log["q"] >= panda.lower) and np.all(log["q"] <= panda.upper)
+    vmax = 0.4 * panda.velocity_limit
+    assert np.abs(log["v"]).max(axis=0).max() > 0.9 * vmax.min()        # the bound was reached ...
+    assert np.all(np.abs(log["v"]) <= 1.03 * vmax)                      # ... and held (3 %: between nodes)
+    assert np.all(np.abs(log["tau"]) <= panda.effort_limit + 1e-9)
+
+
+def test_tracks_better_after_payload_change_with_estimated_parameters(panda, plant):
+    pi_nom = panda.inertial_parameters()
+    pi_true = pi_nom.copy()
+    pi_true[-10:] += payload_parameters()                                # payload attached: the model is wrong
+    reference = QuinticTrajectory(HOME, HOME + np.array([0.5, 0.4, -0.4, 0.5, 0.4, -0.4, 0.6]), 1.2, t_start=0.1)
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=8, dt=0.025, solver="rti", r_weight=1e-2, time_limit=5.0))
+    before = run_closed_loop(mpc, plant, pi_true, reference, 1.6, record=True)
+    # least-squares estimate of the payload from the recorded data: Y_last Δπ = τ - τ_f - rnea(q, v, a; π_nom)
+    fns = DynamicsFunctions(panda)
+    rows, rhs = [], []
+    for i in range(0, len(before["t"]), 10):
+        q, v, a, tau = before["q"][i], before["v"][i], before["a"][i], before["tau"][i]
+        rows.append(fns.regressor(q, v, a)[:, -10:])
+        rhs.append(tau - rd.friction_torque(panda, v) - fns.rnea(q, v, a, pi_nom))
+    delta, *_ = np.linalg.lstsq(np.vstack(rows), np.concatenate(rhs), rcond=None)
+    assert abs(delta[0] - 2.0) < 0.1                                      # the 2 kg are found
+    solver_before = mpc._qp_solvers["hpipm"]
+    theta = parameter_vector(panda)
+    theta[60:70] += delta
+    mpc.set_parameters(theta)
+    mpc._w, mpc._solution = None, None                                   # same start as the first run
+    after = run_closed_loop(mpc, plant, pi_true, reference, 1.6)
+    assert mpc._qp_solvers["hpipm"] is solver_before                     # nothing rebuilt
+    rms = lambda log: float(np.sqrt(np.mean(np.sum((log["q"] - log["q_ref"]) ** 2, axis=1))))
+    assert rms(after) < 0.5 * rms(before), f"RMS {rms(after):.2e} estimated vs {rms(before):.2e} nominal"
+
+
+def test_failed_solves_fall_back_and_never_return_nan(panda):
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=6, dt=0.02, solver="rti", time_limit=5.0))
+    ref = ConstantReference(HOME)
+    v_wild = 6.0 * panda.velocity_limit                                    # cannot be brought inside the bounds
+    sol = mpc.solve(HOME, v_wild, ref)
+    assert sol.status == "fallback_gravity" and np.all(np.isfinite(sol.tau_ff)) and np.all(np.isfinite(sol.K))
+    assert_close(sol.tau_ff[0], rd.gravity_torque(panda, HOME) + panda.friction_offset, rtol=1e-9)
+    good = mpc.solve(HOME, np.zeros(7), ref)
+    assert good.status == "rti"
+    sol = mpc.solve(HOME, v_wild, ref)                                    # now the previous plan is shifted
+    assert sol.status == "fallback_shifted"
+    assert_close(sol.tau_ff[0], good.tau_ff[1], rtol=1e-12)
+    nan_q = HOME.copy()
+    nan_q[2] = np.nan
+    sol = mpc.solve(nan_q, np.zeros(7), ref)
+    assert sol.status.startswith("fallback") and sol.solver_status == "nonfinite_state"
+    assert np.all(np.isfinite(sol.torque(np.concatenate([nan_q, np.zeros(7)]), 0.005)))
+    # a time limit nobody can meet: the solve is discarded, the status says so
+    strict = ModelPredictiveController(panda, MPCConfig(horizon=6, dt=0.02, solver="rti", time_limit=1e-7))
+    sol = strict.solve(HOME, np.zeros(7), ref)
+    assert sol.status == "fallback_gravity" and "time limit" in sol.solver_status
+    # ipopt stopped after one iteration: not converged, falls back
+    ipopt = ModelPredictiveController(panda, MPCConfig(horizon=4, dt=0.02, solver="ipopt", max_iter=1, time_limit=30))
+    sol = ipopt.solve(HOME, np.zeros(7), ConstantReference(HOME + 0.3))
+    assert sol.status == "fallback_gravity" and np.all(np.isfinite(sol.tau_ff))
+
+
+def test_solvers_agree_and_feedback_gain_stabilises(panda):
+    ref = QuinticTrajectory(HOME, HOME + 0.3, 0.5)
+    x0 = (HOME + 0.02, np.full(7, 0.05))
+    solutions = {}
+    for solver in ("fatrop", "ipopt"):
+        mpc = ModelPredictiveController(panda, MPCConfig(horizon=5, dt=0.02, solver=solver, time_limit=60, tol=1e-8))
+        solutions[solver] = mpc.solve(*x0, ref)
+        assert solutions[solver].status == "solved", solutions[solver].solver_status
+    sqp = ModelPredictiveController(panda, MPCConfig(horizon=5, dt=0.02, solver="rti", sqp_iterations=8, time_limit=60))
+    solutions["sqp"] = sqp.solve(*x0, ref)                                # Gauss-Newton SQP iterated to convergence
+    assert_close(solutions["fatrop"].tau_ff, solutions["ipopt"].tau_ff, rtol=1e-5)
+    assert_close(solutions["sqp"].tau_ff, solutions["ipopt"].tau_ff, rtol=1e-5)
+    # K_0 from the Riccati recursion stabilises the linearised step: spectral radius of A + B K below 1
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=5, dt=0.02, solver="rti", time_limit=60))
+    s = mpc.solve(*x0, ref)
+    assert s.status == "rti"
+    _, A, B = (np.asarray(M) for M in mpc.ocp.step_linearized(s.x_pred[0], s.tau_ff[0], mpc.theta))
+    assert np.abs(np.linalg.eigvals(A + B @ s.K[0])).max() < 1.0
+
+
+def test_step_linearisation_equals_finite_differences(panda):
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=2, dt=0.01, solver="rti"))
+    ocp, theta = mpc.ocp, parameter_vector(panda.with_friction(viscous=0.1, coulomb=0.3))
+    rng = np.random.default_rng(5)
+    x, u = np.concatenate([HOME + rng.uniform(-0.3, 0.3, 7), rng.uniform(-1, 1, 7)]), rng.uniform(-5, 5, 7)
+    xn, A, B = (np.asarray(M) for M in ocp.step_linearized(x, u, theta))
+    assert_close(xn.reshape(-1), np.asarray(ocp.step(x, u, theta)).reshape(-1), rtol=1e-12)
+    h = 1e-6
+    z = np.concatenate([x, u])
+    f = lambda z: np.asarray(ocp.step(z[:14], z[14:], theta)).reshape(-1)
+    J = np.column_stack([(f(z + h * e) - f(z - h * e)) / (2 * h) for e in np.eye(21)])
+    assert_close(np.hstack([A, B]), J, rtol=1e-6)
+
+
+def test_new_parameters_change_the_next_solve_without_rebuilding(panda):
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=4, dt=0.02, solver="rti"))
+    ref = ConstantReference(HOME)
+    first = mpc.solve(HOME, np.zeros(7), ref)
+    funcs = (mpc.ocp.rti_qp, mpc._qp_solvers["hpipm"])
+    pi = panda.inertial_parameters()
+    pi[-10:] += payload_parameters()
+    mpc.set_inertial_parameters(pi)
+    mpc._w, mpc._solution = None, None
+    second = mpc.solve(HOME, np.zeros(7), ref)
+    assert (mpc.ocp.rti_qp, mpc._qp_solvers["hpipm"]) == funcs
+    g_payload = rd.gravity_torque(panda.with_inertial_parameters(pi), HOME) - rd.gravity_torque(panda, HOME)
+    assert_close(second.tau_ff[0] - first.tau_ff[0], g_payload, atol=0.05 * np.abs(g_payload).max())
+
+
+def test_compiled_functions_are_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
+    x = ca.SX.sym("x", 3)
+    f = ca.Function("rd_test_square", [x], [ca.sumsqr(x) * ca.sin(x)])
+    out = compile_casadi_functions([f], "test")
+    assert_close(np.asarray(out["rd_test_square"]([1, 2, 3])).reshape(-1), np.asarray(f([1, 2, 3])).reshape(-1),
+                 rtol=1e-14)
+    libs = sorted(p.name for p in tmp_path.glob("casadi_*.so"))
+    mtime = (tmp_path / libs[0]).stat().st_mtime_ns
+    compile_casadi_functions([f], "test")
+    assert sorted(p.name for p in tmp_path.glob("casadi_*.so")) == libs
+    assert (tmp_path / libs[0]).stat().st_mtime_ns == mtime
