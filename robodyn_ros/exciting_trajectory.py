@@ -256,6 +256,7 @@ def design_exciting_trajectory(
     (``design_report.final_scale``). Deterministic given ``seed``. Returns the FourierTrajectory with
     its ``design_report``.
     """
+    start = time.perf_counter()
     n = int(n_joints)
     lower, upper = _per_joint(lower, n, "lower"), _per_joint(upper, n, "upper")
     if np.any(upper <= lower):
@@ -294,7 +295,6 @@ def design_exciting_trajectory(
     if E is not None:
         constraints.append({"type": "eq", "fun": lambda x: E @ x - e, "jac": lambda x: E})
 
-    start = time.perf_counter()
     value = lambda x: objective(x)[0] if use_gradient else objective(x)  # noqa: E731
     initial_cost = value(x0)
     result = minimize(objective, x0, jac=use_gradient, method="SLSQP", constraints=constraints,
@@ -317,9 +317,16 @@ class _LimitChecks:
         self.lower, self.upper = lower, upper
         self.symmetric = [(1, v_max)] + ([] if a_max is None else [(2, a_max)])
         self.tau_check, self.tau_max = tau_check, tau_max
+        self._cache = {}
 
     def _linear(self, grid, margin):
         """Stacked G, h with G x <= h: positions within shrunk limits, |v|, |a| below shrunk maxima."""
+        key = (grid.tobytes(), margin)
+        if key not in self._cache:
+            self._cache[key] = self._build_linear(grid, margin)
+        return self._cache[key]
+
+    def _build_linear(self, grid, margin):
         shrink = margin * (self.upper - self.lower)
         G0 = self.coefficients.linear_map(grid, 0)
         blocks = [G0, -G0]
