@@ -34,6 +34,7 @@ class IdentificationResult:
     cutoff_hz: float
     coulomb_width: float
     samples_used: int
+    samples: tuple = ()
 
 
 def model_with_full_parameters(model, pi_full):
@@ -107,7 +108,7 @@ def identify(model, t, q, v, tau, *, cutoff_hz=5.0, coulomb_width=0.0, decimate=
     identified = model_with_full_parameters(model, cfit.pi_full) if cfit is not None else model
     return IdentificationResult(nominal=model, identified=identified, base=base, fit=fit, consistent=cfit,
                                 cutoff_hz=float(cutoff_hz), coulomb_width=float(coulomb_width),
-                                samples_used=len(Q))
+                                samples_used=len(Q), samples=(T, Q, V, A, TAU))
 
 
 def predict_torques(model, Q, V, A, coulomb_width=0.0, chunk=8192):

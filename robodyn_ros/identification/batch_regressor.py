@@ -99,19 +99,21 @@ def batch_body_wrench_regressor(v, a):
     wx, wy, wz = w[:, 0], w[:, 1], w[:, 2]
     ax, ay, az = al_ang[:, 0], al_ang[:, 1], al_ang[:, 2]
     # force part, linear in h: (α x + w x w x) h
-    Y[:, 0, 1:4] = np.stack([-(wy * wy + wz * wz), wx * wy - az, wx * wz + ay], axis=1)
-    Y[:, 1, 1:4] = np.stack([wx * wy + az, -(wx * wx + wz * wz), wy * wz - ax], axis=1)
-    Y[:, 2, 1:4] = np.stack([wx * wz - ay, wy * wz + ax, -(wx * wx + wy * wy)], axis=1)
+    Y[:, 0, 1], Y[:, 0, 2], Y[:, 0, 3] = -(wy * wy + wz * wz), wx * wy - az, wx * wz + ay
+    Y[:, 1, 1], Y[:, 1, 2], Y[:, 1, 3] = wx * wy + az, -(wx * wx + wz * wz), wy * wz - ax
+    Y[:, 2, 1], Y[:, 2, 2], Y[:, 2, 3] = wx * wz - ay, wy * wz + ax, -(wx * wx + wy * wy)
     # moment part, linear in h: h x acc_origin = -acc_origin x h
     gx, gy, gz = acc_origin[:, 0], acc_origin[:, 1], acc_origin[:, 2]
-    Y[:, 3, 1:4] = np.stack([np.zeros(N), gz, -gy], axis=1)
-    Y[:, 4, 1:4] = np.stack([-gz, np.zeros(N), gx], axis=1)
-    Y[:, 5, 1:4] = np.stack([gy, -gx, np.zeros(N)], axis=1)
-    # moment part, linear in I: I α + w x (I w), columns Ixx, Ixy, Iyy, Ixz, Iyz, Izz
-    for col, (r, c) in zip(range(4, 10), ((0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2))):
-        E = np.zeros((3, 3))
-        E[r, c] = E[c, r] = 1.0
-        Y[:, 3:, col] = al_ang @ E.T + _skew_cross(w, w @ E.T)
+    Y[:, 3, 2], Y[:, 3, 3] = gz, -gy
+    Y[:, 4, 1], Y[:, 4, 3] = -gz, gx
+    Y[:, 5, 1], Y[:, 5, 2] = gy, -gx
+    # moment part, linear in I: I α + w x (I w), columns Ixx, Ixy, Iyy, Ixz, Iyz, Izz (written out)
+    Y[:, 3, 4], Y[:, 4, 4], Y[:, 5, 4] = ax, wx * wz, -wx * wy
+    Y[:, 3, 5], Y[:, 4, 5], Y[:, 5, 5] = ay - wx * wz, ax + wy * wz, wx * wx - wy * wy
+    Y[:, 3, 6], Y[:, 4, 6], Y[:, 5, 6] = -wy * wz, ay, wx * wy
+    Y[:, 3, 7], Y[:, 4, 7], Y[:, 5, 7] = az + wx * wy, wz * wz - wx * wx, ax - wy * wz
+    Y[:, 3, 8], Y[:, 4, 8], Y[:, 5, 8] = wy * wy - wz * wz, az - wx * wy, ay + wx * wz
+    Y[:, 3, 9], Y[:, 4, 9], Y[:, 5, 9] = wy * wz, -wx * wz, az
     return Y
 
 

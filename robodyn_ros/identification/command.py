@@ -161,7 +161,7 @@ def run(args, progress):
     """The identification; returns ``(files {path: text or bytes}, summary lines)``."""
     from ..model import Model
     from .base_parameters import compute_base_parameters, identifiability_explanation
-    from .batch import filtered_samples, identify, predict_torques
+    from .batch import identify, predict_torques
     from .results import identified_urdf, result_document, yaml_text
 
     if not os.path.isfile(args.urdf):
@@ -181,7 +181,7 @@ def run(args, progress):
     progress("base parameters", 1, 1)
     result = identify(model, series.t, q, v, tau, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
                       base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"))
-    T, Q, V, A, TAU = filtered_samples(series.t, q, v, tau, args.cutoff, decimate=1)
+    T, Q, V, A, TAU = result.samples
     least_squares = np.concatenate([base.regressor(model, Q[s:s + 8192], V[s:s + 8192], A[s:s + 8192])
                                     for s in range(0, len(Q), 8192)]) @ result.fit.beta
     predicted = predict_torques(result.identified, Q, V, A, args.coulomb_width) if result.consistent else least_squares
@@ -190,7 +190,8 @@ def run(args, progress):
     err_nominal = float(np.linalg.norm(TAU - nominal) / np.linalg.norm(TAU))
     err_ls = float(np.linalg.norm(TAU - least_squares) / np.linalg.norm(TAU))
     extra = {"prediction": {"relative_error_identified_model": err, "relative_error_least_squares": err_ls, "relative_error_nominal_urdf": err_nominal,
-                            "samples": int(len(T)), "locked_joints": locks}}
+                            "samples": int(len(T)), "locked_joints": locks,
+                            "note": "on the filtered regression samples (in-sample)"}}
     if args.wrench:
         extra.update(_payload_section(args, model, result.identified, series, Q, V, A, T))
     doc = result_document(result, identifiability=identifiability_explanation(model, base), extra=extra)
