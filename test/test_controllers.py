@@ -211,3 +211,28 @@ def test_compiled_functions_equal_the_core(panda, fns):
     assert_close(fns.rnea(q, v, a, pi), rd.rnea(panda, q, v, a), rtol=1e-12)
     assert_close(fns.aba(q, v, a, pi), rd.aba(panda, q, v, a), rtol=1e-10)
     assert_close(fns.slotine_li(q, v, vr, a), rd.slotine_li_regressor(panda, q, v, vr, a), rtol=1e-12)
+
+
+def test_dead_zone_and_leakage_stop_drift_under_noise(panda, fns):
+    """Holding a pose with noisy measurements (σ_q = 1 mrad, σ_v = 20 mrad/s) and exact parameters:
+    the plain gradient law drifts; the dead zone (δ above the noise level of s) does not adapt at all
+    and σ-leakage keeps the drift smaller."""
+    pi = panda.inertial_parameters()
+    W = np.kron(np.eye(7), pseudo_inertia_metric(0.1))
+    zero = np.zeros(7)
+
+    def drift(**options):
+        sl = SlotineLiController(panda, pi, Lambda=10.0, kd=30.0 * np.array([1, 1, 1, 1, 0.15, 0.15, 0.05]),
+                                 gamma=40.0, functions=fns, **options)
+        rng = np.random.default_rng(0)
+        q, v = HOME.copy(), zero.copy()
+        for _ in range(1000):
+            tau, _ = sl.compute(q + rng.normal(0, 1e-3, 7), v + rng.normal(0, 2e-2, 7), HOME, zero, zero, DT)
+            q, v = fns.rk4_step(q, v, tau, pi, DT)
+        d = sl.pi_hat - pi
+        return float(np.sqrt(d @ W @ d))
+
+    plain, dead_zone, leakage = drift(), drift(dead_zone=0.2), drift(sigma=5.0)
+    assert plain > 1e-3
+    assert dead_zone == 0.0
+    assert leakage < 0.75 * plain

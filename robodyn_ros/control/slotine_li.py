@@ -20,14 +20,16 @@ where the last term is the composite part (Slotine and Li 1989 eq. 14): the pred
 ``ε = τ_f - Y_f π̂`` of the recursive estimator, i.e. filtered measured torque minus the filtered classic
 regressor times the estimate, passed in by the caller (the estimator owns the filter).
 
-Parameters adapted: the full inertial vector (10 per body, Pinocchio's order) — the base-parameter
-module was not available when this was written, and adapting per body is what lets each body be kept
-physically consistent: after each Euler step of the law, every body's block is projected onto the set
-of (length-scaled) pseudo-inertias ``D J D ⪰ ε 1`` by eigenvalue clipping (:mod:`physical_consistency`).
-That clipping is the orthogonal projection in the Frobenius metric ``W`` of ``D J D``; the default Γ is
-block-diagonal with blocks ``γ W⁻¹`` so that the projection is orthogonal in the Γ⁻¹ metric of the
-Lyapunov function too, and therefore never increases it (the true parameters lie in the convex set). A boolean
-``adapted`` mask restricts adaptation to a subset (e.g. the last body's 10 parameters and the masses).
+Parameters adapted: the full inertial vector (10 per body, Pinocchio's order), not the base parameters
+of :mod:`robodyn_ros.identification.base_parameters` (which arrived after this was written): adapting
+per body is what lets each body be kept physically consistent, which a base-parameter combination
+cannot express, and the unidentifiable directions do not affect the Lyapunov argument. After each Euler
+step of the law every body's block is projected onto the set of (length-scaled) pseudo-inertias
+``D J D ⪰ ε 1`` by eigenvalue clipping (:mod:`physical_consistency`). That clipping is the orthogonal
+projection in the Frobenius metric ``W`` of ``D J D``; the default Γ is block-diagonal with blocks
+``γ W⁻¹``, so the projection is orthogonal in the Γ⁻¹ metric of the Lyapunov function too and never
+increases it (the true parameters lie in the convex set). A boolean ``adapted`` mask restricts
+adaptation to a subset (e.g. the last body's 10 parameters and the masses).
 """
 from __future__ import annotations
 
