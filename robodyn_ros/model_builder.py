@@ -99,3 +99,19 @@ class ModelBuilder:
                      effort_limit=cat("effort_limit"), gravity=self.gravity, frames=frames,
                      merged_links=tuple((b["name"],) for b in B), root_link="base",
                      floating_base=isinstance(B[0]["joint"], FreeFlyerJoint))
+
+
+def random_tree_model(rng, kinds, parents=None, name="random_tree", gravity=(0.0, 0.0, -9.81)):
+    """A seeded random model for tests (STYLE rule 8): body ``i`` has joint kind ``kinds[i]`` and parent
+    ``parents[i]`` (an earlier index or None; a chain by default), random placements, unaligned axes and
+    physically consistent random inertias. Bodies are named ``b0, b1, ...``."""
+    parents = [None] + list(range(len(kinds) - 1)) if parents is None else list(parents)
+    b = ModelBuilder(name, gravity)
+    for i, (kind, parent) in enumerate(zip(kinds, parents)):
+        Q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        R = Q * np.sign(np.linalg.det(Q))
+        L = rng.normal(size=(3, 3))
+        inertia = b.rigid(rng.uniform(0.5, 2.0), 0.1 * rng.normal(size=3), 0.01 * (L @ L.T + np.eye(3)))
+        b.add_body(f"b{i}", kind, parent=None if parent is None else f"b{parent}", axis=rng.normal(size=3),
+                   placement=(R, 0.3 * rng.normal(size=3)), inertia=inertia)
+    return b.build()
