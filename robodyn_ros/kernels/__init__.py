@@ -30,7 +30,7 @@ import logging
 import time
 
 from . import registry
-from .build import KernelBuildError, cache_key, compile_module, find_compiler, load_module
+from .build import KernelBuildError, cache_key, compile_module, find_compiler, load_module, load_report
 from .codegen import GENERATOR_VERSION
 
 log = logging.getLogger("robodyn_ros.kernels")
@@ -49,7 +49,8 @@ class Kernels:
     Attributes: ``model``; ``compiled`` (False on the interpreted fallback); ``from_cache`` (loaded
     without compiling); ``sources`` (derivative kernel -> ``"ad"``, ``"ad_via_rnea"`` or the analytical
     module); ``instruction_counts``; ``seconds`` (wall time of :func:`compile_kernels`); ``compile_times``
-    (gcc seconds per translation unit, empty when loaded from the cache); ``key`` (cache key)."""
+    (gcc seconds per translation unit, empty when loaded from the cache); ``build_report`` (the compile
+    times and wall seconds of the build that made the cached library); ``key`` (cache key)."""
 
     def __init__(self, model, backend, *, compiled, from_cache, sources, instruction_counts, seconds,
                  compile_times, key):
@@ -59,6 +60,7 @@ class Kernels:
         self.compiled, self.from_cache, self.key = compiled, from_cache, key
         self.sources, self.instruction_counts = sources, instruction_counts
         self.seconds, self.compile_times = seconds, compile_times
+        self.build_report = {}
 
     def __repr__(self):
         how = "compiled" if self.compiled else "interpreted"
@@ -85,17 +87,20 @@ def compile_kernels(model, *, register=True, jobs=None):
             module = load_module(key)  # another process may have built it while we waited
             if module is None:
                 from .symbolic import build_kernel_set
+                symbolic_start = time.perf_counter()
                 kernel_set = build_kernel_set(model)
+                report = {"symbolic_seconds": time.perf_counter() - symbolic_start, "model": model.name}
                 attributes = {"nq": model.nq, "nv": model.nv, "generator_version": GENERATOR_VERSION,
                               "sources": json.dumps(kernel_set.sources),
                               "instruction_counts": json.dumps(_counts(kernel_set))}
-                compile_times = compile_module(kernel_set, key, compiler, attributes, jobs)
+                compile_times = compile_module(kernel_set, key, compiler, attributes, jobs, report)
                 module, from_cache = load_module(key), False
     if (module.nq, module.nv) != (model.nq, model.nv):  # pragma: no cover - a cache-key collision
         raise KernelBuildError(f"cached kernels {key} do not match model '{model.name}'")
     kernels = Kernels(model, module, compiled=True, from_cache=from_cache, sources=json.loads(module.sources),
                       instruction_counts=json.loads(module.instruction_counts),
                       seconds=time.perf_counter() - start, compile_times=compile_times, key=key)
+    kernels.build_report = load_report(key)
     log.debug("kernels for '%s' %s in %.2f s", model.name, "loaded" if from_cache else "compiled", kernels.seconds)
     if register:
         registry.register(model, kernels)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.machinery
+import json
 import importlib.util
 import os
 import platform
@@ -136,11 +137,13 @@ def _run(argv, cwd):
     return time.perf_counter() - start
 
 
-def compile_module(kernel_set, key, compiler, attributes, jobs=None):
+def compile_module(kernel_set, key, compiler, attributes, jobs=None, report=None):
     """Generate, compile and link the extension for ``kernel_set`` into the cache under ``key``.
 
-    Returns ``{file: gcc seconds}`` (one entry per translation unit plus ``"link"``). Raises
+    Returns ``{file: gcc seconds}`` (one entry per translation unit plus ``"link"``), also saved with the
+    build's wall time next to the library (:func:`load_report`). Raises
     :class:`KernelBuildError` with the compiler's stderr tail on failure."""
+    start = time.perf_counter()
     includes = [sysconfig.get_paths()["include"], np.get_include()]
     timings = {}
     with tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir()) as tmp:
@@ -164,5 +167,22 @@ def compile_module(kernel_set, key, compiler, attributes, jobs=None):
         tmp_lib = os.path.join(tmp, "module.so")
         objects = [s[:-2] + ".o" for s in sources + [module_c]]
         timings["link"] = _run(compiler + ["-shared", "-o", tmp_lib] + objects + ["-lm"], tmp)
+        report_tmp = os.path.join(tmp, "report.json")
+        with open(report_tmp, "w") as fh:
+            json.dump(dict(report or {}, compile_times=timings, compile_wall_seconds=time.perf_counter() - start), fh)
+        os.replace(report_tmp, report_path(key))
         os.replace(tmp_lib, library_path(key))
     return timings
+
+
+def report_path(key):
+    """JSON next to the library: gcc seconds per translation unit and the build's wall time."""
+    return os.path.join(cache_dir(), module_name(key) + ".json")
+
+
+def load_report(key):
+    try:
+        with open(report_path(key)) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}

@@ -11,17 +11,19 @@ Batch forms take (N, n) arrays, loop over the rows in C and release the GIL whil
 from __future__ import annotations
 
 import os
+import re
 
 import casadi as ca
 
 # Bump when the generated code or the binding changes: it is part of the disk-cache key.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 _PRELUDE = r"""
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <string.h>
 
 typedef long long casadi_int;
 
@@ -63,10 +65,11 @@ static int rdk_input(PyObject *obj, int batch, npy_intp *rows, npy_intp n, const
 }
 
 /* A writeable output: the caller's array (checked) or a fresh one. New reference in *out. */
-static int rdk_output(PyObject *given, int nd, npy_intp *dims, const char *fname, int index, PyObject **out)
+static int rdk_output(PyObject *given, int nd, npy_intp *dims, int zeroed, const char *fname, int index,
+                      PyObject **out)
 {
     if (given == NULL) {
-        *out = PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
+        *out = zeroed ? PyArray_ZEROS(nd, dims, NPY_DOUBLE, 0) : PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
         return *out == NULL ? -1 : 0;
     }
     if (PyArray_Check(given)) {
@@ -74,6 +77,7 @@ static int rdk_output(PyObject *given, int nd, npy_intp *dims, const char *fname
         int ok = PyArray_TYPE(arr) == NPY_DOUBLE && PyArray_ISCARRAY(arr) && PyArray_NDIM(arr) == nd;
         for (int k = 0; ok && k < nd; k++) ok = PyArray_DIMS(arr)[k] == dims[k];
         if (ok) {
+            if (zeroed) memset(PyArray_DATA(arr), 0, PyArray_NBYTES(arr));
             Py_INCREF(given);
             *out = given;
             return 0;
@@ -95,7 +99,15 @@ def kernel_sources(kernel_set, directory):
                                      "casadi_int": "long long"})
         cg.add(spec.function)
         cg.generate(directory + os.sep)
-        paths.append(os.path.join(directory, name))
+        path = os.path.join(directory, name)
+        with open(path) as fh:
+            text = fh.read()
+        # The binding always passes every argument and result pointer: drop CasADi's NULL checks.
+        text = re.sub(r"arg\[(\d+)\]\? arg\[\1\]\[(\d+)\] : 0", r"arg[\1][\2]", text)
+        text = re.sub(r"if \(res\[(\d+)\]!=0\) ", "", text)
+        with open(path, "w") as fh:
+            fh.write(text)
+        paths.append(path)
     return paths
 
 
@@ -110,6 +122,9 @@ def _wrapper(spec, batch):
     lines.append(f"    double w[{max(F.sz_w(), 1)}]; casadi_int iw[{max(F.sz_iw(), 1)}];")
     lines.append(f"    const double *arg[{max(F.sz_arg(), nin)}]; double *resp[{max(F.sz_res(), nout)}];")
     lines.append("    npy_intp rows = -1;")
+    sparse = [k for k, idx in enumerate(spec.scatter) if idx is not None]
+    if batch:
+        lines += [f"    double *nz{k} = NULL;" for k in sparse]
     lines.append(f"    if (nargs != {nin} && nargs != {nin + nout}) {{")
     names = ", ".join(n for n, _ in spec.inputs)
     lines.append(f'        PyErr_Format(PyExc_TypeError, "{fname}() takes {nin} arguments ({names}) and optionally '
@@ -121,20 +136,36 @@ def _wrapper(spec, batch):
     for k, shape in enumerate(spec.outputs):
         dims = (["rows"] if batch else []) + [str(d) for d in shape]
         lines.append(f"    {{ npy_intp dims[] = {{{', '.join(dims)}}};")
-        lines.append(f'      if (rdk_output(nargs > {nin} ? args[{nin + k}] : NULL, {len(dims)}, dims, "{fname}", {k}, '
-                     f"&out[{k}]) < 0) goto done;")
+        lines.append(f"      if (rdk_output(nargs > {nin} ? args[{nin + k}] : NULL, {len(dims)}, dims, {int(k in sparse)}, "
+                     f'"{fname}", {k}, &out[{k}]) < 0) goto done;')
         lines.append(f"      res[{k}] = (double *)PyArray_DATA((PyArrayObject *)out[{k}]); }}")
+    # Sparse outputs: the kernel writes the nonzeros into a buffer, scattered into the zeroed array
+    # (a static buffer per call, as the GIL serialises calls; one allocation per batch call).
+    for k in sparse:
+        nnz = len(spec.scatter[k])
+        if batch:
+            lines.append(f"    nz{k} = (double *)PyMem_Malloc({nnz} * sizeof(double));")
+            lines.append(f"    if (nz{k} == NULL) {{ PyErr_NoMemory(); goto done; }}")
+        else:
+            lines.append(f"    static double nz{k}[{nnz}];")
     call = f"rdk_{spec.name}(arg, resp, iw, w, 0)"
+
+    def scatter(k, offset):
+        n = len(spec.scatter[k])
+        return f"for (int j = 0; j < {n}; j++) res[{k}][{offset}rdk_{spec.name}_s{k}[j]] = nz{k}[j];"
     if not batch:
         lines += [f"    arg[{k}] = in[{k}];" for k in range(nin)]
-        lines += [f"    resp[{k}] = res[{k}];" for k in range(nout)]
+        lines += [f"    resp[{k}] = {f'nz{k}' if k in sparse else f'res[{k}]'};" for k in range(nout)]
         lines.append(f"    {call};")
+        lines += [f"    {scatter(k, '')}" for k in sparse]
     else:
         lines.append("    Py_BEGIN_ALLOW_THREADS")
         lines.append("    for (npy_intp r = 0; r < rows; r++) {")
         lines += [f"        arg[{k}] = in[{k}] + r * {n};" for k, (_, n) in enumerate(spec.inputs)]
-        lines += [f"        resp[{k}] = res[{k}] + r * {_size(shape)};" for k, shape in enumerate(spec.outputs)]
+        lines += [f"        resp[{k}] = {f'nz{k}' if k in sparse else f'res[{k}] + r * {_size(shape)}'};"
+                  for k, shape in enumerate(spec.outputs)]
         lines.append(f"        {call};")
+        lines += [f"        {scatter(k, f'r * {_size(spec.outputs[k])} + ')}" for k in sparse]
         lines.append("    }")
         lines.append("    Py_END_ALLOW_THREADS")
     if nout == 1:
@@ -142,6 +173,8 @@ def _wrapper(spec, batch):
     else:
         lines.append(f"    result = PyTuple_Pack({nout}, {', '.join(f'out[{k}]' for k in range(nout))});")
     lines.append("done:")
+    if batch:
+        lines += [f"    PyMem_Free(nz{k});" for k in sparse]
     lines += [f"    Py_XDECREF(owner[{k}]);" for k in range(nin)]
     lines += [f"    Py_XDECREF(out[{k}]);" for k in range(nout)]
     lines.append("    return result;\n}\n")
@@ -161,6 +194,9 @@ def module_source(kernel_set, module_name, attributes):
     parts = [_PRELUDE]
     for spec in kernel_set.specs:
         parts.append(f"int rdk_{spec.name}(const double **arg, double **res, casadi_int *iw, double *w, int mem);")
+        for k, idx in enumerate(spec.scatter):
+            if idx is not None:
+                parts.append(f"static const int rdk_{spec.name}_s{k}[{len(idx)}] = {{{', '.join(map(str, idx))}}};")
     methods = []
     for spec in kernel_set.specs:
         for batch in (False, True) if spec.batch else (False,):

@@ -27,7 +27,7 @@ class InterpretedKernels:
     def _evaluate(spec, args):
         outs = spec.function.call([a.reshape(-1, 1) for a in args])
         # Each output is X^T (see symbolic.py): transpose back to X.
-        return [np.array(o).T.reshape(shape) for o, shape in zip(outs, spec.outputs)]
+        return [np.array(o.full()).T.reshape(shape) for o, shape in zip(outs, spec.outputs)]
 
     def _per_call(self, spec):
         def kernel(*args):

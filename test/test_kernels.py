@@ -1,0 +1,257 @@
+"""Compiled kernels: equal to the interpreted algorithms and to Pinocchio, batch equal to per call, shape
+errors, the disk cache (hit without a compiler, two processes compiling at once), the interpreted fallback
+and compiler failures.
+
+Panda and UR5 are compiled once per session into the normal cache (free on reruns); the cache and
+compiler tests use a 2-DoF arm in a private cache directory so that they stay cheap.
+"""
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import casadi as ca
+import numpy as np
+import pytest
+from conftest import PinBridge, assert_close, load_pair
+
+import robodyn_ros as rd
+from robodyn_ros import numeric
+from robodyn_ros.errors import ModelError
+from robodyn_ros.kernels import KernelBuildError, compile_kernels, registry
+
+TOL = 1e-12
+
+TWO_LINK = textwrap.dedent("""\
+    <robot name="two_link">
+      <link name="base"/>
+      <link name="l1"><inertial><origin xyz="0.1 0.02 0" rpy="0 0 0"/><mass value="1.5"/>
+        <inertia ixx="0.02" ixy="0.001" ixz="0" iyy="0.03" iyz="0" izz="0.01"/></inertial></link>
+      <link name="l2"><inertial><origin xyz="0 0 0.2" rpy="0 0 0"/><mass value="0.7"/>
+        <inertia ixx="0.01" ixy="0" ixz="0.002" iyy="0.01" iyz="0" izz="0.004"/></inertial></link>
+      <joint name="j1" type="revolute"><parent link="base"/><child link="l1"/><origin xyz="0 0 0.3" rpy="0.1 0 0"/>
+        <axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="10" velocity="3"/></joint>
+      <joint name="j2" type="prismatic"><parent link="l1"/><child link="l2"/><origin xyz="0.4 0 0" rpy="0 0.2 0"/>
+        <axis xyz="1 0 0"/><limit lower="-0.5" upper="0.5" effort="10" velocity="1"/></joint>
+    </robot>""")
+
+
+@pytest.fixture(scope="module", params=["panda", "ur5"])
+def compiled(request):
+    """(name, our model, kernels, Pinocchio model, Pinocchio data, bridge), compiled once per session."""
+    ours, pm = load_pair(request.param)
+    kernels = compile_kernels(ours)
+    yield request.param, ours, kernels, pm, pm.createData(), PinBridge(ours, pm)
+    registry.unregister(ours)
+
+
+def random_state(model, rng):
+    return model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+
+
+def test_kernels_equal_interpreted_algorithms(compiled, rng):
+    _, m, k, *_ = compiled
+    assert k.compiled
+    for _ in range(3):
+        q, v, a = random_state(m, rng)
+        assert_close(k.rnea(q, v, a), _interpreted("rnea")(m, q, v, a), rtol=TOL, what="rnea")
+        assert_close(k.aba(q, v, a), _interpreted("aba")(m, q, v, a), rtol=TOL, what="aba")
+        assert_close(k.crba(q), _interpreted("crba")(m, q), rtol=TOL, what="crba")
+        assert_close(k.nonlinear_effects(q, v), _interpreted("nonlinear_effects")(m, q, v), rtol=TOL, what="nle")
+        assert_close(k.gravity_torque(q), _interpreted("gravity_torque")(m, q), rtol=TOL, what="g")
+        assert_close(k.coriolis_matrix(q, v), _interpreted("coriolis_matrix")(m, q, v), rtol=TOL, what="C")
+        assert_close(k.regressor(q, v, a), _interpreted("regressor")(m, q, v, a), rtol=TOL, what="Y")
+
+
+def _interpreted(name):
+    """The core algorithm itself (not the kernel-dispatching public function)."""
+    from robodyn_ros import aba, crba, dynamic_matrices, regressor, rnea
+    return {"rnea": rnea.rnea, "aba": aba.aba, "crba": crba.crba, "regressor": regressor.regressor,
+            "nonlinear_effects": dynamic_matrices.nonlinear_effects, "gravity_torque": dynamic_matrices.gravity_torque,
+            "coriolis_matrix": dynamic_matrices.coriolis_matrix}[name]
+
+
+def test_kernels_equal_pinocchio(compiled, rng):
+    import pinocchio as pin
+    _, m, k, pm, pd, B = compiled
+    for _ in range(3):
+        q, v, a = random_state(m, rng)
+        qp, vp, ap = B.q(q), B.v(v), B.v(a)
+        assert_close(k.rnea(q, v, a), B.from_v(pin.rnea(pm, pd, qp, vp, ap)), rtol=TOL, what="rnea")
+        assert_close(k.aba(q, v, a), B.from_v(pin.aba(pm, pd, qp, vp, ap)), rtol=TOL, what="aba")
+        dtau = pin.computeRNEADerivatives(pm, pd, qp, vp, ap)
+        for name, ours, theirs in zip(("dtau_dq", "dtau_dv", "dtau_da"), k.rnea_derivatives(q, v, a), dtau):
+            assert_close(ours, B.from_mat(theirs), rtol=TOL, what=name)
+        pin.computeABADerivatives(pm, pd, qp, vp, ap)
+        Minv = np.triu(pd.Minv) + np.triu(pd.Minv, 1).T
+        for name, ours, theirs in zip(("da_dq", "da_dv", "da_dtau"), k.aba_derivatives(q, v, a),
+                                      (pd.ddq_dq, pd.ddq_dv, Minv)):
+            assert_close(ours, B.from_mat(theirs), rtol=TOL, what=name)
+        Yp = pin.computeJointTorqueRegressor(pm, pd, qp, vp, ap)
+        assert_close(k.regressor(q, v, a) @ m.inertial_parameters(), B.from_v(Yp @ pm_parameters(pm)),
+                     rtol=TOL, what="Y pi")
+        assert_close(k.coriolis_matrix(q, v), B.from_mat(pin.computeCoriolisMatrix(pm, pd, qp, vp)), rtol=TOL, what="C")
+
+
+def pm_parameters(pm):
+    return np.concatenate([pm.inertias[j].toDynamicParameters() for j in range(1, pm.njoints)])
+
+
+def test_time_derivative_kernel_matches_directional_derivative(compiled, rng):
+    """``τ̇ = ∂τ/∂q v + ∂τ/∂v a + M jerk`` from the compiled derivative kernel."""
+    _, m, k, *_ = compiled
+    q, v, a = random_state(m, rng)
+    jerk = rng.normal(size=m.nv)
+    dq, dv, M = k.rnea_derivatives(q, v, a)
+    assert_close(k.rnea_time_derivatives(q, v, a, jerk), dq @ v + dv @ a + M @ jerk, rtol=TOL)
+
+
+def test_batch_equals_per_call(compiled, rng):
+    _, m, k, *_ = compiled
+    n = 7
+    Q = np.array([m.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+    for name, per_call, args in (("rnea", k.rnea, (Q, V, A)), ("aba", k.aba, (Q, V, A)), ("crba", k.crba, (Q,)),
+                                 ("regressor", k.regressor, (Q, V, A))):
+        out = getattr(k, name + "_batch")(*args)
+        assert out.shape[0] == n
+        for i in range(n):
+            np.testing.assert_array_equal(out[i], per_call(*(x[i] for x in args)), err_msg=name)
+    for name in ("rnea_derivatives", "aba_derivatives"):
+        outs = getattr(k, name + "_batch")(Q, V, A)
+        for i in range(n):
+            for batch_out, single in zip(outs, getattr(k, name)(Q[i], V[i], A[i])):
+                np.testing.assert_array_equal(batch_out[i], single, err_msg=name)
+    assert k.rnea_batch(Q[:0], V[:0], A[:0]).shape == (0, m.nv)
+
+
+def test_inputs_are_converted_and_outputs_can_be_given(compiled, rng):
+    _, m, k, *_ = compiled
+    q, v, a = random_state(m, rng)
+    expected = k.rnea(q, v, a)
+    np.testing.assert_array_equal(k.rnea(list(q), tuple(v), a.astype(np.float32).astype(float)), expected)
+    strided = np.zeros((m.nv, 2))
+    strided[:, 0] = a
+    np.testing.assert_array_equal(k.rnea(q, v, strided[:, 0]), expected)
+    out = np.empty(m.nv)
+    assert k.rnea(q, v, a, out) is out
+    np.testing.assert_array_equal(out, expected)
+    outs = tuple(np.empty((m.nv, m.nv)) for _ in range(3))
+    returned = k.rnea_derivatives(q, v, a, *outs)
+    assert all(r is o for r, o in zip(returned, outs))
+
+
+def test_wrong_shapes_raise_value_error_naming_the_argument(compiled):
+    _, m, k, *_ = compiled
+    q, v = np.zeros(m.nq), np.zeros(m.nv)
+    with pytest.raises(ValueError, match=r"rnea\(\): a has shape \(3,\)"):
+        k.rnea(q, v, np.zeros(3))
+    with pytest.raises(ValueError, match=r"crba\(\): q has shape"):
+        k.crba(np.zeros((m.nq, 1)))
+    with pytest.raises(ValueError, match=r"rnea_batch\(\): V has shape|rnea_batch\(\): v has shape"):
+        k.rnea_batch(np.zeros((4, m.nq)), np.zeros((5, m.nv)), np.zeros((4, m.nv)))
+    with pytest.raises(ValueError, match=r"regressor_batch\(\): q"):
+        k.regressor_batch(q, v, v)
+    with pytest.raises(ValueError, match="output 0"):
+        k.rnea(q, v, v, np.empty(m.nv + 1))
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        k.rnea(q, v)
+
+
+def test_numeric_functions_use_registered_kernels(compiled, rng):
+    _, m, k, *_ = compiled
+    assert registry.get(m) is k
+    q, v, a = random_state(m, rng)
+    np.testing.assert_array_equal(numeric.rnea(m, q, v, a), k.rnea(q, v, a))
+    np.testing.assert_array_equal(numeric.crba(m, q), k.crba(q))
+    for ours, theirs in zip(numeric.aba_derivatives(m, q, v, a), k.aba_derivatives(q, v, a)):
+        np.testing.assert_array_equal(ours, theirs)
+    bad = a.copy()
+    bad[2] = np.nan
+    with pytest.raises(ModelError, match=r"a\[2\]"):
+        numeric.rnea(m, q, v, bad)
+    with pytest.raises(ValueError, match="v has shape"):
+        numeric.rnea(m, q, v[:-1], a)
+    # Symbols and the options the kernels do not take go to the algorithm.
+    tau_sym = numeric.rnea(m, ca.SX.sym("q", m.nq), v, a)
+    assert isinstance(tau_sym, ca.SX)
+    f_ext = np.zeros((m.nbodies, 6))
+    f_ext[-1] = rng.normal(size=6)
+    assert_close(numeric.rnea(m, q, v, a, f_ext=f_ext), _interpreted("rnea")(m, q, v, a, f_ext=f_ext))
+
+
+# ------------------------------------------------------------------ cache, fallback and failure (2-DoF arm)
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _compile_in_subprocess(urdf_path, env):
+    code = ("import json, sys, numpy as np; from robodyn_ros import Model; "
+            "from robodyn_ros.kernels import compile_kernels; m = Model.from_urdf(sys.argv[1]); "
+            "k = compile_kernels(m); q = np.array([0.3, 0.1]); "
+            "print(json.dumps([k.compiled, k.from_cache, k.rnea(q, q, q).tolist()]))")
+    return subprocess.Popen([sys.executable, "-c", code, urdf_path], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_compiling_at_once_build_once(private_cache, tmp_path):
+    urdf = tmp_path / "two_link.urdf"
+    urdf.write_text(TWO_LINK)
+    env = dict(os.environ, ROBODYN_CACHE_DIR=str(private_cache))
+    procs = [_compile_in_subprocess(str(urdf), env) for _ in range(2)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r[0] for r in results)
+    assert sorted(r[1] for r in results) == [False, True]  # one built, the other waited and loaded
+    assert results[0][2] == results[1][2]
+    m = rd.Model.from_urdf(str(urdf))
+    q = np.array([0.3, 0.1])
+    assert_close(results[0][2], _interpreted("rnea")(m, q, q, q), rtol=TOL)
+    assert [p.name for p in private_cache.iterdir() if p.name.startswith("build-")] == []
+    # Second compile in this process: from the cache, with no compiler available at all.
+    os.environ["CC"] = "/nonexistent/cc"
+    try:
+        k = compile_kernels(m, register=False)
+    finally:
+        del os.environ["CC"]
+    assert k.compiled and k.from_cache and k.compile_times == {}
+    assert k.build_report["compile_times"]
+
+
+def test_fallback_without_compiler_is_interpreted_and_warns(private_cache, monkeypatch, caplog, rng):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    m = rd.Model.from_urdf(TWO_LINK)
+    with caplog.at_level(logging.WARNING, logger="robodyn_ros.kernels"):
+        k = compile_kernels(m)
+    try:
+        assert not k.compiled
+        assert any("no C compiler" in r.getMessage() for r in caplog.records)
+        q, v, a = random_state(m, rng)
+        assert_close(k.rnea(q, v, a), _interpreted("rnea")(m, q, v, a), rtol=TOL)
+        assert_close(k.crba(q), _interpreted("crba")(m, q), rtol=TOL)
+        assert_close(numeric.aba(m, q, v, a), _interpreted("aba")(m, q, v, a), rtol=TOL)
+        Q = np.array([q, q])
+        assert_close(k.regressor_batch(Q, Q, Q)[1], _interpreted("regressor")(m, q, q, q), rtol=TOL)
+        dq, dv, M = k.rnea_derivatives(q, v, a)
+        assert_close(M, _interpreted("crba")(m, q), rtol=TOL)
+        with pytest.raises(ValueError, match=r"rnea\(\): v has shape"):
+            k.rnea(q, v[:1], a)
+    finally:
+        registry.unregister(m)
+
+
+def test_compiler_failure_raises_with_stderr_tail(private_cache, tmp_path, monkeypatch):
+    fake = tmp_path / "broken-cc"
+    fake.write_text("#!/bin/sh\necho 'fatal: this compiler is broken on purpose' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    with pytest.raises(KernelBuildError, match="broken on purpose"):
+        compile_kernels(rd.Model.from_urdf(TWO_LINK), register=False)
