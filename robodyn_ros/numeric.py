@@ -13,11 +13,11 @@ import math
 
 import numpy as np
 
-from . import aba as _aba
-from . import crba as _crba
 from . import dynamic_matrices as _dm
-from . import regressor as _regressor
-from . import rnea as _rnea
+from .aba import aba as _aba
+from .crba import crba as _crba
+from .regressor import regressor as _regressor
+from .rnea import rnea as _rnea
 from .backend import NUMPY, ops_for
 from .kernels.registry import get as _kernels_of
 
@@ -45,7 +45,7 @@ def rnea(model, q, v, a, f_ext=None, pi=None):
     """Inverse dynamics ``tau`` (nv,); see :func:`robodyn_ros.rnea.rnea`."""
     k = _kernels(model, q, v, a) if f_ext is None and pi is None else None
     if k is None:
-        return _rnea.rnea(model, q, v, a, f_ext=f_ext, pi=pi)
+        return _rnea(model, q, v, a, f_ext=f_ext, pi=pi)
     return k.rnea(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, "a", a, model.nv))
 
 
@@ -53,7 +53,7 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
     """Forward dynamics ``a`` (nv,); see :func:`robodyn_ros.aba.aba`."""
     k = _kernels(model, q, v, tau) if f_ext is None and pi is None else None
     if k is None:
-        return _aba.aba(model, q, v, tau, f_ext=f_ext, pi=pi)
+        return _aba(model, q, v, tau, f_ext=f_ext, pi=pi)
     return k.aba(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv),
                  _vector(model, "tau", tau, model.nv))
 
@@ -62,7 +62,7 @@ def crba(model, q, pi=None):
     """Joint-space inertia ``M`` (nv, nv); see :func:`robodyn_ros.crba.crba`."""
     k = _kernels(model, q) if pi is None else None
     if k is None:
-        return _crba.crba(model, q, pi=pi)
+        return _crba(model, q, pi=pi)
     return k.crba(_vector(model, "q", q, model.nq))
 
 
@@ -94,7 +94,7 @@ def regressor(model, q, v, a):
     """Joint-torque regressor ``Y`` (nv, 10 nbodies); see :func:`robodyn_ros.regressor.regressor`."""
     k = _kernels(model, q, v, a)
     if k is None:
-        return _regressor.regressor(model, q, v, a)
+        return _regressor(model, q, v, a)
     return k.regressor(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv),
                        _vector(model, "a", a, model.nv))
 
