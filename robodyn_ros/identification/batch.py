@@ -85,7 +85,7 @@ def accumulate(model, base, Q, V, A, TAU, chunk=8192, progress=None):
 
 
 def identify(model, t, q, v, tau, *, cutoff_hz=5.0, coulomb_width=0.0, decimate=None, base=None,
-             consistent=True, regularization=1e-4, progress=None):
+             consistent=True, regularization=1.0, progress=None):
     """Identify ``model``'s parameters from measured joint signals.
 
     t: (N,) s strictly increasing; q: (N, nq); v: (N, nv) or None (then differentiated from q);
