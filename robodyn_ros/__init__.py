@@ -9,6 +9,7 @@ from .crba import crba
 from .dynamic_matrices import coriolis_matrix, coriolis_matrix_garofalo, gravity_torque, nonlinear_effects
 from .errors import ModelError
 from .friction import friction_torque
+from .kernels import compile_kernels
 from .kinematics import body_jacobians, forward_kinematics, frame_jacobian, frame_placement
 from .model import Model
 from .regressor import body_wrench_regressor, regressor, slotine_li_regressor
@@ -21,4 +22,5 @@ __all__ = [
     "Model", "ModelError", "rnea", "crba", "aba", "nonlinear_effects", "gravity_torque", "coriolis_matrix",
     "coriolis_matrix_garofalo", "friction_torque", "regressor", "slotine_li_regressor", "body_wrench_regressor",
     "forward_kinematics", "frame_placement", "frame_jacobian", "body_jacobians", "rnea_time_derivatives",
+    "compile_kernels",
 ]
