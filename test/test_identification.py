@@ -180,8 +180,11 @@ def test_noisy_exciting_trajectory_predicts_validation_torques(robot, trajectori
           f"{100 * identified.fit.relative_error:.2f} %, condition number {identified.fit.condition_number:.1f}")
     assert e_id <= 0.03 and e_ls <= 0.03
     assert e_nom >= 5 * e_id
-    # the consistent fit reproduces the least-squares torques
+    # the consistent fit reproduces the least-squares torques, with physically consistent bodies
+    from robodyn_ros.control.physical_consistency import is_consistent
     assert rel(ident - least_squares, least_squares) < 0.01
+    assert all(is_consistent(pi_b) for pi_b in identified.identified.inertias)
+    assert np.all(identified.identified.viscous >= 0) and np.all(identified.identified.coulomb >= 0)
 
     # the identified URDF, loaded by Pinocchio, reproduces the identified rigid-body torques
     from robodyn_ros.identification.results import identified_urdf
@@ -407,3 +410,39 @@ def test_identify_command_with_wrist_ft_sensor(robot, trajectories, tmp_path, ca
     print(f"\ncommand with F/T: payload {doc['payload']['mass']:.4f} kg")
     assert abs(doc["payload"]["mass"] - 2.0) <= 0.04
     assert "first joint of a fixed base" in doc["identifiability"]["panda_link1"]
+
+
+# ------------------------------------------------------------------------------------------- pieces
+def test_rank_deficient_regressor_is_reported_by_name():
+    from robodyn_ros.identification.least_squares import InsufficientExcitation, RegressorAccumulator
+    rng = np.random.default_rng(2)
+    Y = rng.normal(size=(200, 2, 3))
+    Y[:, :, 2] = 2.0 * Y[:, :, 0] - Y[:, :, 1]          # the third column is a combination of the others
+    acc = RegressorAccumulator(2, 3)
+    acc.add(Y, rng.normal(size=(200, 2)))
+    with pytest.raises(InsufficientExcitation, match="cannot separate .*p2"):
+        weighted_least_squares(acc, names=["p0", "p1", "p2"])
+
+
+@pytest.mark.parametrize("locks", [{"panda_finger_joint1": 0.03, "panda_finger_joint2": 0.01},
+                                   {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0, "panda_joint6": 1.2}])
+def test_lock_joints_in_xml_equals_locking_in_the_loader(locks):
+    xml = open(erd_path("panda_description/urdf/panda.urdf")).read()
+    edited = rd.Model.from_urdf(lock_joints(xml, locks))
+    loaded = rd.Model.from_urdf(xml, locked_joints=locks)
+    assert edited.joint_names == loaded.joint_names
+    np.testing.assert_allclose(edited.inertias, loaded.inertias, atol=1e-12)
+    q = np.linspace(-0.5, 0.5, edited.nq)
+    np.testing.assert_allclose(rd.rnea(edited, q, q, q), rd.rnea(loaded, q, q, q), atol=1e-10)
+    pm = pin.buildModelFromXML(lock_joints(xml, locks))
+    np.testing.assert_allclose(pin.rnea(pm, pm.createData(), q, q, q), rd.rnea(loaded, q, q, q), atol=1e-10)
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    from robodyn_ros.identification.results import write_atomically
+    with pytest.raises(OSError):
+        write_atomically({str(tmp_path / "a.yaml"): "a: 1\n", str(tmp_path / "missing" / "b.urdf"): "<robot/>"})
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "a.yaml").write_text("old\n")
+    write_atomically({str(tmp_path / "a.yaml"): "a: 2\n"})
+    assert (tmp_path / "a.yaml").read_text() == "a: 2\n" and os.listdir(tmp_path) == ["a.yaml"]
