@@ -22,10 +22,12 @@ from .kinematics import joint_slices, parent_placements
 from .rnea import body_inertia
 from .rnea_derivatives import rnea_derivatives
 
-#: Below this many degrees of freedom DMM is used by ``method='auto'``, AZA from it on. Measured by
-#: benchmarks/bench_derivatives.py --crossover on this machine (NumPy path: time per call; SX path:
-#: instruction count of the generated function); see that script's output.
-AZA_CROSSOVER_NV = 10
+#: Below this many degrees of freedom DMM is used by ``method='auto'``, AZA from it on. Measured with
+#: ``benchmarks/bench_derivatives.py --crossover`` on random revolute chains: instructions of the CasADi SX
+#: function (what the compiled kernels run) are DMM 1.81e6 / AZA 1.84e6 at nv = 64 and DMM 2.43e6 / AZA
+#: 2.31e6 at nv = 72 (DMM is 25-30 % smaller below 32); on the NumPy path both are bound by Python
+#: overhead and within 10 % of each other at every size from 3 to 80.
+AZA_CROSSOVER_NV = 68
 
 
 def articulated_inertias(ops, model, liMi):
