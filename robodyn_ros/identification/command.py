@@ -86,15 +86,14 @@ def _read_joint_states(args, model, progress):
     from ..bag_io import read_joint_states
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        series = read_joint_states(args.bag, args.joint_states, progress=progress)
+        try:
+            series = read_joint_states(args.bag, args.joint_states, joint_names=model.joint_names, progress=progress)
+        except ModelError as exc:
+            if "not found on" not in str(exc):
+                raise
+            raise ModelError(f"joint names do not match the URDF: {exc}; lock URDF joints that were not "
+                             "recorded with --lock-joint NAME=VALUE") from None
     report = series.report
-    missing = [n for n in model.joint_names if n not in series.names]
-    if missing:
-        extra = [n for n in series.names if n not in model.joint_names]
-        hint = (f"; the bag's joints not in the URDF: {extra}" if extra else "") + \
-            "; lock joints that were not recorded with --lock-joint NAME=VALUE"
-        raise ModelError(f"joint names do not match: URDF joints {missing} are not on {args.joint_states} "
-                         f"(bag joints: {series.names}){hint}")
     problems = []
     if report.dropped_nan:
         problems.append(f"{report.dropped_nan} sample(s) with NaN position/velocity/effort")
@@ -105,7 +104,7 @@ def _read_joint_states(args, model, progress):
     if problems and not args.repair:
         raise ModelError(f"{args.joint_states} in {args.bag} has {', '.join(problems)}; "
                          "rerun with --repair to drop or sort them")
-    columns = [series.names.index(n) for n in model.joint_names]
+    columns = list(range(len(model.joint_names)))
     if series.tau is None or np.isnan(series.tau[:, columns]).all(axis=0).any():
         absent = model.joint_names if series.tau is None else \
             [n for n, c in zip(model.joint_names, columns) if np.isnan(series.tau[:, c]).all()]
