@@ -14,8 +14,7 @@ import pytest
 import robodyn_ros as rd
 from conftest import erd_path
 from robodyn_ros.identification.blas_threads import limit_blas_threads
-from robodyn_ros.identification.base_parameters import (compute_base_parameters, full_parameters,
-                                                        full_regressor, identifiability_explanation,
+from robodyn_ros.identification.base_parameters import (compute_base_parameters, identifiability_explanation,
                                                         parameter_identifiability, smooth_sign)
 from robodyn_ros.identification.batch import accumulate, identify, predict_torques
 from robodyn_ros.identification.batch_regressor import batch_regressor

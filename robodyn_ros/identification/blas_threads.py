@@ -22,7 +22,7 @@ def limit_blas_threads(threads=1):
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
-                if "openblas" in line.lower() and line.rstrip().endswith(".so") or ".so." in line and "openblas" in line.lower():
+                if "openblas" in line.lower() and ".so" in line:
                     paths.add(line.split()[-1])
     except OSError:
         return 0

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.linalg
 
 from ..errors import ModelError
-from .base_parameters import INERTIAL_NAMES, full_parameters
+from .base_parameters import full_parameters
 
 
 class InsufficientExcitation(ModelError):
