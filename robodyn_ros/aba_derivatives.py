@@ -76,8 +76,9 @@ def aba_zero_inputs(ops, model, liMi, U, Dinv, T):
 
 def minv(model, q):
     """``M(q)^-1`` (nv, nv), armature included, without forming ``M``: the ABA with zero velocity and
-    gravity applied to the identity (the recursion of Carpentier 2018, "Analytical inverse of the joint
-    space inertia matrix"), O(n^2). q (nq,), NumPy or CasADi SX."""
+    gravity applied to the identity columns (eq. 34 with ``x = e_j``; the idea of Carpentier 2018,
+    "Analytical inverse of the joint space inertia matrix", here without its subtree-sparsity
+    bookkeeping), O(n^2). q (nq,), NumPy or CasADi SX."""
     ops = ops_for(q)
     if ops.name == "numpy":
         q = model.check_vector("q", q, model.nq)

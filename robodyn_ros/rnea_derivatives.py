@@ -24,9 +24,10 @@ eqs. 30 and 32:
     k ⪯ i:  ∂τ_i/∂q_k = (B^C_i^T S_i)^T Ψ_k + (I^C_i S_i)^T A_k,   ∂τ_i/∂q̇_k = (B^C_i^T S_i)^T S_k + (I^C_i S_i)^T Ψ̇_k
     k ≻ i:  ∂τ_i/∂q_k = S_i^T (S_k ×* F_k + I^C_k A_k + B^C_k Ψ_k),   ∂τ_i/∂q̇_k = S_i^T (B^C_k S_k + I^C_k Ψ̇_k)
 
-(``S_i ×* F`` is where the "third term on line 15" of Algorithm 1 comes from for multi-DoF joints: in
-the ``k ⪯ i`` rows it cancels against ``∂S_i/∂q_k``.) The inner loops over ancestors are written as
-matrix products with the stacked ground-frame columns (lines 17-20 of Algorithm 1).
+In the ``k ⪯ i`` rows the term ``S_k ×* F_i`` cancels against ``∂S_i/∂q_k``; the diagonal block of a
+multi-DoF joint (``k = i``) must take that first form, since ``∂S_i/∂q_i = S_i × S_i`` is not zero there.
+The inner loops over ancestors are written as matrix products with the stacked ground-frame columns
+(the restructuring of lines 17-20 of Algorithm 1).
 """
 from __future__ import annotations
 
