@@ -445,3 +445,42 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
     (tmp_path / "a.yaml").write_text("old\n")
     write_atomically({str(tmp_path / "a.yaml"): "a: 2\n"})
     assert (tmp_path / "a.yaml").read_text() == "a: 2\n" and os.listdir(tmp_path) == ["a.yaml"]
+
+
+def test_rls_bounded_covariance_at_standstill_and_outlier_rejection():
+    """Standstill: the regressor repeats one row pair, exponential forgetting alone winds P up without
+    bound; the trace bound keeps it at trace(P0) and the estimate does not jump when motion resumes.
+    A 50-sigma spike while moving is rejected and leaves the estimate unchanged."""
+    from robodyn_ros.identification.recursive import RecursiveLeastSquares
+    rng = np.random.default_rng(4)
+    beta_true = rng.normal(size=6)
+    still = rng.normal(size=(2, 6))
+
+    def run(trace_max):
+        rls = RecursiveLeastSquares(np.zeros(6), 10.0, noise_std=0.01, forgetting=0.99, trace_max=trace_max,
+                                    detector=None)
+        for _ in range(300):                                   # moving: converge
+            Y = rng.normal(size=(2, 6))
+            rls.update(Y, Y @ beta_true + 0.01 * rng.normal(size=2))
+        for _ in range(3000):                                  # standing still
+            rls.update(still, still @ beta_true + 0.01 * rng.normal(size=2))
+        trace = np.trace(rls.P)
+        before = rls.beta.copy()
+        Y = rng.normal(size=(2, 6))                            # the first sample of motion again
+        rls.update(Y, Y @ beta_true + 0.01 * rng.normal(size=2))
+        return rls, trace, np.abs(rls.beta - before).max(), Y
+
+    rls, trace, jump, Y = run(trace_max=None)
+    _, trace_unbounded, jump_unbounded, _ = run(trace_max=np.inf)
+    print(f"\nRLS at standstill: trace(P) {trace:.3g} with the bound (trace(P0) = 60), {trace_unbounded:.3g} "
+          f"without; first step after standstill moves beta by {jump:.2g} (unbounded: {jump_unbounded:.2g})")
+    assert trace <= 60.0 + 1e-9 and trace_unbounded > 1e6
+    assert jump < 0.01
+    for _ in range(300):                                       # moving again: P shrinks
+        Y = rng.normal(size=(2, 6))
+        rls.update(Y, Y @ beta_true + 0.01 * rng.normal(size=2))
+    before = rls.beta.copy()
+    step = rls.update(Y, Y @ beta_true + 0.5)                  # 50 sigma
+    assert not step.accepted and step.nis > 1000
+    np.testing.assert_array_equal(rls.beta, before)
+    assert rls.rejected == 1

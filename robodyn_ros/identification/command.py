@@ -23,6 +23,7 @@ class ProgressBar:
     def __init__(self, stream=None, width=30, quiet=False):
         self.stream, self.width, self.quiet = stream or sys.stderr, width, quiet
         self._last = None
+        self._open = False
 
     def __call__(self, stage, done, total):
         if self.quiet:
@@ -33,7 +34,13 @@ class ProgressBar:
         if text != self._last:
             self.stream.write(text + ("\n" if fraction >= 1.0 else ""))
             self.stream.flush()
-            self._last = text
+            self._last, self._open = text, fraction < 1.0
+
+    def close(self):
+        """End an unfinished bar's line (before an error message)."""
+        if self._open:
+            self.stream.write("\n")
+            self._open = False
 
     def stage(self, name):
         return lambda done, total: self(name, done, total)
@@ -180,6 +187,7 @@ def run(args, progress):
     progress("base parameters", 1, 1)
     result = identify(model, series.t, q, v, tau, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
                       base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"))
+    progress("fit", 1, 1)
     T, Q, V, A, TAU = result.samples
     least_squares = np.concatenate([base.regressor(model, Q[s:s + 8192], V[s:s + 8192], A[s:s + 8192])
                                     for s in range(0, len(Q), 8192)]) @ result.fit.beta
@@ -247,15 +255,18 @@ def main(argv=None):
         files, summary = run(args, progress)
         _write(files)
     except ModelError as exc:
-        print(f"\nrobodyn identify: error: {exc}", file=sys.stderr)
+        progress.close()
+        print(f"robodyn identify: error: {exc}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"\nrobodyn identify: error: cannot write the outputs: {exc}", file=sys.stderr)
+        progress.close()
+        print(f"robodyn identify: error: cannot write the outputs: {exc}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nrobodyn identify: interrupted; nothing was written", file=sys.stderr)
+        progress.close()
+        print("robodyn identify: interrupted; nothing was written", file=sys.stderr)
         return 130
     for line in summary:
         print(line)
