@@ -95,8 +95,12 @@ def compile_casadi_functions(functions, key, flags=CFLAGS):
 def compile_solver_dependencies(solver, key, flags=CFLAGS):
     """Compile the oracle functions of an ``nlpsol`` (``generate_dependencies``) into a cached library
     and return its path, to be passed to ``ca.nlpsol(name, plugin, path, opts)``."""
-    def generate(tmp):
-        return solver.generate_dependencies(os.path.join(tmp, "robodyn_nlp.c"), {"with_header": False})
+    def generate(tmp):                    # generate_dependencies() writes into the working directory
+        gen = ca.CodeGenerator("robodyn_nlp.c", {"with_header": False})
+        gen.add(solver.oracle())
+        for name in solver.get_function():
+            gen.add(solver.get_function(name))
+        return gen.generate(tmp + os.sep)
     return _compile_source(generate, key, flags)
 
 

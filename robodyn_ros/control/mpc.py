@@ -36,6 +36,7 @@ Real-time measures:
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import casadi as ca
@@ -46,6 +47,7 @@ from ..crba import crba
 from ..rnea import rnea
 from .command_guard import effort_bounds
 from .compiled_functions import compile_casadi_functions, compile_solver_dependencies
+from .reference import ReferenceClippedWarning
 
 
 @dataclass
@@ -317,6 +319,24 @@ class OCPFunctions:
             setattr(self, n, out[getattr(self, n).name()])
 
 
+_OCP_CACHE = {}
+
+
+def ocp_functions(model, config):
+    """The :class:`OCPFunctions` of ``model`` and ``config`` (compiled when ``config.compiled``), shared
+    between controllers of the same model and problem in this process (building them traces the
+    dynamics and takes seconds; the functions are immutable and parameters enter through ``p``)."""
+    fields = ("horizon", "dt", "substeps", "q_weight", "v_weight", "r_weight", "terminal_factor",
+              "coulomb_smoothing", "compiled")
+    key = (model.fingerprint(), repr([getattr(config, f) for f in fields]))
+    if key not in _OCP_CACHE:
+        ocp = OCPFunctions(model, config)
+        if config.compiled:
+            ocp.compile()
+        _OCP_CACHE[key] = ocp
+    return _OCP_CACHE[key]
+
+
 class ModelPredictiveController:
     """MPC of :class:`OCPFunctions` with warm start, time limit, fallbacks and feedback gains.
 
@@ -331,9 +351,7 @@ class ModelPredictiveController:
         cfg = self.config
         if cfg.solver not in ("fatrop", "ipopt", "rti"):
             raise ValueError(f"solver must be 'fatrop', 'ipopt' or 'rti', got {cfg.solver!r}")
-        self.ocp = OCPFunctions(model, cfg)
-        if cfg.compiled:
-            self.ocp.compile()
+        self.ocp = ocp_functions(model, cfg)
         self.theta = parameter_vector(model)
         self.tau_max = effort_bounds(model)
         self._bounds()
@@ -378,11 +396,19 @@ class ModelPredictiveController:
 
     # ----------------------------------------------------------------------------------------- solves
     def reference_parameters(self, q, v, reference, t):
-        """``p`` (np,) for the measured state and the reference sampled at ``t + k dt``."""
-        N, dt = self.ocp.N, self.config.dt
+        """``p`` (np,) for the measured state and the reference sampled at ``t + k dt``; reference
+        positions outside the (margin-reduced) joint limits are clipped, with a
+        :class:`ReferenceClippedWarning` naming the joints."""
+        N, dt, n = self.ocp.N, self.config.dt, self.ocp.n
         samples = [reference.evaluate(t + k * dt) for k in range(N + 1)]
-        Xr = np.array([np.concatenate([np.clip(s[0], self.x_lo[:self.ocp.n], self.x_hi[:self.ocp.n]), s[1]])
-                       for s in samples])
+        Q = np.array([s[0] for s in samples])
+        lo, hi = self.x_lo[:n], self.x_hi[:n]
+        outside = np.any((Q < lo) | (Q > hi), axis=0)
+        if np.any(outside):
+            names = ", ".join(self.model.joint_names[i] for i in np.flatnonzero(outside))
+            warnings.warn(f"MPC reference outside the joint limits clipped for {names}", ReferenceClippedWarning,
+                          stacklevel=3)
+        Xr = np.hstack([np.clip(Q, lo, hi), np.array([s[1] for s in samples])])
         Ar = np.array([s[2] for s in samples[:N]])
         return np.concatenate([q, v, Xr.reshape(-1), Ar.reshape(-1), self.theta]), Xr
 
