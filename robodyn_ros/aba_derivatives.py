@@ -2,14 +2,18 @@
 Sec. IV-E; shared/papers/001).
 
 Differentiating ``τ = ID(q, q̇, FD(q, q̇, τ))`` gives eq. 5: ``∂q̈/∂u = -M^-1 ∂τ/∂u`` for ``u = q, q̇``, and
-``∂q̈/∂τ = M^-1``, with the ID partials evaluated at ``q̈ = FD(q, q̇, τ)``. Two ways to apply ``M^-1``:
+``∂q̈/∂τ = M^-1``, with the ID partials evaluated at ``q̈ = FD(q, q̇, τ)``. Ways to apply ``M^-1``:
 
-* DMM (direct matrix multiplication): form ``M^-1`` explicitly (:func:`minv`) and multiply, O(n^3);
+* DMM (direct matrix multiplication): form ``M^-1`` explicitly by the recursion of :func:`minv` and
+  multiply, O(n^3);
 * AZA (ABA with zero inputs, eqs. 33-34): ``ABA(q, 0, x)`` with gravity and external forces removed is
   ``M^-1 x``; the kinematics and articulated inertias are computed once and the ``x`` columns swept
-  through the second and third passes together, O(n^2).
+  through the second and third passes together, O(n^2);
+* ``'solve'``: a dense factorisation of ``M = ∂τ/∂q̈`` (which IDSVA returns anyway) through
+  ``ops.solve`` -- LAPACK on NumPy, where the recursions above cost Python overhead per body.
 
-``method='auto'`` picks by size (see :data:`AZA_CROSSOVER_NV`).
+``method='auto'``: ``'solve'`` for numeric inputs; for CasADi inputs DMM below
+:data:`AZA_CROSSOVER_NV` dofs and AZA from there on (the size of the generated code decides).
 """
 from __future__ import annotations
 
@@ -22,11 +26,10 @@ from .kinematics import joint_slices, parent_placements
 from .rnea import body_inertia
 from .rnea_derivatives import rnea_derivatives
 
-#: Below this many degrees of freedom DMM is used by ``method='auto'``, AZA from it on. Measured with
-#: ``benchmarks/bench_derivatives.py --crossover`` on random revolute chains: instructions of the CasADi SX
-#: function (what the compiled kernels run) are DMM 1.81e6 / AZA 1.84e6 at nv = 64 and DMM 2.43e6 / AZA
-#: 2.31e6 at nv = 72 (DMM is 25-30 % smaller below 32); on the NumPy path both are bound by Python
-#: overhead and within 10 % of each other at every size from 3 to 80.
+#: For CasADi inputs ``method='auto'`` uses DMM below this many degrees of freedom and AZA from it on.
+#: Measured with ``benchmarks/bench_derivatives.py --crossover`` on random revolute chains: instructions
+#: of the SX function (what the compiled kernels run) are DMM 1.81e6 / AZA 1.84e6 at nv = 64 and
+#: DMM 2.43e6 / AZA 2.31e6 at nv = 72 (DMM 14-30 % smaller from 3 to 32 dofs).
 AZA_CROSSOVER_NV = 68
 
 
@@ -91,20 +94,23 @@ def aba_derivatives(model, q, v, tau, f_ext=None, method="auto"):
     """Partial derivatives of :func:`robodyn_ros.aba.aba` (eq. 5 with the IDSVA partials).
 
     q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body-frame wrenches. ``method``: ``'dmm'``
-    (explicit ``M^-1`` times the ID partials), ``'aza'`` (ABA with zero inputs on the columns) or
-    ``'auto'`` (DMM below :data:`AZA_CROSSOVER_NV` dofs). Returns ``(da_dq, da_dv, da_dtau)``, each
+    (explicit ``M^-1`` times the ID partials), ``'aza'`` (ABA with zero inputs on the columns),
+    ``'solve'`` (dense factorisation of ``M``) or ``'auto'`` (see the module docstring). Returns ``(da_dq, da_dv, da_dtau)``, each
     (nv, nv); ``da_dq`` in the tangent space, ``da_dtau = M^-1``. NumPy or CasADi SX inputs.
     """
     ops = ops_for(q, v, tau, f_ext)
     if method == "auto":
-        method = "dmm" if model.nv < AZA_CROSSOVER_NV else "aza"
-    if method not in ("dmm", "aza"):
-        raise ValueError(f"method must be 'auto', 'dmm' or 'aza', got {method!r}")
+        method = "solve" if not ops.is_symbolic() else "dmm" if model.nv < AZA_CROSSOVER_NV else "aza"
+    if method not in ("dmm", "aza", "solve"):
+        raise ValueError(f"method must be 'auto', 'dmm', 'aza' or 'solve', got {method!r}")
     a = aba(model, q, v, tau, f_ext)
-    dtau_dq, dtau_dv, _ = rnea_derivatives(model, q, v, a, f_ext)
+    dtau_dq, dtau_dv, M = rnea_derivatives(model, q, v, a, f_ext)
+    nv = model.nv
+    if method == "solve":
+        X = ops.solve(M, ops.hcat([-dtau_dq, -dtau_dv, ops.const(np.eye(nv))]))
+        return X[:, 0:nv], X[:, nv:2 * nv], X[:, 2 * nv:3 * nv]
     liMi = parent_placements(ops, model, q)
     U, Dinv = articulated_inertias(ops, model, liMi)
-    nv = model.nv
     if method == "dmm":
         Minv = aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(nv)))
         return -ops.mtimes(Minv, dtau_dq), -ops.mtimes(Minv, dtau_dv), Minv

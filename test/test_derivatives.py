@@ -60,7 +60,7 @@ def test_rnea_derivatives_equal_pinocchio(deriv_pair, rng):
     assert_close(da, rd.crba(ours, q), rtol=1e-12, what=f"{name} dtau_da == crba")
 
 
-@pytest.mark.parametrize("method", ["dmm", "aza", "auto"])
+@pytest.mark.parametrize("method", ["dmm", "aza", "solve", "auto"])
 def test_aba_derivatives_equal_pinocchio(deriv_pair, method, rng):
     name, ours, pm, pd, br = deriv_pair
     q, v, tau = random_state(ours, rng)
@@ -151,7 +151,7 @@ def test_casadi_equals_numpy(name, rng):
     fid = ca.Function("rnea_derivatives", [qs, vs, as_, fs], list(rnea_derivatives(ours, qs, vs, as_, fs)))
     for sym, num in zip(fid(q, v, a, f_ext), rnea_derivatives(ours, q, v, a, f_ext)):
         assert_close(np.array(sym), num, rtol=1e-12)
-    for method in ("dmm", "aza"):
+    for method in ("dmm", "aza", "solve"):
         ffd = ca.Function("aba_derivatives", [qs, vs, as_, fs], list(aba_derivatives(ours, qs, vs, as_, fs, method=method)))
         for sym, num in zip(ffd(q, v, a, f_ext), aba_derivatives(ours, q, v, a, f_ext, method=method)):
             assert_close(np.array(sym), num, rtol=1e-10, what=method)
