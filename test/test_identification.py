@@ -484,3 +484,13 @@ def test_rls_bounded_covariance_at_standstill_and_outlier_rejection():
     assert not step.accepted and step.nis > 1000
     np.testing.assert_array_equal(rls.beta, before)
     assert rls.rejected == 1
+
+
+def test_batched_joint_columns_equal_friction_regressor(robot, rng):
+    from robodyn_ros.friction_regressor import joint_parameter_regressor
+    from robodyn_ros.identification.base_parameters import batch_joint_parameter_regressor
+    m = robot.nominal
+    V, A = rng.normal(size=(5, m.nv)), rng.normal(size=(5, m.nv))
+    ours = batch_joint_parameter_regressor(m, V, A)
+    for k in range(5):
+        np.testing.assert_array_equal(ours[k], joint_parameter_regressor(m, V[k], A[k]))
