@@ -174,6 +174,9 @@ def test_full_regressor_reproduces_rnea_plus_friction(robot_pair, rng):
     v[0] = 0.0  # sign(0) = 0, as in friction_torque
     expected = rd.rnea(ours, q, v, a) + rd.friction_torque(ours, v)
     assert_close(full_regressor(ours, q, v, a) @ full_parameter_vector(ours), expected, what=name)
+    Y = rd.regressor(ours, q, v, a)
+    assert_close(Y @ ours.inertial_parameters(), rd.rnea(ours, q, v, a) - ours.armature * a, what=f"{name} Y pi")
+    assert_close(rd.slotine_li_regressor(ours, q, v, v, a), Y, rtol=1e-12, what=f"{name} Slotine-Li(v, a)")
     Yj = joint_parameter_regressor(ours, v, a)
     assert Yj.shape == (ours.nv, 4 * ours.nv)
     # documented column order: dof i -> columns 4i..4i+3 = [armature, viscous, coulomb, offset]
