@@ -17,7 +17,7 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
     ops = ops_for(q, v, tau, f_ext, pi)
     if ops.name == "numpy":
         q, v, tau = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
-        f_ext = model.check_f_ext(f_ext)
+        f_ext, pi = model.check_f_ext(f_ext), model.check_parameters(pi)
     n = model.nbodies
     liMi = parent_placements(ops, model, q)
     vel, c, IA, pA = [], [], [], []

@@ -16,7 +16,7 @@ def crba(model, q, pi=None):
     q (nq,); ``pi`` (10 nbodies,) optional inertial parameters (symbolic allowed)."""
     ops = ops_for(q, pi)
     if ops.name == "numpy":
-        q = model.check_vector("q", q, model.nq)
+        q, pi = model.check_vector("q", q, model.nq), model.check_parameters(pi)
     liMi = parent_placements(ops, model, q)
     Ic = [body_inertia(ops, model, i, pi) for i in range(model.nbodies)]
     M = ops.zeros(model.nv, model.nv)

@@ -36,6 +36,7 @@ def coriolis_matrix(model, q, v, pi=None):
     ops = ops_for(q, v, pi)
     if ops.name == "numpy":
         q, v = model.check_vector("q", q, model.nq), model.check_vector("v", v, model.nv)
+        pi = model.check_parameters(pi)
     J, Jd = body_jacobians(model, q, v)
     C = ops.zeros(model.nv, model.nv)
     for k in range(model.nbodies):
@@ -52,6 +53,7 @@ def coriolis_matrix_garofalo(model, q, v, pi=None):
     ops = ops_for(q, v, pi)
     if ops.name == "numpy":
         q, v = model.check_vector("q", q, model.nq), model.check_vector("v", v, model.nv)
+        pi = model.check_parameters(pi)
     J, Jd = body_jacobians(model, q, v)
     C = ops.zeros(model.nv, model.nv)
     for k in range(model.nbodies):

@@ -205,27 +205,57 @@ class Model:
 
     # ---------------------------------------------------------------------------------------- validation
     def check_vector(self, name, x, n):
-        """``x`` as a float (n,) array; ValueError on a wrong shape, ModelError on NaN/inf."""
-        arr = np.asarray(x, dtype=float)
+        """``x`` as a float (n,) array; ValueError on a wrong shape or a non-numeric ``x`` (strings,
+        ragged lists, complex, ints beyond float range), ModelError on NaN/inf or ``|x| > MAX_MAGNITUDE``."""
+        arr = _numeric_array(name, x, self.name)
         if arr.shape != (n,):
             raise ValueError(f"{name} has shape {arr.shape}, expected ({n},) for model '{self.name}'")
-        if not np.all(np.isfinite(arr)):
-            bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-            raise ModelError(f"{name}[{bad}] is {arr[bad]} (joint coordinate {bad} of model '{self.name}')")
+        _check_magnitude(name, arr, self.name)
         return arr
 
     def check_f_ext(self, f_ext):
         if f_ext is None:
             return None
-        arr = np.asarray(f_ext, dtype=float)
+        arr = _numeric_array("f_ext", f_ext, self.name)
         if arr.shape != (self.nbodies, 6):
             raise ValueError(f"f_ext has shape {arr.shape}, expected ({self.nbodies}, 6)")
-        if not np.all(np.isfinite(arr)):
-            raise ModelError("f_ext contains NaN or inf")
+        _check_magnitude("f_ext", arr, self.name)
         return arr
+
+    def check_parameters(self, pi):
+        """Optional inertial parameters ``pi`` (10 nbodies,) checked like :meth:`check_vector` (None stays None)."""
+        return None if pi is None else self.check_vector("pi", pi, 10 * self.nbodies)
 
     def __repr__(self):
         return f"Model({self.name!r}, nq={self.nq}, nv={self.nv}, bodies={self.nbodies})"
 
 
-__all__ = ["Model", "Frame", "Joint"]
+MAX_MAGNITUDE = 1e100
+"""Largest accepted |entry| of a numeric input: products of two such numbers (v x I v, v_i v_j in the
+regressor) stay far from float overflow, so finite inputs give finite outputs; no physical joint
+coordinate, velocity, acceleration or torque comes near it."""
+
+
+def _numeric_array(name, x, model_name):
+    """``x`` as a float array; ValueError naming ``name`` if it is not real numbers."""
+    try:
+        raw = np.asarray(x)
+    except (TypeError, ValueError) as exc:   # ragged nested sequences
+        raise ValueError(f"{name} is not an array of numbers for model '{model_name}': {exc}") from None
+    if raw.dtype.kind not in "biuf":         # strings, objects (None, huge ints), complex
+        raise ValueError(f"{name} must hold real numbers for model '{model_name}', got {raw.dtype} "
+                         f"values ({type(x).__name__})")
+    return raw.astype(float, copy=False)
+
+
+def _check_magnitude(name, arr, model_name):
+    ok = np.abs(arr) <= MAX_MAGNITUDE         # False for NaN and inf too
+    if not ok.all():
+        bad = np.unravel_index(int(np.flatnonzero(~ok.ravel())[0]), arr.shape)
+        where = "".join(f"[{int(k)}]" for k in bad)
+        value = arr[bad]
+        limit = "" if not np.isfinite(value) else f", beyond the accepted magnitude {MAX_MAGNITUDE:g}"
+        raise ModelError(f"{name}{where} is {value}{limit} (model '{model_name}')")
+
+
+__all__ = ["Model", "Frame", "Joint", "MAX_MAGNITUDE"]

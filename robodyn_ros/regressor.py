@@ -20,6 +20,9 @@ def regressor(model, q, v, a):
     """Joint-torque regressor ``Y`` (nv, 10 nbodies) with ``Y @ model.inertial_parameters() == rnea(...)``
     minus the armature term. Column block ``k`` holds ``S_j^T X_{j,k}^* Y_b,k`` for the ancestors ``j`` of
     body ``k`` (the torque that body k's inertia causes at joint j)."""
+    if ops_for(q, v, a).name == "numpy":   # checked here so that errors name a, not a_r
+        q = model.check_vector("q", q, model.nq)
+        v, a = model.check_vector("v", v, model.nv), model.check_vector("a", a, model.nv)
     return slotine_li_regressor(model, q, v, v, a)
 
 

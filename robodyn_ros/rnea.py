@@ -55,7 +55,7 @@ def rnea(model, q, v, a, f_ext=None, pi=None):
     ops = ops_for(q, v, a, f_ext, pi)
     if ops.name == "numpy":
         q, v, a = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)))
-        f_ext = model.check_f_ext(f_ext)
+        f_ext, pi = model.check_f_ext(f_ext), model.check_parameters(pi)
     liMi = parent_placements(ops, model, q)
     vel, acc = body_motions(ops, model, liMi, v, a)
     force = []

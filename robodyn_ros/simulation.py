@@ -160,9 +160,10 @@ class Simulator:
         """Advance one ``dt`` with ``tau_command`` (nv,) held (clamped to the effort limits).
 
         A non-finite command is refused (ModelError) and the state is unchanged."""
-        tau = np.asarray(tau_command, dtype=float)
-        if tau.shape != (self.model.nv,) or not np.all(np.isfinite(tau)):
-            raise ModelError(f"torque command must be {self.model.nv} finite numbers")
+        try:
+            tau = self.model.check_vector("tau_command", tau_command, self.model.nv)
+        except ValueError as exc:   # ModelError too; strings, ragged lists, complex, huge ints included
+            raise ModelError(f"torque command must be {self.model.nv} finite numbers: {exc}") from None
         self.tau_command = np.clip(tau, -self._effort, self._effort)
         h, q, v = self.config.dt, self.q, self.v
         if self.config.integrator == "rk4":
