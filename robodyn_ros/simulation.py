@@ -93,10 +93,13 @@ class Simulator:
 
     ``forward_dynamics(q, v, tau, pi) -> a`` defaults to the interpreted :func:`robodyn_ros.aba`;
     pass a compiled kernel for speed. ``pi`` (10 nbodies,) are the true inertial parameters including
-    any attached payload. Fixed-base models with 1-DoF joints.
+    any attached payload. Fixed-base models with 1-DoF joints. ``wrench_regressor(q, v, a) -> Y_b``
+    (6, 10) of ``sensor_link`` (e.g. :class:`robodyn_ros.sensor_wrench.SensorWrenchRegressor`, compiled)
+    replaces the NumPy forward pass in :meth:`true_wrench`, which costs milliseconds per sample.
     """
 
-    def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None):
+    def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None,
+                 wrench_regressor=None):
         if model.nq != model.nv:
             raise ModelError("the simulator handles fixed-base models (nq == nv)")
         self.model = model
@@ -111,6 +114,8 @@ class Simulator:
         self.a = np.zeros(model.nv)
         self.payload = None
         self.sensor_link = sensor_link
+        self.wrench_regressor = wrench_regressor
+        self._pi_sensor = None   # (payload, its parameters about the sensor frame), cached
         if sensor_link is not None:
             model.body_index(sensor_link)
         self._pi_robot = model.inertial_parameters()
@@ -207,6 +212,12 @@ class Simulator:
             raise ModelError("no force/torque sensor configured (sensor_link)")
         if self.payload is None:
             return np.zeros(6)
+        if self.wrench_regressor is not None:
+            if self._pi_sensor is None or self._pi_sensor[0] is not self.payload:
+                from .sensor_wrench import inertia_in_frame
+                self._pi_sensor = (self.payload, inertia_in_frame(self.model, self.payload.pi, self.payload.link,
+                                                                  self.sensor_link))
+            return self.wrench_regressor(self.q, self.v, self.a) @ self._pi_sensor[1]
         frame = self.model.frames[self.sensor_link]
         vel, acc = body_motions(NUMPY, self.model, parent_placements(NUMPY, self.model, self.q), self.v, self.a)
         vs = spatial.inv_act_motion(NUMPY, frame.R, frame.p, vel[frame.body])

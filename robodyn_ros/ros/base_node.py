@@ -1,0 +1,170 @@
+"""What the four lifecycle nodes share: parameters from one schema, the robot loaded on configure, the two
+callback groups of ROS_NOTES.md, and rejection of malformed messages with a throttled warning.
+
+A node subclass implements ``setup()`` (on_configure, after ``self.config`` and ``self.robot`` exist:
+library objects, publishers, subscriptions, services), ``start()`` / ``stop()`` (on_activate /
+on_deactivate: timers) and optionally ``apply_live(changed)``. Publishing is gated by ``self.active``;
+everything ``setup()`` creates through :meth:`sub`, :meth:`pub`, :meth:`srv` and :meth:`timer` is
+destroyed on cleanup, so configure -> cleanup -> configure reloads the URDF and the parameters.
+"""
+from __future__ import annotations
+
+import time
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+
+from .messages import MessageRejected
+from .node_parameters import SCHEMAS, load_robot
+from .parameters import declare_parameters, install_live_update, read_config, validate
+
+WARN_PERIOD = 2.0  # s between two warnings about the same kind of rejected message
+
+
+class RobodynNode(LifecycleNode):
+    """Base of the robodyn_ros lifecycle nodes (module docstring); ``kind`` is a key of ``SCHEMAS``."""
+
+    kind = ""
+
+    def __init__(self, name=None, **kwargs):
+        super().__init__(name or self.kind, **kwargs)
+        self.schema = SCHEMAS[self.kind]
+        from rcl_interfaces.msg import ParameterDescriptor
+        self.declare_parameter("autostart", True, ParameterDescriptor(
+            description="robodyn node: configure and activate on start (false: wait for a lifecycle manager)",
+            read_only=True))
+        declare_parameters(self, self.schema)
+        install_live_update(self, self.schema, self._on_live_update)
+        # ROS_NOTES: state input and control output in one exclusive group; services, parameters and
+        # diagnostics in another
+        self.control_group = MutuallyExclusiveCallbackGroup()
+        self.service_group = MutuallyExclusiveCallbackGroup()
+        self.steady_clock = Clock(clock_type=ClockType.STEADY_TIME)
+        self.active = False
+        self.config = None
+        self.robot = None
+        self.rejected = {}            # message kind -> count of dropped messages
+        self._last_warning = {}
+        self._entities = []
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def on_configure(self, state):
+        try:
+            self.config = read_config(self, self.schema)
+            errors = validate(self.schema, self.config)
+            if errors:
+                raise ValueError("; ".join(errors))
+            self.robot = load_robot(self.config)
+            self.setup()
+        except Exception as exc:  # a bad URDF or parameter must not kill the process: report, stay unconfigured
+            self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
+            self._destroy_entities()
+            return TransitionCallbackReturn.FAILURE
+        self.get_logger().info(f"configured for {self.robot.name} ({len(self.robot.joints)} joints)")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state):
+        self.active = True
+        self.start()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state):
+        self.active = False
+        self.stop()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state):
+        self.active = False
+        self._destroy_entities()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state):
+        self.active = False
+        self.stop()
+        self._destroy_entities()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state):
+        self.active = False
+        return TransitionCallbackReturn.SUCCESS
+
+    # -------------------------------------------------------------------------------- for subclasses
+    def setup(self):
+        raise NotImplementedError
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+    def apply_live(self, changed):
+        pass
+
+    def _on_live_update(self, changed):
+        if self.config is not None:
+            self.config.update(changed)
+            self.apply_live(changed)
+
+    def sub(self, msg_type, topic, callback, qos, group=None):
+        s = self.create_subscription(msg_type, topic, callback, qos, callback_group=group or self.control_group)
+        self._entities.append(s)
+        return s
+
+    def pub(self, msg_type, topic, qos):
+        p = self.create_publisher(msg_type, topic, qos)
+        self._entities.append(p)
+        return p
+
+    def srv(self, srv_type, name, callback):
+        s = self.create_service(srv_type, name, callback, callback_group=self.service_group)
+        self._entities.append(s)
+        return s
+
+    def timer(self, period, callback, steady=False, group=None):
+        """A timer on the node clock (sim time when use_sim_time), or on the steady wall clock."""
+        t = self.create_timer(period, callback, callback_group=group or self.control_group,
+                              clock=self.steady_clock if steady else None)
+        self._entities.append(t)
+        return t
+
+    def destroy_entity(self, entity):
+        if entity in self._entities:
+            self._entities.remove(entity)
+            self._destroy(entity)
+
+    def reject(self, kind, error):
+        """Count a dropped message and warn about it at most every WARN_PERIOD seconds per kind."""
+        self.rejected[kind] = self.rejected.get(kind, 0) + 1
+        now = time.monotonic()
+        if now - self._last_warning.get(kind, -1e9) >= WARN_PERIOD:
+            self._last_warning[kind] = now
+            reason = error.reason if isinstance(error, MessageRejected) else str(error)
+            self.get_logger().warning(f"dropped {kind} message ({self.rejected[kind]} so far): {reason}")
+
+    def warn_throttled(self, kind, text):
+        now = time.monotonic()
+        if now - self._last_warning.get(kind, -1e9) >= WARN_PERIOD:
+            self._last_warning[kind] = now
+            self.get_logger().warning(text)
+
+    def _destroy(self, entity):
+        from rclpy.publisher import Publisher
+        from rclpy.service import Service
+        from rclpy.subscription import Subscription
+        from rclpy.timer import Timer
+        if isinstance(entity, Timer):
+            entity.cancel()
+            self.destroy_timer(entity)
+        elif isinstance(entity, Subscription):
+            self.destroy_subscription(entity)
+        elif isinstance(entity, Publisher):
+            self.destroy_publisher(entity)
+        elif isinstance(entity, Service):
+            self.destroy_service(entity)
+
+    def _destroy_entities(self):
+        for entity in reversed(self._entities):
+            self._destroy(entity)
+        self._entities.clear()

@@ -1,0 +1,194 @@
+"""``estimator`` lifecycle node: online payload and base-parameter estimation
+(:mod:`robodyn_ros.identification`) on ``/joint_states`` and the wrist wrench.
+
+Every ``decimation``-th joint state goes through the causal Butterworth filter
+(:class:`~robodyn_ros.signal_filters.CausalButterworthFilter`, giving q, q̇, q̈ and τ); the latest wrench
+goes through the same filter (same delay). Then
+
+* payload (``use_wrench``): recursive least squares on ``w = Y_b(q, q̇, q̈) pi_p + b`` (sensor frame,
+  :mod:`robodyn_ros.sensor_wrench`), pi_p the payload's 10 parameters, b the sensor bias; a CUSUM test
+  on the innovations detects a payload change and re-opens the payload covariance
+  (:class:`~robodyn_ros.identification.recursive.RecursiveLeastSquares`);
+* base parameters (``base_parameters``): the same RLS on ``τ = Y_base(q, q̇, q̈) beta`` (Gautier-Khalil
+  base parameters incl. armature and friction); without the wrench the payload is the change of the
+  last body's parameters explaining the change of beta.
+
+Publishes at ``publish_rate`` (joint-state time): ``payload_topic`` (geometry_msgs/InertiaStamped,
+``frame_id`` the wrist link, or the last body's link without the wrench), ``base_parameters_topic``
+(Float64MultiArray, one labelled layout dimension per base parameter) and ``/diagnostics``.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import InertiaStamped, WrenchStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+
+from ..identification.base_parameters import (batch_joint_parameter_regressor, compute_base_parameters,
+                                              full_parameters)
+from ..identification.payload import PayloadChangeDetector, body_parameter_change
+from ..identification.recursive import RecursiveLeastSquares
+from ..kernels import compile_kernels
+from ..sensor_wrench import SensorWrenchRegressor
+from ..signal_filters import CausalButterworthFilter
+from . import messages as rm
+from . import qos
+from .base_node import RobodynNode
+
+COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction
+
+
+def payload_prior_variance(mass_std, length=0.2):
+    """Prior / boost variances (10,) of a payload's parameters: mass ``mass_std``², first moments
+    ``(mass_std length)``², inertias ``(mass_std length²)``² (a load within ``length`` of the flange)."""
+    return np.array([mass_std**2] + [(mass_std * length) ** 2] * 3 + [(mass_std * length**2) ** 2] * 6)
+
+
+class EstimatorNode(RobodynNode):
+    kind = "estimator"
+
+    def setup(self):
+        c, robot = self.config, self.robot
+        model = robot.model
+        self.kernels = compile_kernels(model, register=False)
+        self.joint_filter = CausalButterworthFilter(model.nv, c["filter.cutoff"], c["filter.order"])
+        self.wrench_filter = CausalButterworthFilter(6, c["filter.cutoff"], c["filter.order"])
+        self.wrench_rls = None
+        if c["use_wrench"]:
+            self.wrench_regressor = SensorWrenchRegressor(model, robot.wrist_link)
+            n = 16 if c["estimate_bias"] else 10
+            P0 = np.concatenate([payload_prior_variance(c["payload_mass_std"]), [100.0] * 3 + [1.0] * 3])[:n]
+            self.wrench_rls = RecursiveLeastSquares(
+                np.zeros(n), P0, [c["force_noise"]] * 3 + [c["torque_noise"]] * 3, forgetting=c["forgetting"],
+                trace_max=10.0 * P0.sum(), boost_indices=np.arange(10), boost_variance=P0[:10],
+                detector=PayloadChangeDetector(threshold=c["change_threshold"]))
+        self.base = None
+        if c["base_parameters"]:
+            self.base = compute_base_parameters(model, coulomb_width=COULOMB_WIDTH)
+            self.beta_nominal = self.base.from_full(full_parameters(model))
+            last = model.nbodies - 1
+            moved = np.flatnonzero(np.abs(self.base.K[:, 10 * last:10 * last + 10]).sum(axis=1) > 1e-9)
+            P0 = (0.2 * np.abs(self.beta_nominal) + 0.01) ** 2
+            P0[moved] += 0.25
+            self.base_rls = RecursiveLeastSquares(
+                self.beta_nominal, P0, c["effort_noise"], forgetting=c["forgetting"], trace_max=10.0 * P0.sum(),
+                boost_indices=moved, detector=PayloadChangeDetector(threshold=c["change_threshold"]))
+        self.payload_frame = robot.wrist_link if c["use_wrench"] else model.body_names[-1]
+        self.latest_wrench = None
+        self.filtered = None
+        self.samples = 0
+        self.updates = 0
+        self.last_publish = None
+        self.payload_events = []      # stamps of detected payload changes
+        self._rate_window = (time.monotonic(), 0)
+        self.update_rate_hz = 0.0
+        self._cache = {}
+        self.payload_pub = self.pub(InertiaStamped, c["payload_topic"], qos.ESTIMATE_QOS)
+        self.base_pub = self.pub(Float64MultiArray, c["base_parameters_topic"], qos.ESTIMATE_QOS)
+        self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
+        self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
+        if c["use_wrench"]:
+            self.sub(WrenchStamped, c["wrench_topic"], self._on_wrench, qos.SENSOR_INPUT_QOS)
+
+    def start(self):
+        self.joint_filter.reset()
+        self.wrench_filter.reset()
+        self._last_t = None
+
+    # ------------------------------------------------------------------------------------- messages
+    def _on_wrench(self, msg):
+        try:
+            t, frame_id, w = rm.wrench_stamped_to_array(msg)
+            if frame_id and frame_id != self.robot.wrist_link:
+                raise rm.MessageRejected(f"WrenchStamped.header.frame_id is '{frame_id}', expected "
+                                         f"'{self.robot.wrist_link}'")
+        except rm.MessageRejected as exc:
+            self.reject("wrench", exc)
+            return
+        self.latest_wrench = (t, w)
+
+    def _on_state(self, msg):
+        if not self.active:
+            return
+        try:
+            t, q, v, tau = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._cache)
+            if tau is None and self.base is not None:
+                raise rm.MessageRejected("JointState.effort is empty (the torque estimator needs efforts)")
+            if self._last_t is not None and t <= self._last_t:
+                raise rm.MessageRejected(f"JointState stamp {t:.6f} s is not after the previous {self._last_t:.6f} s")
+        except rm.MessageRejected as exc:
+            self.reject("joint_states", exc)
+            return
+        self.samples += 1
+        if (self.samples - 1) % self.config["decimation"]:
+            return
+        self._last_t = t
+        self.update(t, q, v, tau)
+        if self.last_publish is None or t - self.last_publish >= 1.0 / self.config["publish_rate"] - 1e-9:
+            self.last_publish = t
+            self.publish(msg.header.stamp)
+
+    # ------------------------------------------------------------------------------------ estimation
+    def update(self, t, q, v, tau):
+        q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
+        if self.wrench_rls is not None and self.latest_wrench is not None:
+            t_w, w = self.latest_wrench
+            w_f = self.wrench_filter.update(max(t_w, self.wrench_filter._t or t_w), w)[0]
+            Y = self.wrench_regressor(q_f, v_f, a_f)
+            if self.wrench_rls.beta.size == 16:
+                Y = np.hstack([Y, np.eye(6)])
+            if self.wrench_rls.update(Y, w_f).change_detected:
+                self.payload_events.append(t)
+                self.get_logger().info(f"payload change detected at t = {t:.3f} s")
+        if self.base is not None:
+            Y_full = np.concatenate([self.kernels.regressor(q_f, v_f, a_f),
+                                     batch_joint_parameter_regressor(None, v_f, a_f, COULOMB_WIDTH)[0]], axis=1)
+            result = self.base_rls.update(self.base.reduce(Y_full), tau_f)
+            if result.change_detected and self.wrench_rls is None:
+                self.payload_events.append(t)
+                self.get_logger().info(f"payload change detected from joint torques at t = {t:.3f} s")
+        self.updates += 1
+        start, count = self._rate_window
+        now = time.monotonic()
+        if now - start >= 1.0:
+            self.update_rate_hz = (self.updates - count) / (now - start)
+            self._rate_window = (now, self.updates)
+
+    def payload_parameters(self):
+        """Payload parameters (10,) about ``payload_frame`` (the wrist link, or the last body)."""
+        if self.wrench_rls is not None:
+            return self.wrench_rls.beta[:10].copy()
+        return body_parameter_change(self.base, self.beta_nominal, self.base_rls.beta, self.robot.model.nbodies - 1)
+
+    def publish(self, stamp):
+        pi = self.payload_parameters()
+        if abs(pi[0]) > 1e-6:
+            self.payload_pub.publish(rm.inertial_parameters_to_inertia_stamped(stamp, self.payload_frame, pi))
+        else:
+            self.payload_pub.publish(rm.make_inertia_stamped(stamp, self.payload_frame, pi[0], np.zeros(3),
+                                                             np.zeros((3, 3))))
+        if self.base is not None:
+            self.base_pub.publish(rm.make_float64_multiarray(self.base_rls.beta, labels=self.base.names))
+        values = {"updates": self.updates, "update_rate_hz": float(self.update_rate_hz),
+                  "decimation": self.config["decimation"], "payload_mass": float(pi[0]),
+                  "payload_changes": len(self.payload_events),
+                  "rejected_messages": sum(self.rejected.values())}
+        level, text = "OK", "estimating"
+        if self.wrench_rls is not None:
+            values["payload_mass_std"] = float(self.wrench_rls.std[0])
+            values["wrench_covariance_trace"] = float(np.trace(self.wrench_rls.P))
+            values["wrench_outliers"] = self.wrench_rls.rejected
+        if self.base is not None:
+            values["base_covariance_trace"] = float(np.trace(self.base_rls.P))
+            values["torque_outliers"] = self.base_rls.rejected
+            # excitation: how much the last update shrank the covariance relative to its bound
+            values["base_covariance_fraction_of_bound"] = float(np.trace(self.base_rls.P) / self.base_rls.trace_max)
+        if self.payload_events:
+            values["last_payload_change"] = float(self.payload_events[-1])
+        if self.rejected:
+            level, text = "WARN", f"dropped malformed messages: {dict(self.rejected)}"
+        self.diag_pub.publish(rm.make_diagnostic_array(stamp, f"{self.get_name()}: online estimation", level, text,
+                                                       values, hardware_id=self.robot.name))

@@ -1,0 +1,88 @@
+"""Which nodes each launch file starts, with which parameters: ONE table read by the launch files
+(``launch/*.launch.py``, where launch_ros exists) and by the in-process bringup (:mod:`.bringup`, for pip
+users), so both start the same nodes with the same parameters (checked by test/test_launch_files.py).
+
+Pure Python (no rclpy, no launch): every entry names the node kind (a key of
+:data:`robodyn_ros.ros.node_parameters.SCHEMAS`), the node name, the per-robot YAML file from ``config/``
+and the launch-specific overrides applied on top of it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+PACKAGE = "robodyn_ros"
+ROBOTS = ("panda", "ur5", "iiwa")
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    """One node of a launch: ``kind`` (node class), ``name``, ``executable`` (colcon entry point),
+    ``overrides`` (parameters on top of the robot's YAML)."""
+
+    kind: str
+    name: str
+    executable: str
+    overrides: dict = field(default_factory=dict)
+
+
+# Launch -> nodes. The recorder of the identification launch is not a robodyn node: ``ros2 bag record``
+# in the launch file, :class:`robodyn_ros.ros.bringup.BagRecorder` in process (RECORDED_TOPICS).
+LAUNCHES = {
+    "simulation": (
+        NodeEntry("simulator", "simulator", "simulator"),
+        NodeEntry("estimator", "estimator", "estimator"),
+        NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics"),
+    ),
+    "robot": (
+        NodeEntry("estimator", "estimator", "estimator"),
+        NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics",
+                  {"state_timeout": 0.01}),
+    ),
+    "identification": (
+        NodeEntry("simulator", "simulator", "simulator"),
+        # an exciting reference: larger, faster, richer than the tracking demo's
+        NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics",
+                  {"use_estimates": False, "generator.amplitude": 0.6, "generator.period": 6.0,
+                   "generator.harmonics": 4}),
+    ),
+}
+
+RECORDED_TOPICS = {"identification": ("/joint_states", "/force_torque_sensor_broadcaster/wrench")}
+
+
+def config_dirs():
+    """Where the per-robot YAML files are looked for: the source tree's ``config/``, then the installed
+    ``share/robodyn_ros/config`` (colcon and pip data files)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    dirs = [os.path.normpath(os.path.join(here, "..", "..", "config")),
+            os.path.join(sys.prefix, "share", PACKAGE, "config")]
+    try:  # a ROS workspace
+        from ament_index_python.packages import get_package_share_directory
+        dirs.insert(0, os.path.join(get_package_share_directory(PACKAGE), "config"))
+    except Exception:  # noqa: BLE001 - ament is optional
+        pass
+    return dirs
+
+
+def config_file(robot):
+    """Path of ``config/<robot>.yaml``; FileNotFoundError listing where it was looked for."""
+    for d in config_dirs():
+        path = os.path.join(d, f"{robot}.yaml")
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"no {robot}.yaml in {', '.join(config_dirs())}")
+
+
+def launch_nodes(launch):
+    """The :class:`NodeEntry` tuple of launch ``launch`` (a key of :data:`LAUNCHES`)."""
+    if launch not in LAUNCHES:
+        raise ValueError(f"unknown launch {launch!r}; launches: {', '.join(LAUNCHES)}")
+    return LAUNCHES[launch]
+
+
+def launch_parameters(entry, use_sim_time=False):
+    """Overrides of one entry as the launch file passes them (after the YAML file): the entry's own plus
+    ``use_sim_time``."""
+    return {**entry.overrides, "use_sim_time": bool(use_sim_time)}

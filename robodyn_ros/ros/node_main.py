@@ -1,0 +1,114 @@
+"""``robodyn node NAME [--ros-args ...]`` and the colcon entry points (``ros2 run robodyn_ros NAME``): one
+lifecycle node per process, spun by the executor that ``benchmarks/bench_rclpy_loop.py`` measured fastest
+(EventsExecutor: half the CPU per message of SingleThreadedExecutor).
+
+The node configures and activates itself unless started with ``--ros-args -p autostart:=false`` (then a
+lifecycle manager, e.g. ``ros2 lifecycle set``, drives it). SIGINT/SIGTERM shut it down cleanly.
+"""
+from __future__ import annotations
+
+import sys
+
+NODE_CLASSES = {
+    "simulator": ("robodyn_ros.ros.simulator_node", "SimulatorNode"),
+    "inverse_dynamics": ("robodyn_ros.ros.inverse_dynamics_node", "InverseDynamicsNode"),
+    "estimator": ("robodyn_ros.ros.estimator_node", "EstimatorNode"),
+    "mpc": ("robodyn_ros.ros.mpc_node", "MpcNode"),
+}
+
+
+def node_class(name):
+    """The lifecycle node class of node kind ``name``; ValueError naming the kinds otherwise."""
+    import importlib
+
+    if name not in NODE_CLASSES:
+        raise ValueError(f"unknown node {name!r}; nodes: {', '.join(NODE_CLASSES)}")
+    module, cls = NODE_CLASSES[name]
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_executor(context, kind="events"):
+    from .testing import make_executor as _make
+    return _make(kind, context)
+
+
+def bring_up(node, autostart=True):
+    """Configure and activate ``node`` (when ``autostart``); returns False if a transition failed."""
+    from lifecycle_msgs.msg import State
+
+    if not autostart:
+        return True
+    node.trigger_configure()
+    if node._state_machine.current_state[0] != State.PRIMARY_STATE_INACTIVE:
+        return False
+    node.trigger_activate()
+    return node._state_machine.current_state[0] == State.PRIMARY_STATE_ACTIVE
+
+
+def run(name, argv=None):
+    """Run node ``name`` until shutdown; ``argv`` are the arguments after the name (``--ros-args ...``).
+    Returns the process exit code."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    try:
+        cls = node_class(name)
+    except ValueError as exc:
+        print(f"robodyn node: {exc}", file=sys.stderr)
+        return 2
+    context = rclpy.Context()
+    rclpy.init(args=[f"robodyn_{name}"] + list(argv or []), context=context)
+    node = None
+    executor = None
+    code = 0
+    try:
+        node = cls(context=context)
+        executor = make_executor(context)
+        executor.add_node(node)
+        if not bring_up(node, node.get_parameter("autostart").value):
+            node.get_logger().error("could not configure and activate; exiting")
+            return 1
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except ValueError as exc:  # bad parameters at declaration
+        print(f"robodyn node {name}: {exc}", file=sys.stderr)
+        code = 1
+    finally:
+        if node is not None:
+            try:
+                if node.active:
+                    node.trigger_deactivate()
+            except Exception:  # noqa: BLE001 - the context may already be shut down by the signal
+                pass
+            if executor is not None:
+                executor.remove_node(node)
+            node.destroy_node()
+        if executor is not None:
+            executor.shutdown()
+        context.try_shutdown()
+    return code
+
+
+def _entry(name):
+    sys.exit(run(name, sys.argv[1:]))
+
+
+def simulator():
+    _entry("simulator")
+
+
+def inverse_dynamics():
+    _entry("inverse_dynamics")
+
+
+def estimator():
+    _entry("estimator")
+
+
+def mpc():
+    _entry("mpc")
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1], sys.argv[2:]))

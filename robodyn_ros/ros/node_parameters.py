@@ -1,0 +1,219 @@
+"""The parameter schemas of the four nodes (one tuple of :class:`ParameterSpec` per node) and the one
+place that turns a validated config into the robot the node works on (STYLE rule 10).
+
+Everything here is rclpy-free: the nodes declare these specs (:func:`declare_parameters`), the in-process
+bringup and the tests resolve them from the YAML files without ROS (:func:`resolve_node_config`).
+
+Robot selection, the same for every node: ``robot_description`` (URDF XML, what ``robot_state_publisher``
+users already have), else ``urdf_path``, else the bundled robot named by ``robot`` (panda, ur5, iiwa).
+``joints`` names the commanded joints in command order (JointGroupEffortController's ``joints``); joints
+of the URDF not listed are locked at 0 (Panda's fingers). Empty: the bundled robot's arm joints, or every
+joint of the URDF in chain order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .parameters import ParameterSpec, resolve_config
+
+P = ParameterSpec
+
+# ----------------------------------------------------------------------------------------------- robot
+ROBOT = (
+    P("robot", str, "panda", "Bundled robot (panda, ur5, iiwa) used when robot_description and urdf_path "
+      "are empty; also gives the default joints, wrist link and home pose.", read_only=True),
+    P("robot_description", str, "", "URDF XML of the robot (takes precedence over urdf_path and robot).",
+      read_only=True),
+    P("urdf_path", str, "", "Path of the robot's URDF (used when robot_description is empty).", read_only=True),
+    P("joints", list[str], [], "Commanded joints in command order; other URDF joints are locked at 0. "
+      "Empty: the bundled robot's arm joints or every URDF joint.", read_only=True),
+    P("wrist_link", str, "", "Link of the wrist force/torque sensor and payload (empty: the bundled robot's "
+      "flange link, else the last link).", read_only=True),
+)
+
+TOPICS = (
+    P("joint_states_topic", str, "/joint_states", "sensor_msgs/JointState topic.", read_only=True),
+    P("wrench_topic", str, "/force_torque_sensor_broadcaster/wrench", "geometry_msgs/WrenchStamped topic of "
+      "the wrist force/torque sensor.", read_only=True),
+    P("command_topic", str, "/effort_controller/commands", "std_msgs/Float64MultiArray torque commands "
+      "(joint order of 'joints').", read_only=True),
+)
+
+ESTIMATE_TOPICS = (
+    P("payload_topic", str, "/estimator/payload", "geometry_msgs/InertiaStamped payload estimate.", read_only=True),
+    P("base_parameters_topic", str, "/estimator/base_parameters", "std_msgs/Float64MultiArray base "
+      "parameters with labelled layout.", read_only=True),
+)
+
+# ------------------------------------------------------------------------------------------- simulator
+SIMULATOR = ROBOT + TOPICS + (
+    P("rate", float, 1000.0, "Integration (and publishing) rate, Hz.", range=(1.0, 20000.0)),
+    P("real_time_factor", float, 1.0, "Simulated seconds per wall second; 0 = as fast as possible "
+      "(publish /clock and run the other nodes with use_sim_time).", range=(0.0, 100.0)),
+    P("lockstep", bool, True, "As fast as possible only: step when a command for the last published state "
+      "arrives (closed loop without dropped steps), or after lockstep_timeout."),
+    P("lockstep_timeout", float, 0.05, "Wall seconds to wait for a command before stepping anyway.",
+      range=(0.0, 10.0)),
+    P("publish_clock", bool, True, "Publish rosgraph_msgs/Clock on /clock."),
+    P("clock_rate", float, 1000.0, "Rate of /clock messages in simulated time, Hz (each costs every "
+      "use_sim_time node a callback).", range=(1.0, 20000.0)),
+    P("command_timeout", float, 0.1, "Simulated seconds without a command after which the simulator applies "
+      "zero torque and warns.", range=(0.0, 1e6), live=True),
+    P("initial_positions", list[float], [], "Initial joint positions (joint order); empty: the bundled home."),
+    P("integrator", str, "rk4", "Fixed-step integrator.", choices=("rk4", "semi_implicit_euler")),
+    P("friction", bool, True, "Apply the URDF's joint friction (damping, friction)."),
+    P("noise.position", float, 0.0, "Std of joint position noise, rad.", range=(0.0, None)),
+    P("noise.velocity", float, 0.0, "Std of joint velocity noise, rad/s.", range=(0.0, None)),
+    P("noise.effort", float, 0.0, "Std of measured effort noise, N m.", range=(0.0, None)),
+    P("noise.force", float, 0.0, "Std of F/T sensor force noise, N.", range=(0.0, None)),
+    P("noise.torque", float, 0.0, "Std of F/T sensor torque noise, N m.", range=(0.0, None)),
+    P("noise.seed", int, 0, "Noise generator seed."),
+    P("wrench_bias", list[float], [0.0] * 6, "Constant F/T sensor bias [fx fy fz tx ty tz]."),
+    P("payload.mass", float, 0.0, "Payload mass, kg (0: no payload).", range=(0.0, 1000.0)),
+    P("payload.link", str, "", "Link the payload is attached to (empty: wrist_link)."),
+    P("payload.com", list[float], [0.0, 0.0, 0.05], "Payload centre of mass in the link frame, m."),
+    P("payload.size", list[float], [0.1, 0.1, 0.1], "Payload box edges, m.", range=(0.0, None)),
+    P("payload.attach_time", float, -1.0, "Simulated time at which the payload is attached (< 0: only "
+      "by the ~/attach_payload service).", range=(None, None)),
+)
+
+# ------------------------------------------------------------------------------------ inverse dynamics
+CONTROL_MODES = ("computed_torque", "gravity_compensation", "slotine_li", "mpc")
+INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
+    P("mode", str, "computed_torque", "Control law.", choices=CONTROL_MODES),
+    P("kp", float, 400.0, "Computed torque / gravity compensation position gain, 1/s^2.", range=(0.0, None),
+      live=True),
+    P("kd", float, 40.0, "Computed torque / gravity compensation velocity gain, 1/s.", range=(0.0, None),
+      live=True),
+    P("slotine_li.lambda", float, 10.0, "Slotine-Li Lambda, 1/s.", range=(0.0, None)),
+    P("slotine_li.kd", float, 50.0, "Slotine-Li K_D, N m s/rad.", range=(0.0, None)),
+    P("slotine_li.gamma", float, 1.0, "Slotine-Li adaptation gain.", range=(0.0, None)),
+    P("slotine_li.dead_zone", float, 0.01, "Slotine-Li dead zone on |s|, rad/s.", range=(0.0, None)),
+    P("reference", str, "generator", "Reference: built-in generator, ~/joint_trajectory messages, or hold the "
+      "first measured configuration.", choices=("generator", "trajectory", "hold")),
+    P("generator.amplitude", float, 0.3, "Generator amplitude per joint, rad.", range=(0.0, 3.0)),
+    P("generator.period", float, 4.0, "Generator period, s.", range=(0.1, None)),
+    P("generator.harmonics", int, 2, "Generator harmonics.", range=(1, 10)),
+    P("generator.center", list[float], [], "Generator centre (joint order); empty: the bundled home pose or "
+      "the first measured configuration."),
+    P("state_timeout", float, 0.05, "Wall seconds without a valid joint state after which the controller "
+      "stops commanding motion (stale_action).", range=(0.001, 10.0), live=True),
+    P("stale_action", str, "gravity_hold", "Command while joint states are stale.",
+      choices=("gravity_hold", "zero"), live=True),
+    P("use_estimates", bool, True, "Add the estimator's payload (payload_topic) to the model live."),
+    P("friction_compensation", bool, True, "Add the model's friction torque."),
+    P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
+    P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
+)
+
+# ------------------------------------------------------------------------------------------- estimator
+ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
+    P("decimation", int, 1, "Use every n-th joint state (the estimator decimates when 1 kHz is too much).",
+      range=(1, 1000)),
+    P("use_wrench", bool, True, "Estimate the payload from the wrist F/T sensor (wrench_topic)."),
+    P("estimate_bias", bool, True, "Estimate the F/T sensor bias along with the payload."),
+    P("base_parameters", bool, True, "Run the joint-torque RLS on the base parameters (publishes them; gives "
+      "the payload when use_wrench is false)."),
+    P("filter.cutoff", float, 20.0, "Causal Butterworth cutoff for q, v, a, tau and the wrench, Hz.",
+      range=(0.1, 500.0)),
+    P("filter.order", int, 2, "Causal Butterworth order.", range=(2, 6)),
+    P("forgetting", float, 1.0, "RLS forgetting factor.", range=(0.9, 1.0)),
+    P("force_noise", float, 0.5, "F/T force noise std assumed by the RLS, N.", range=(1e-6, None)),
+    P("torque_noise", float, 0.05, "F/T torque noise std assumed by the RLS, N m.", range=(1e-6, None)),
+    P("effort_noise", float, 0.5, "Joint torque noise std assumed by the base-parameter RLS, N m.",
+      range=(1e-6, None)),
+    P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
+    P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
+    P("publish_rate", float, 100.0, "Rate of the payload, base-parameter and diagnostics messages "
+      "(in joint-state time), Hz.", range=(0.1, 1000.0)),
+)
+
+# ------------------------------------------------------------------------------------------------- mpc
+MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
+    P("rate", float, 100.0, "Solve rate, Hz.", range=(1.0, 1000.0)),
+    P("output", str, "feedforward", "Publish torque commands itself (at the joint-state rate) or "
+      "feedforward + gains for the inverse_dynamics node (mode mpc).", choices=("commands", "feedforward")),
+    P("solution_topic", str, "/mpc/solution", "MPC feedforward + gains topic.", read_only=True),
+    P("horizon", int, 20, "Horizon N (intervals).", range=(2, 200)),
+    P("dt", float, 0.01, "Interval, s.", range=(1e-4, 1.0)),
+    P("solver", str, "rti", "MPC solver.", choices=("rti", "fatrop", "ipopt")),
+    P("compiled", bool, True, "Generate and compile C for the problem functions (cached)."),
+    P("time_limit", float, 0.05, "Solve time limit, s.", range=(1e-4, 10.0)),
+    P("q_weight", float, 1000.0, "Position weight.", range=(0.0, None)),
+    P("v_weight", float, 1.0, "Velocity weight.", range=(0.0, None)),
+    P("r_weight", float, 1e-3, "Torque weight.", range=(0.0, None)),
+    P("generator.amplitude", float, 0.3, "Reference amplitude per joint, rad.", range=(0.0, 3.0)),
+    P("generator.period", float, 4.0, "Reference period, s.", range=(0.1, None)),
+    P("generator.harmonics", int, 2, "Reference harmonics.", range=(1, 10)),
+    P("use_estimates", bool, True, "Add the estimator's payload to the model live."),
+)
+
+SCHEMAS = {"simulator": SIMULATOR, "inverse_dynamics": INVERSE_DYNAMICS, "estimator": ESTIMATOR, "mpc": MPC}
+NODE_NAMES = tuple(SCHEMAS)
+
+
+def resolve_node_config(node, overrides):
+    """Validated ``{name: value}`` of node ``node`` (a key of :data:`SCHEMAS`) from ``overrides`` (e.g.
+    :func:`load_params_yaml`), without ROS; ValueError naming every bad parameter."""
+    return resolve_config(SCHEMAS[node], overrides)
+
+
+# ------------------------------------------------------------------------------------------ the robot
+@dataclass(frozen=True)
+class Robot:
+    """What a node builds from the robot parameters: ``model`` (locked joints removed), ``joints``
+    (command order), ``command_order`` (model index of each commanded joint), ``wrist_link``, ``home``
+    (model order), ``name``."""
+
+    model: object
+    joints: tuple
+    command_order: np.ndarray
+    wrist_link: str
+    home: np.ndarray
+    name: str
+
+    def to_command(self, tau):
+        """Model-order torques (nv,) -> command order (the Float64MultiArray layout)."""
+        return np.asarray(tau, dtype=float)[self.command_order]
+
+    def from_command(self, command):
+        """Command-order values (nv,) -> model order."""
+        out = np.empty(len(self.command_order))
+        out[self.command_order] = command
+        return out
+
+
+def load_robot(config):
+    """:class:`Robot` from a node config (module docstring for the precedence); ModelError on bad input."""
+    from ..errors import ModelError
+    from ..model import Model
+    from ..robots import bundled_robot_info
+
+    info = None
+    if config["robot_description"]:
+        source = config["robot_description"]
+    elif config["urdf_path"]:
+        source = config["urdf_path"]
+    else:
+        info = bundled_robot_info(config["robot"])
+        source = info["urdf"]
+    joints = tuple(config["joints"]) or (info["arm_joints"] if info else ())
+    locked = dict(info["locked_joints"]) if info else {}
+    if joints:
+        full = Model.from_urdf(source, locked_joints=locked)
+        unknown = [j for j in joints if j not in full.joint_names]
+        if unknown:
+            raise ModelError(f"parameter joints names {unknown}, not movable joints of the URDF "
+                             f"({', '.join(full.joint_names)})")
+        locked.update({j: 0.0 for j in full.joint_names if j not in joints})
+    model = Model.from_urdf(source, locked_joints=locked) if locked else Model.from_urdf(source)
+    joints = joints or tuple(model.joint_names)
+    order = np.array([model.joint_names.index(j) for j in joints], dtype=np.intp)
+    wrist = config["wrist_link"] or (info["wrist_link"] if info else model.body_names[-1])
+    model.body_index(wrist)  # ModelError naming the links if unknown
+    home = np.zeros(model.nv)
+    if info is not None:
+        home[[model.joint_names.index(j) for j in info["arm_joints"]]] = info["home"]
+    return Robot(model, joints, order, wrist, home, config["robot"] if info else model.name)

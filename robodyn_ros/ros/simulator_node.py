@@ -1,0 +1,204 @@
+"""``simulator`` lifecycle node: :class:`robodyn_ros.simulation.Simulator` behind the topics of a
+ros2_control robot (joint_state_broadcaster, force_torque_sensor_broadcaster, an effort controller).
+
+Publishes ``/joint_states`` (position, velocity, measured effort), the wrist wrench (``frame_id`` the
+wrist link) and, with ``publish_clock``, ``/clock``; takes ``/effort_controller/commands`` (reliable,
+joint order of ``joints``). Services ``~/attach_payload`` and ``~/detach_payload`` (std_srvs/Trigger).
+
+Timing: ``real_time_factor > 0`` steps on a wall timer, catching up whole steps; ``0`` runs as fast as
+possible, in ``lockstep`` stepping as soon as a command answers the last published state (or after
+``lockstep_timeout`` wall seconds). Stamps are simulated time (plus the wall time at activation when
+``/clock`` is not published). A command older than ``command_timeout`` simulated seconds is replaced by
+zero torque, with a warning. Forward dynamics: the compiled ABA of the robot and, when a payload is
+configured, of the robot with the payload (both compiled on configure).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from geometry_msgs.msg import WrenchStamped
+from rosgraph_msgs.msg import Clock as ClockMsg
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
+
+from ..errors import ModelError
+from ..kernels import compile_kernels
+from ..sensor_wrench import SensorWrenchRegressor
+from ..simulation import Payload, SensorNoise, Simulator, SimulatorConfig
+from . import messages as rm
+from . import qos
+from .base_node import RobodynNode
+
+CLOCK_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+MAX_CATCH_UP_STEPS = 50
+
+
+class SimulatorNode(RobodynNode):
+    kind = "simulator"
+
+    def setup(self):
+        c, robot = self.config, self.robot
+        model = robot.model if c["friction"] else robot.model.with_friction(
+            np.zeros(robot.model.nv), np.zeros(robot.model.nv), np.zeros(robot.model.nv))
+        self.kernels = compile_kernels(model, register=False)
+        self.payload = None
+        self.payload_kernels = None
+        if c["payload.mass"] > 0.0:
+            self.payload = Payload.box(c["payload.link"] or robot.wrist_link, c["payload.mass"],
+                                       tuple(c["payload.com"]), tuple(c["payload.size"]))
+        q0 = np.asarray(c["initial_positions"], dtype=float) if c["initial_positions"] else None
+        q0 = robot.home if q0 is None else robot.from_command(q0)
+        noise = SensorNoise(c["noise.position"], c["noise.velocity"], c["noise.effort"], c["noise.force"],
+                            c["noise.torque"])
+        sim_config = SimulatorConfig(dt=1.0 / c["rate"], integrator=c["integrator"], noise=noise,
+                                     wrench_bias=tuple(c["wrench_bias"]), seed=c["noise.seed"])
+        self.sim = Simulator(model, sim_config, q0, forward_dynamics=self._robot_dynamics,
+                             sensor_link=robot.wrist_link,
+                             wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link))
+        if self.payload is not None:
+            self.sim.attach_payload(self.payload)      # validates the link, then compile its dynamics
+            self.payload_kernels = compile_kernels(model.with_inertial_parameters(self.sim.inertial_parameters),
+                                                   register=False)
+            self.sim.detach_payload()
+        self.command = np.zeros(model.nv)
+        self.last_command_time = 0.0
+        self.commands_received = 0
+        self.command_timed_out = False
+        self.steps = 0
+        self.awaiting_command = False
+        self.last_step_wall = time.monotonic()
+        self.stamp_offset = 0.0
+        self._timer = None
+        self.joint_pub = self.pub(JointState, c["joint_states_topic"], qos.JOINT_STATE_OUTPUT_QOS)
+        self.wrench_pub = self.pub(WrenchStamped, c["wrench_topic"], qos.WRENCH_OUTPUT_QOS)
+        self.clock_pub = self.pub(ClockMsg, "/clock", CLOCK_QOS) if c["publish_clock"] else None
+        self.sub(Float64MultiArray, c["command_topic"], self._on_command, qos.COMMAND_QOS)
+        self.srv(Trigger, "~/attach_payload", self._on_attach)
+        self.srv(Trigger, "~/detach_payload", self._on_detach)
+        self._clock_msg = ClockMsg()
+        self._next_clock = 0.0
+
+    def _robot_dynamics(self, q, v, tau, pi):
+        return self.kernels.aba(q, v, tau)
+
+    def _payload_dynamics(self, q, v, tau, pi):
+        return self.payload_kernels.aba(q, v, tau)
+
+    # ------------------------------------------------------------------------------------ lifecycle
+    def start(self):
+        c = self.config
+        self.stamp_offset = 0.0 if c["publish_clock"] else self.get_clock().now().nanoseconds * 1e-9
+        self.last_command_time = self.sim.t
+        self._wall_start, self._sim_start = time.monotonic(), self.sim.t
+        self.publish_state()
+        if c["real_time_factor"] > 0.0:
+            self._timer = self.timer(min(1.0 / c["rate"] / c["real_time_factor"], 0.001), self._on_real_time_tick,
+                                     steady=True)
+        elif c["lockstep"]:
+            self._timer = self.timer(max(c["lockstep_timeout"], 1e-3) / 2.0, self._on_lockstep_tick, steady=True)
+        else:
+            self._timer = self.timer(1e-3, self._on_free_run_tick, steady=True)
+
+    def stop(self):
+        if self._timer is not None:
+            self.destroy_entity(self._timer)
+            self._timer = None
+
+    # -------------------------------------------------------------------------------------- stepping
+    def _on_real_time_tick(self):
+        target = self._sim_start + (time.monotonic() - self._wall_start) * self.config["real_time_factor"]
+        steps = int((target - self.sim.t) / self.sim.config.dt + 1e-9)
+        if steps > MAX_CATCH_UP_STEPS:  # too slow for real time: drop wall time instead of bursting
+            self.warn_throttled("behind", f"simulator behind real time by {steps} steps; slowing down")
+            self._wall_start, self._sim_start = time.monotonic(), self.sim.t
+            steps = MAX_CATCH_UP_STEPS
+        for _ in range(max(steps, 0)):
+            self.step_and_publish()
+
+    def _on_lockstep_tick(self):
+        if time.monotonic() - self.last_step_wall >= self.config["lockstep_timeout"]:
+            self.step_and_publish()
+
+    def _on_free_run_tick(self):
+        end = time.monotonic() + 0.8e-3
+        while time.monotonic() < end and self.active:
+            self.step_and_publish()
+
+    def step_and_publish(self):
+        if not self.active:
+            return
+        sim, c = self.sim, self.config
+        if c["payload.attach_time"] >= 0.0 and self.payload is not None and sim.payload is None \
+                and not getattr(self, "_auto_attached", False) and sim.t + 1e-12 >= c["payload.attach_time"]:
+            self._auto_attached = True
+            self.attach()
+        tau = self.command
+        if sim.t - self.last_command_time > c["command_timeout"]:
+            if not self.command_timed_out:
+                self.get_logger().warning(f"no command for {sim.t - self.last_command_time:.3f} s (timeout "
+                                          f"{c['command_timeout']} s): applying zero torque")
+            self.command_timed_out = True
+            tau = np.zeros_like(tau)
+        try:
+            sim.step(tau)
+        except ModelError as exc:
+            self.warn_throttled("diverged", f"simulation step failed: {exc}")
+        self.steps += 1
+        self.last_step_wall = time.monotonic()
+        self.publish_state()
+
+    def publish_state(self):
+        robot, sim = self.robot, self.sim
+        stamp = rm.seconds_to_time(sim.t + self.stamp_offset)
+        m = sim.measure_joints()
+        order = robot.command_order
+        self.joint_pub.publish(rm.make_joint_state(stamp, robot.joints, m.q[order], m.v[order], m.tau[order]))
+        self.wrench_pub.publish(rm.array_to_wrench_stamped(stamp, robot.wrist_link, sim.measure_wrench()))
+        if self.clock_pub is not None and sim.t + 1e-9 >= self._next_clock:
+            self._next_clock = sim.t + 1.0 / self.config["clock_rate"]
+            self._clock_msg.clock = stamp
+            self.clock_pub.publish(self._clock_msg)
+        self.awaiting_command = True
+
+    # -------------------------------------------------------------------------------------- commands
+    def _on_command(self, msg):
+        try:
+            command = rm.float64_multiarray_to_array(msg, self.robot.model.nv)
+        except rm.MessageRejected as exc:
+            self.reject("command", exc)
+            return
+        self.command = self.robot.from_command(command)
+        self.last_command_time = self.sim.t
+        self.commands_received += 1
+        if self.command_timed_out:
+            self.get_logger().info("commands are back")
+            self.command_timed_out = False
+        if self.active and self.config["real_time_factor"] == 0.0 and self.config["lockstep"] and self.awaiting_command:
+            self.awaiting_command = False
+            self.step_and_publish()
+
+    # --------------------------------------------------------------------------------------- payload
+    def attach(self):
+        if self.payload is None:
+            raise ModelError("no payload configured (payload.mass is 0)")
+        self.sim.attach_payload(self.payload)
+        self.sim.forward_dynamics = self._payload_dynamics
+        self.get_logger().info(f"payload of {self.payload.mass} kg attached to {self.payload.link} at "
+                               f"t = {self.sim.t:.3f} s")
+
+    def _on_attach(self, request, response):
+        try:
+            self.attach()
+            response.success, response.message = True, f"attached {self.payload.mass} kg at t = {self.sim.t:.3f} s"
+        except ModelError as exc:
+            response.success, response.message = False, str(exc)
+        return response
+
+    def _on_detach(self, request, response):
+        self.sim.detach_payload()
+        self.sim.forward_dynamics = self._robot_dynamics
+        response.success, response.message = True, f"detached at t = {self.sim.t:.3f} s"
+        return response
