@@ -66,12 +66,6 @@ def _parse_assignment(text):
         raise ModelError(f"--lock-joint {name}: '{value}' is not a number") from None
 
 
-def _delegate(module, func="main"):
-    def run(args):
-        return getattr(importlib.import_module(f"robodyn_ros.{module}"), func)(args.rest)
-    return run
-
-
 def cmd_node(args):
     from .ros.node_main import run
     return run(args.name, args.rest)
@@ -93,11 +87,9 @@ def build_parser():
     info.add_argument("--floating-base", action="store_true")
     info.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE")
     info.set_defaults(func=cmd_info)
-    for name, module, help_ in (("identify", "identification.command", "identify parameters from a rosbag"),
-                                ("demo", "demo", "simulated adaptive-control demo")):
-        sp = sub.add_parser(name, help=help_, add_help=False)
-        sp.add_argument("rest", nargs=argparse.REMAINDER)
-        sp.set_defaults(func=_delegate(module))
+    for name, help_ in (("identify", "identify parameters from a rosbag (robodyn identify --help)"),
+                        ("demo", "simulated adaptive-control demo (robodyn demo --help)")):
+        sub.add_parser(name, help=help_, add_help=False)   # dispatched in main() before parsing
     node = sub.add_parser("node", help="run one ROS 2 node (simulator, inverse_dynamics, estimator, mpc)")
     node.add_argument("name")
     node.add_argument("rest", nargs=argparse.REMAINDER)
@@ -109,7 +101,18 @@ def build_parser():
     return p
 
 
+DELEGATED = {"identify": "identification.command", "demo": "demo"}
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:  # the subcommand parses its own options, --help included
+        module = importlib.import_module(f"robodyn_ros.{DELEGATED[argv[0]]}")
+        try:
+            return int(module.main(argv[1:]) or 0)
+        except ModelError as exc:
+            print(f"robodyn {argv[0]}: error: {exc}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -1,14 +1,21 @@
 """Shared test fixtures: one `assert_close`, the example-robot-data locator, the robot fixture and the
 Pinocchio comparison helpers (STYLE rule 9)."""
-import glob
 import os
-import site
-import sys
 
-import numpy as np
-import pytest
+# OpenBLAS worker threads spin on this small shared machine and make small factorizations 100x slower
+# (robodyn_ros/identification/blas_threads.py): one thread for the tests, before NumPy loads it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import robodyn_ros as rd
+import site  # noqa: E402
+import sys  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import robodyn_ros as rd  # noqa: E402
+from robodyn_ros.identification.blas_threads import limit_blas_threads  # noqa: E402
+
+limit_blas_threads(1)   # in case a plugin loaded NumPy before this file
 
 sys.path.insert(0, os.path.dirname(__file__))
 
