@@ -33,11 +33,12 @@ from .rnea_derivatives import rnea_derivatives
 AZA_CROSSOVER_NV = 68
 
 
-def articulated_inertias(ops, model, liMi):
+def articulated_inertias(ops, model, liMi, pi=None):
     """Second pass of the ABA without bias terms: ``U_i = I^A_i S_i`` (6, n_i) and ``D_i^-1`` (n_i, n_i)
-    (armature added to ``D_i``), the articulated inertias of the bodies in their own frames."""
+    (armature added to ``D_i``), the articulated inertias of the bodies in their own frames; ``pi``
+    optional inertial parameters (10 nbodies,)."""
     n = model.nbodies
-    IA = [spatial.inertia_matrix(ops, body_inertia(ops, model, i)) for i in range(n)]
+    IA = [spatial.inertia_matrix(ops, body_inertia(ops, model, i, pi)) for i in range(n)]
     U, Dinv = [None] * n, [None] * n
     for i in reversed(range(n)):
         _, sv = joint_slices(model, i)
@@ -77,40 +78,41 @@ def aba_zero_inputs(ops, model, liMi, U, Dinv, T):
     return out
 
 
-def minv(model, q):
+def minv(model, q, pi=None):
     """``M(q)^-1`` (nv, nv), armature included, without forming ``M``: the ABA with zero velocity and
     gravity applied to the identity columns (eq. 34 with ``x = e_j``; the idea of Carpentier 2018,
     "Analytical inverse of the joint space inertia matrix", here without its subtree-sparsity
-    bookkeeping), O(n^2). q (nq,), NumPy or CasADi SX."""
-    ops = ops_for(q)
+    bookkeeping), O(n^2). q (nq,), ``pi`` optional parameters (10 nbodies,); NumPy or CasADi SX."""
+    ops = ops_for(q, pi)
     if ops.name == "numpy":
-        q = model.check_vector("q", q, model.nq)
+        q, pi = model.check_vector("q", q, model.nq), model.check_parameters(pi)
     liMi = parent_placements(ops, model, q)
-    U, Dinv = articulated_inertias(ops, model, liMi)
+    U, Dinv = articulated_inertias(ops, model, liMi, pi)
     return aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(model.nv)))
 
 
-def aba_derivatives(model, q, v, tau, f_ext=None, method="auto"):
+def aba_derivatives(model, q, v, tau, f_ext=None, method="auto", pi=None):
     """Partial derivatives of :func:`robodyn_ros.aba.aba` (eq. 5 with the IDSVA partials).
 
     q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body-frame wrenches. ``method``: ``'dmm'``
     (explicit ``M^-1`` times the ID partials), ``'aza'`` (ABA with zero inputs on the columns),
-    ``'solve'`` (dense factorisation of ``M``) or ``'auto'`` (see the module docstring). Returns ``(da_dq, da_dv, da_dtau)``, each
-    (nv, nv); ``da_dq`` in the tangent space, ``da_dtau = M^-1``. NumPy or CasADi SX inputs.
+    ``'solve'`` (dense factorisation of ``M``) or ``'auto'`` (see the module docstring); ``pi``
+    (10 nbodies,) optional inertial parameters (symbolic allowed). Returns ``(da_dq, da_dv,
+    da_dtau)``, each (nv, nv); ``da_dq`` in the tangent space, ``da_dtau = M^-1``. NumPy or CasADi SX.
     """
-    ops = ops_for(q, v, tau, f_ext)
+    ops = ops_for(q, v, tau, f_ext, pi)
     if method == "auto":
         method = "solve" if not ops.is_symbolic() else "dmm" if model.nv < AZA_CROSSOVER_NV else "aza"
     if method not in ("dmm", "aza", "solve"):
         raise ValueError(f"method must be 'auto', 'dmm', 'aza' or 'solve', got {method!r}")
-    a = aba(model, q, v, tau, f_ext)
-    dtau_dq, dtau_dv, M = rnea_derivatives(model, q, v, a, f_ext)
+    a = aba(model, q, v, tau, f_ext, pi)
+    dtau_dq, dtau_dv, M = rnea_derivatives(model, q, v, a, f_ext, pi)
     nv = model.nv
     if method == "solve":
         X = ops.solve(M, ops.hcat([-dtau_dq, -dtau_dv, ops.const(np.eye(nv))]))
         return X[:, 0:nv], X[:, nv:2 * nv], X[:, 2 * nv:3 * nv]
     liMi = parent_placements(ops, model, q)
-    U, Dinv = articulated_inertias(ops, model, liMi)
+    U, Dinv = articulated_inertias(ops, model, liMi, pi)
     if method == "dmm":
         Minv = aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(nv)))
         return -ops.mtimes(Minv, dtau_dq), -ops.mtimes(Minv, dtau_dv), Minv

@@ -77,22 +77,23 @@ def body_coriolis_matrix(ops, inertia6, v):
             + spatial.force_cross_operand_matrix(ops, ops.mtimes(inertia6, v)))
 
 
-def rnea_derivatives(model, q, v, a, f_ext=None):
+def rnea_derivatives(model, q, v, a, f_ext=None, pi=None):
     """Partial derivatives of :func:`robodyn_ros.rnea.rnea` (IDSVA, Singh-Russell-Wensing 2022, Alg. 1).
 
-    q (nq,), v (nv,), a (nv,), f_ext (nbodies, 6) body-frame wrenches (held fixed in the body frames).
+    q (nq,), v (nv,), a (nv,), f_ext (nbodies, 6) body-frame wrenches (held fixed in the body frames),
+    ``pi`` (10 nbodies,) optional inertial parameters overriding the model's (symbolic allowed).
     Returns ``(dtau_dq, dtau_dv, dtau_da)``, each (nv, nv); ``dtau_dq`` is with respect to the tangent
     space (``q ⊕ δ``, as Pinocchio's computeRNEADerivatives) and ``dtau_da = M`` with the armature.
     NumPy or CasADi SX inputs (the result is then SX).
     """
-    ops = ops_for(q, v, a, f_ext)
+    ops = ops_for(q, v, a, f_ext, pi)
     if ops.name == "numpy":
         q, v, a = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)))
-        f_ext = model.check_f_ext(f_ext)
+        f_ext, pi = model.check_f_ext(f_ext), model.check_parameters(pi)
     oMi, vel, acc, S, Psi, Psid, A = _ground_kinematics(ops, model, q, v, a)
     Ic, Bc, F = [], [], []
     for i, (R, p) in enumerate(oMi):                       # ground-frame inertias, body forces
-        I6 = spatial.inertia_matrix(ops, spatial.inertia_act(ops, R, p, body_inertia(ops, model, i)))
+        I6 = spatial.inertia_matrix(ops, spatial.inertia_act(ops, R, p, body_inertia(ops, model, i, pi)))
         fi = ops.mtimes(I6, acc[i]) + spatial.cross_force(ops, vel[i], ops.mtimes(I6, vel[i]))
         fe = external_wrench(ops, f_ext, i)
         Ic.append(I6), Bc.append(body_coriolis_matrix(ops, I6, vel[i]))

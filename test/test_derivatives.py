@@ -159,6 +159,22 @@ def test_casadi_equals_numpy(name, rng):
     assert_close(np.array(fm(q)), minv(ours, q), rtol=1e-10)
 
 
+def test_symbolic_inertial_parameters(rng):
+    """``pi=`` overrides the model's parameters, symbolically too (adaptive control, identification)."""
+    ca = pytest.importorskip("casadi")
+    ours = load_pair("ur5")[0]
+    q, v, a = random_state(ours, rng)
+    pi = ours.inertial_parameters() * rng.uniform(0.5, 1.5, 10 * ours.nbodies)
+    other = ours.with_inertial_parameters(pi)
+    ps = ca.SX.sym("pi", 10 * ours.nbodies)
+    f = ca.Function("d", [ps], list(rnea_derivatives(ours, q, v, a, pi=ps)) + list(aba_derivatives(ours, q, v, a, pi=ps)))
+    expected = rnea_derivatives(other, q, v, a) + aba_derivatives(other, q, v, a)
+    for sym, num, num_pi in zip(f(pi), expected, rnea_derivatives(ours, q, v, a, pi=pi) + aba_derivatives(ours, q, v, a, pi=pi)):
+        assert_close(np.array(sym), num, rtol=1e-10)
+        assert_close(num_pi, num, rtol=1e-12)
+    assert_close(minv(ours, q, pi=pi), minv(other, q), rtol=1e-12)
+
+
 def test_aba_derivatives_rejects_unknown_method(rng):
     ours = load_pair("ur5")[0]
     with pytest.raises(ValueError, match="method"):
