@@ -70,14 +70,21 @@ def _origin(element):
         return np.eye(3), np.zeros(3)
     xyz = np.zeros(3) if o.xyz is None else np.asarray(o.xyz, dtype=float)
     rpy = np.zeros(3) if o.rpy is None else np.asarray(o.rpy, dtype=float)
-    if xyz.shape != (3,) or rpy.shape != (3,) or not (np.all(np.isfinite(xyz)) and np.all(np.isfinite(rpy))):
-        raise ModelError(f"origin of '{element_name(element)}' must be 3 finite xyz and rpy values")
+    if xyz.shape != (3,) or rpy.shape != (3,) or not (np.all(np.abs(xyz) <= PHYSICAL_MAGNITUDE)
+                                                      and np.all(np.isfinite(rpy))):
+        raise ModelError(f"origin of '{element_name(element)}' must be 3 finite xyz (|xyz| <= "
+                         f"{PHYSICAL_MAGNITUDE:g} m) and 3 finite rpy values")
     return spatial.rpy_to_matrix(rpy), xyz
 
 
 def element_name(e):
     return getattr(e, "name", None) or type(e).__name__
 
+
+PHYSICAL_MAGNITUDE = 1e12
+"""Largest accepted |mass| (kg), |inertia| (kg m^2), |origin xyz| (m) and joint axis component: far
+beyond any robot, and small enough that the dynamics of the model (products of masses, lever arms and
+state values up to ``model.MAX_MAGNITUDE``) cannot overflow."""
 
 INERTIA_TOLERANCE = 1e-6
 """kg m^2: principal moments or triangle-inequality defects smaller than this are accepted (real URDFs,
@@ -99,6 +106,8 @@ def link_inertial_parameters(link, origin, notes=None):
                                                       [t.ixz, t.iyz, t.izz]], dtype=float)
     if not (np.isfinite(m) and np.all(np.isfinite(I))):
         raise ModelError(f"{origin}: link '{link.name}' has a non-finite mass or inertia")
+    if abs(m) > PHYSICAL_MAGNITUDE or np.abs(I).max() > PHYSICAL_MAGNITUDE:
+        raise ModelError(f"{origin}: link '{link.name}' has a mass or inertia beyond {PHYSICAL_MAGNITUDE:g}")
     if m < 0:
         raise ModelError(f"{origin}: link '{link.name}' has negative mass {m}")
     R, c = _origin(inertial)
@@ -119,7 +128,9 @@ def link_inertial_parameters(link, origin, notes=None):
     return spatial.numpy_inertia_params(m, c, Ic)
 
 
-def _joint_limits(joint):
+def _joint_limits(joint, origin):
+    """``(lower, upper, velocity, effort)`` of a joint's ``<limit>``; missing or zero velocity/effort
+    mean unlimited (inf). ModelError on NaN, on a negative velocity or effort limit, on lower > upper."""
     lim = joint.limit
     lo, hi = -np.inf, np.inf
     vel = eff = np.inf
@@ -129,11 +140,33 @@ def _joint_limits(joint):
             hi = np.inf if lim.upper is None else float(lim.upper)
         vel = np.inf if not lim.velocity else float(lim.velocity)
         eff = np.inf if not lim.effort else float(lim.effort)
+    if np.isnan([lo, hi, vel, eff]).any() or vel < 0 or eff < 0:
+        raise ModelError(f"{origin}: joint '{joint.name}' has an invalid <limit> (lower {lo}, upper {hi}, "
+                         f"velocity {vel}, effort {eff}): NaN or a negative velocity/effort limit")
+    if lo > hi:
+        raise ModelError(f"{origin}: joint '{joint.name}' has lower limit {lo} above upper limit {hi}")
     return lo, hi, vel, eff
 
 
+def _joint_friction(joint, origin):
+    """``(viscous, coulomb)`` from a joint's ``<dynamics damping friction>``; ModelError unless finite
+    and non-negative (negative damping or friction would inject energy)."""
+    dyn = joint.dynamics
+    damping = float(dyn.damping or 0.0) if dyn is not None else 0.0
+    friction = float(dyn.friction or 0.0) if dyn is not None else 0.0
+    if not (0.0 <= damping <= PHYSICAL_MAGNITUDE and 0.0 <= friction <= PHYSICAL_MAGNITUDE):
+        raise ModelError(f"{origin}: joint '{joint.name}' has <dynamics damping=\"{damping}\" "
+                         f"friction=\"{friction}\">: both must be finite and non-negative")
+    return damping, friction
+
+
 def _check_tree(robot, origin):
-    """Root link and child joints per link; ModelError for dangling joints, loops and forests."""
+    """Root link and child joints per link; ModelError for duplicate names, dangling joints, loops and
+    forests."""
+    for kind, names in (("link", [l.name for l in robot.links]), ("joint", [j.name for j in robot.joints])):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ModelError(f"{origin}: {kind} name(s) {repeated} used more than once")
     links = {l.name for l in robot.links}
     child_of = {}
     children = {name: [] for name in links}
@@ -223,7 +256,7 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
                 raise ModelError(f"{origin}: joint '{j.name}' has type '{j.type}', which is not supported "
                                  f"(revolute, continuous, prismatic, fixed)")
             axis = np.array([1.0, 0.0, 0.0] if j.axis is None else j.axis, dtype=float)
-            if axis.shape != (3,) or not np.all(np.isfinite(axis)) or np.linalg.norm(axis) < 1e-12:
+            if axis.shape != (3,) or not np.all(np.abs(axis) <= PHYSICAL_MAGNITUDE) or np.linalg.norm(axis) < 1e-12:
                 raise ModelError(f"{origin}: joint '{j.name}' has an invalid axis {j.axis}")
             axis = axis / np.linalg.norm(axis)
             joints.append(PrismaticJoint(axis) if j.type == "prismatic" else RevoluteJoint(axis))
@@ -233,13 +266,10 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
             placements.append((Rj, pj))
             inertias.append(np.zeros(10))
             merged.append([])
-            lo, hi, v_max, e_max = _joint_limits(j)
-            if lo > hi:
-                raise ModelError(f"{origin}: joint '{j.name}' has lower limit {lo} above upper limit {hi}")
+            lo, hi, v_max, e_max = _joint_limits(j, origin)
             lower.append(lo), upper.append(hi), vel.append(v_max), eff.append(e_max)
-            dyn = j.dynamics
-            viscous.append(float(dyn.damping or 0.0) if dyn is not None else 0.0)
-            coulomb.append(float(dyn.friction or 0.0) if dyn is not None else 0.0)
+            damping, friction = _joint_friction(j, origin)
+            viscous.append(damping), coulomb.append(friction)
             if j.mimic is not None:
                 notes.append(f"{origin}: joint '{j.name}' mimics '{j.mimic.joint}'; it is kept as an independent joint")
             pending.append((j.child, len(joints) - 1, np.eye(3), np.zeros(3)))
