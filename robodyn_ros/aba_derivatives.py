@@ -4,8 +4,8 @@ Sec. IV-E; shared/papers/001).
 Differentiating ``τ = ID(q, q̇, FD(q, q̇, τ))`` gives eq. 5: ``∂q̈/∂u = -M^-1 ∂τ/∂u`` for ``u = q, q̇``, and
 ``∂q̈/∂τ = M^-1``, with the ID partials evaluated at ``q̈ = FD(q, q̇, τ)``. Ways to apply ``M^-1``:
 
-* DMM (direct matrix multiplication): form ``M^-1`` explicitly by the recursion of :func:`minv` and
-  multiply, O(n^3);
+* DMM (direct matrix multiplication): form ``M^-1`` explicitly by the recursion of Carpentier
+  (:func:`inverse_inertia_matrix`) and multiply, O(n^3);
 * AZA (ABA with zero inputs, eqs. 33-34): ``ABA(q, 0, x)`` with gravity and external forces removed is
   ``M^-1 x``; the kinematics and articulated inertias are computed once and the ``x`` columns swept
   through the second and third passes together, O(n^2);
@@ -78,17 +78,43 @@ def aba_zero_inputs(ops, model, liMi, U, Dinv, T):
     return out
 
 
+def inverse_inertia_matrix(ops, model, liMi, U, Dinv):
+    """``M^-1`` (nv, nv) by the recursion of Carpentier 2018 ("Analytical inverse of the joint space
+    inertia matrix"): pass 2 of the ABA on the identity inputs (the bias forces ``p^A_i`` are non-zero
+    only in the columns of subtree(i), which the symbolic backend keeps as exact zeros), then pass 3 on
+    the columns from joint ``i`` on only (``a_i`` (6, nv - idx_v(i))), the rest filled by symmetry."""
+    n, nv = model.nbodies, model.nv
+    pA = [ops.zeros(6, nv) for _ in range(n)]
+    u = [None] * n
+    for i in reversed(range(n)):                            # pass 2: bias forces of the unit inputs
+        _, sv = joint_slices(model, i)
+        u[i] = ops.const(np.eye(nv)[sv, :]) - ops.mtimes(model.joints[i].S.T, pA[i])
+        lam = model.parents[i]
+        if lam >= 0:
+            pa = pA[i] + ops.mtimes(ops.mtimes(U[i], Dinv[i]), u[i])
+            pA[lam] = pA[lam] + ops.mtimes(spatial.force_matrix(ops, *liMi[i]), pa)
+    Minv = ops.zeros(nv, nv)
+    acc = [None] * n
+    for i in range(n):                                      # pass 3: upper triangle, rows of joint i
+        lam, c0 = model.parents[i], model.idx_v[i]
+        _, sv = joint_slices(model, i)
+        ai = ops.zeros(6, nv - c0) if lam < 0 else \
+            ops.mtimes(spatial.inv_motion_matrix(ops, *liMi[i]), acc[lam][:, c0 - model.idx_v[lam]:])
+        Minv[sv, c0:] = ops.mtimes(Dinv[i], u[i][:, c0:] - ops.mtimes(ops.T(U[i]), ai))
+        Minv[c0:, sv] = ops.T(Minv[sv, c0:])
+        acc[i] = ai + ops.mtimes(model.joints[i].S, Minv[sv, c0:])
+    return Minv
+
+
 def minv(model, q, pi=None):
-    """``M(q)^-1`` (nv, nv), armature included, without forming ``M``: the ABA with zero velocity and
-    gravity applied to the identity columns (eq. 34 with ``x = e_j``; the idea of Carpentier 2018,
-    "Analytical inverse of the joint space inertia matrix", here without its subtree-sparsity
-    bookkeeping), O(n^2). q (nq,), ``pi`` optional parameters (10 nbodies,); NumPy or CasADi SX."""
+    """``M(q)^-1`` (nv, nv), armature included, without forming ``M`` (:func:`inverse_inertia_matrix`,
+    O(n^2)). q (nq,), ``pi`` optional parameters (10 nbodies,); NumPy or CasADi SX."""
     ops = ops_for(q, pi)
     if ops.name == "numpy":
         q, pi = model.check_vector("q", q, model.nq), model.check_parameters(pi)
     liMi = parent_placements(ops, model, q)
     U, Dinv = articulated_inertias(ops, model, liMi, pi)
-    return aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(model.nv)))
+    return inverse_inertia_matrix(ops, model, liMi, U, Dinv)
 
 
 def aba_derivatives(model, q, v, tau, f_ext=None, method="auto", pi=None):
@@ -114,7 +140,7 @@ def aba_derivatives(model, q, v, tau, f_ext=None, method="auto", pi=None):
     liMi = parent_placements(ops, model, q)
     U, Dinv = articulated_inertias(ops, model, liMi, pi)
     if method == "dmm":
-        Minv = aba_zero_inputs(ops, model, liMi, U, Dinv, ops.const(np.eye(nv)))
+        Minv = inverse_inertia_matrix(ops, model, liMi, U, Dinv)
         return -ops.mtimes(Minv, dtau_dq), -ops.mtimes(Minv, dtau_dv), Minv
     T = ops.hcat([-dtau_dq, -dtau_dv, ops.const(np.eye(nv))])
     X = aba_zero_inputs(ops, model, liMi, U, Dinv, T)
