@@ -28,9 +28,9 @@ from .rnea_derivatives import rnea_derivatives
 
 #: For CasADi inputs ``method='auto'`` uses DMM below this many degrees of freedom and AZA from it on.
 #: Measured with ``benchmarks/bench_derivatives.py --crossover`` on random revolute chains: instructions
-#: of the SX function (what the compiled kernels run) are DMM 1.81e6 / AZA 1.84e6 at nv = 64 and
-#: DMM 2.43e6 / AZA 2.31e6 at nv = 72 (DMM 14-30 % smaller from 3 to 32 dofs).
-AZA_CROSSOVER_NV = 68
+#: of the SX function (what the compiled kernels run) are DMM 1.68e6 / AZA 1.84e6 at nv = 64 and
+#: DMM 2.97e6 / AZA 2.82e6 at nv = 80 (interpolated crossing at 72; DMM is 33-37 % smaller at 16-32).
+AZA_CROSSOVER_NV = 72
 
 
 def articulated_inertias(ops, model, liMi, pi=None):
