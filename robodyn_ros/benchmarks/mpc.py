@@ -116,9 +116,11 @@ def run(json: bool = False) -> dict:
               f"max {result['rti_max_ms']:.2f} ms over {result['rti_solves']} closed-loop periods "
               f"({result['rti_fallbacks']} fallbacks); final error {final_error:.2e} rad")
         print(f"  fatrop converged:     median {result['fatrop_median_ms']:.2f} ms, "
-              f"{result['fatrop_median_iterations']:.0f} iterations, {result['fatrop_converged']}/{result['fatrop_solves']} converged")
+              f"{result['fatrop_median_iterations']:.0f} iterations, "
+              f"{result['fatrop_converged']}/{result['fatrop_solves']} converged")
         print(f"  ipopt converged:      median {result['ipopt_median_ms']:.2f} ms, "
-              f"{result['ipopt_median_iterations']:.0f} iterations, {result['ipopt_converged']}/{result['ipopt_solves']} converged")
+              f"{result['ipopt_median_iterations']:.0f} iterations, "
+              f"{result['ipopt_converged']}/{result['ipopt_solves']} converged")
         print(f"  fatrop / ipopt: {result['fatrop_over_ipopt']:.2f}; building/loading took {build:.1f} s")
     return result
 

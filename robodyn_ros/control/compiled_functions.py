@@ -68,7 +68,8 @@ def _compile_source(generate, key, flags):
         with key_lock("casadi_" + digest):
             if not os.path.isfile(lib):
                 tmp_lib = os.path.join(tmp, "lib.so")
-                proc = subprocess.run(compiler + list(flags) + [src, "-o", tmp_lib, "-lm"], capture_output=True, text=True)
+                proc = subprocess.run(compiler + list(flags) + [src, "-o", tmp_lib, "-lm"],
+                                      capture_output=True, text=True)
                 if proc.returncode != 0:
                     tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
                     raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
@@ -110,7 +111,8 @@ def rk4_step_function(model, name="rd_rk4_step"):
     ``τ_f = viscous v + coulomb sign(v) + offset``, the torque held constant over the step (a simulator
     of the plant; fixed-base models, ``nq == nv``)."""
     nv, npi = model.nv, 10 * model.nbodies
-    q, v, tau, pi, dt = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv), ca.SX.sym("pi", npi), ca.SX.sym("dt")
+    q, v, tau = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv)
+    pi, dt = ca.SX.sym("pi", npi), ca.SX.sym("dt")
 
     def f(q_, v_):
         tau_f = ca.DM(model.viscous) * v_ + ca.DM(model.coulomb) * ca.sign(v_) + ca.DM(model.friction_offset)
@@ -137,7 +139,8 @@ class DynamicsFunctions:
     def __init__(self, model, compiled=False):
         self.model = model
         nv, npi = model.nv, 10 * model.nbodies
-        q, v, a, vr, pi = (ca.SX.sym(n, k) for n, k in (("q", model.nq), ("v", nv), ("a", nv), ("v_r", nv), ("pi", npi)))
+        q, v, a, vr, pi = (ca.SX.sym(n, k) for n, k in
+                           (("q", model.nq), ("v", nv), ("a", nv), ("v_r", nv), ("pi", npi)))
         fns = [
             ca.Function("rd_rnea", [q, v, a, pi], [rnea(model, q, v, a, pi=pi)]),
             ca.Function("rd_aba", [q, v, a, pi], [aba(model, q, v, a, pi=pi)]),

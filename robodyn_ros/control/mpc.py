@@ -259,10 +259,14 @@ class OCPFunctions:
         hout_names = [f"jac_{o}_{i}" for o in jout_names for i in jin_names]
         hout = [ca.MX(self.nx * k, (sizes + [self.nx])[j]) for k in sizes for j in range(len(jin_names))]
         zero = ca.Function("jac_jac_mpc_step_gn", hin, hout, hin_names, hout_names)
+        # directional derivatives (forward/reverse AD) disabled: CasADi then derives every product with
+        # the Jacobian (gradient of the Lagrangian Jᵀλ included) from the custom Jacobian, instead of
+        # differentiating RK4 + ABA symbolically (tens of MB of C and minutes of gcc)
+        only_jacobian = {"jac_penalty": 0, "never_inline": True, "enable_forward": False, "enable_reverse": False,
+                         "enable_fd": False}
         jac = ca.Function("jac_mpc_step_gn", jin, jout, jin_names, jout_names,
-                          {"custom_jacobian": zero, "jac_penalty": 0, "never_inline": True})
-        return ca.Function("mpc_step_gn", [x, u, th], [xn], in_names, ["xn"],
-                           {"custom_jacobian": jac, "jac_penalty": 0, "never_inline": True})
+                          {"custom_jacobian": zero, **only_jacobian})
+        return ca.Function("mpc_step_gn", [x, u, th], [xn], in_names, ["xn"], {"custom_jacobian": jac, **only_jacobian})
 
     def _problem_functions(self):
         N = self.N
@@ -272,7 +276,8 @@ class OCPFunctions:
         Qd, Rd, QNd = self._weights()
         Ur = self.inverse_dynamics.map(N)(Xr[:, :N], Ar, ca.repmat(th, 1, N))
         ex, eu, eN = X[:, :N] - Xr[:, :N], U - Ur, X[:, N] - Xr[:, N]
-        cost = ca.sum2(ca.sum1(ca.DM(Qd) * ex ** 2)) + ca.sum2(ca.sum1(ca.DM(Rd) * eu ** 2)) + ca.sum1(ca.DM(QNd) * eN ** 2)
+        cost = ca.sum2(ca.sum1(ca.DM(Qd) * ex ** 2)) + ca.sum2(ca.sum1(ca.DM(Rd) * eu ** 2)) \
+            + ca.sum1(ca.DM(QNd) * eN ** 2)
         step_gn = self._gauss_newton_step()
         gaps = X[:, 1:] - step_gn.map(N)(X[:, :N], U, ca.repmat(th, 1, N))   # fatrop's x_{k+1} - F form
         g = ca.vertcat(X[:, 0] - x0, ca.reshape(gaps, -1, 1))      # stage by stage: x_0 = x̂, then gaps
@@ -383,7 +388,8 @@ class ModelPredictiveController:
     def _bounds(self):
         m, cfg, ocp = self.model, self.config, self.ocp
         n, N = ocp.n, ocp.N
-        vmax = np.where(np.isfinite(m.velocity_limit) & (m.velocity_limit > 0), m.velocity_limit, np.inf) * cfg.velocity_fraction
+        vlim = np.where(np.isfinite(m.velocity_limit) & (m.velocity_limit > 0), m.velocity_limit, np.inf)
+        vmax = vlim * cfg.velocity_fraction
         x_lo = np.concatenate([m.lower + cfg.position_margin, -vmax])
         x_hi = np.concatenate([m.upper - cfg.position_margin, vmax])
         free = np.full(ocp.nx, np.inf)
@@ -449,7 +455,8 @@ class ModelPredictiveController:
             w, solver_status, iters = None, f"error: {err}", 0
         elapsed = time.perf_counter() - start
         if w is None or not np.all(np.isfinite(w)) or elapsed > self.config.time_limit:
-            reason = solver_status if w is None or not np.all(np.isfinite(w)) else f"time limit ({elapsed * 1e3:.1f} ms)"
+            failed = w is None or not np.all(np.isfinite(w))
+            reason = solver_status if failed else f"time limit ({elapsed * 1e3:.1f} ms)"
             return self._fallback(x0, reason, elapsed)
         AB = self._last_linearization if self.config.solver == "rti" else self.ocp.linearize(w, p)
         K = np.asarray(self.ocp.lqr_gains(*AB))

@@ -118,7 +118,8 @@ class SlotineLiController:
         w = 0.0 if ns <= self.dead_zone else 1.0 - self.dead_zone / ns
         direction = w * (Y.T @ s) + self.sigma * (self.pi_hat - self.pi_prior)
         if prediction_error is not None and self.composite_gain > 0.0:
-            direction = direction - self.composite_gain * (np.asarray(prediction_regressor).T @ np.asarray(prediction_error))
+            Yf, eps = np.asarray(prediction_regressor), np.asarray(prediction_error)
+            direction = direction - self.composite_gain * (Yf.T @ eps)
         return -self.Gamma @ direction
 
     def compute(self, q, v, q_d, v_d, a_d, dt, prediction_error=None, prediction_regressor=None):
