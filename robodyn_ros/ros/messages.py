@@ -19,7 +19,17 @@ from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from robodyn_ros.model import MAX_MAGNITUDE
 from robodyn_ros.spatial import numpy_inertia_split
+
+
+_NOT_USABLE = f"(NaN, inf or |x| > {MAX_MAGNITUDE:g})"
+
+
+def _usable(x):
+    """True where ``x`` is finite and within the library's accepted magnitude (model.MAX_MAGNITUDE): the
+    numbers a converter lets through are safe for every later computation (no overflow to inf/NaN)."""
+    return np.abs(x) <= MAX_MAGNITUDE
 
 
 class MessageRejected(ValueError):
@@ -105,8 +115,8 @@ def joint_state_to_arrays(msg, joint_names, index_cache=None):
     if len(msg.position) != n_msg:
         raise MessageRejected(f"JointState.position has {len(msg.position)} entries for {n_msg} names")
     q = np.frombuffer(msg.position, dtype=np.float64)[idx] if n_msg else np.zeros(0)
-    if not np.isfinite(q).all():
-        raise MessageRejected(f"JointState.position is not finite for {_bad_names(q, idx, key)}")
+    if not _usable(q).all():
+        raise MessageRejected(f"JointState.position is not finite for {_bad_names(q, idx, key)} {_NOT_USABLE}")
     v = _optional_joint_field(msg.velocity, "velocity", idx, key)
     tau = _optional_joint_field(msg.effort, "effort", idx, key)
     stamp = msg.header.stamp
@@ -119,15 +129,15 @@ def _optional_joint_field(values, field, idx, names):
     if len(values) != len(names):
         raise MessageRejected(f"JointState.{field} has {len(values)} entries for {len(names)} names")
     x = np.frombuffer(values, dtype=np.float64)[idx]
-    if np.isfinite(x).all():
+    if _usable(x).all():
         return x
     if np.isnan(x).all():
         return None
-    raise MessageRejected(f"JointState.{field} is not finite for {_bad_names(x, idx, names)}")
+    raise MessageRejected(f"JointState.{field} is not finite for {_bad_names(x, idx, names)} {_NOT_USABLE}")
 
 
 def _bad_names(x, idx, names):
-    return [names[idx[i]] for i in np.flatnonzero(~np.isfinite(x))]
+    return [names[idx[i]] for i in np.flatnonzero(~_usable(x))]
 
 
 def make_joint_state(stamp, names, q, v=None, tau=None):
@@ -156,10 +166,10 @@ def wrench_stamped_to_array(msg):
     """``geometry_msgs/WrenchStamped`` -> ``(stamp_seconds, frame_id, w (6,) = [fx fy fz tx ty tz])``."""
     f, t = msg.wrench.force, msg.wrench.torque
     w = np.array([f.x, f.y, f.z, t.x, t.y, t.z])
-    if not np.isfinite(w).all():
+    if not _usable(w).all():
         labels = ("force.x", "force.y", "force.z", "torque.x", "torque.y", "torque.z")
-        bad = [labels[i] for i in np.flatnonzero(~np.isfinite(w))]
-        raise MessageRejected(f"WrenchStamped.wrench is not finite in {bad}")
+        bad = [labels[i] for i in np.flatnonzero(~_usable(w))]
+        raise MessageRejected(f"WrenchStamped.wrench is not finite in {bad} {_NOT_USABLE}")
     return time_to_seconds(msg.header.stamp), msg.header.frame_id, w
 
 
@@ -279,6 +289,10 @@ def joint_trajectory_to_reference(msg, joint_names):
                              None if v is None else v[k], None if v is None else v[k + 1],
                              None if a is None else a[k], None if a is None else a[k + 1])
         for k in range(len(points) - 1)]).reshape(len(points) - 1, 6, len(joint_names))
+    if not np.isfinite(coefficients).all():   # e.g. a large change over a 1 ns segment
+        k = int(np.argwhere(~np.isfinite(coefficients))[0, 0])
+        raise MessageRejected(f"JointTrajectory.points[{k}] -> points[{k + 1}]: the segment polynomial "
+                              "overflows (too large a change for its duration)")
     return TrajectoryReference(tuple(joint_names), times, q, v, a, coefficients,
                                time_to_seconds(msg.header.stamp))
 
@@ -292,9 +306,9 @@ def _trajectory_field(points, field, idx, n_names, required):
             raise MessageRejected(f"JointTrajectory.points[{k}].{field} has {length} entries for {n_names} "
                                   "names" + ("" if required else " (give it for every point or none)"))
     x = np.array([np.frombuffer(getattr(p, field), dtype=np.float64)[idx] for p in points])
-    bad = np.argwhere(~np.isfinite(x))
+    bad = np.argwhere(~_usable(x))
     if bad.size:
-        raise MessageRejected(f"JointTrajectory.points[{bad[0, 0]}].{field} is not finite")
+        raise MessageRejected(f"JointTrajectory.points[{bad[0, 0]}].{field} is not finite {_NOT_USABLE}")
     return x
 
 
@@ -340,8 +354,9 @@ def float64_multiarray_to_array(msg, expected_len):
     if len(msg.data) != expected_len:
         raise MessageRejected(f"Float64MultiArray.data has {len(msg.data)} entries, expected {expected_len}")
     x = np.array(msg.data, dtype=np.float64)
-    if not np.isfinite(x).all():
-        raise MessageRejected(f"Float64MultiArray.data is not finite at {np.flatnonzero(~np.isfinite(x)).tolist()}")
+    if not _usable(x).all():
+        raise MessageRejected(f"Float64MultiArray.data is not finite at {np.flatnonzero(~_usable(x)).tolist()} "
+                              f"{_NOT_USABLE}")
     return x
 
 
