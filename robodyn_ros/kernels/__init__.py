@@ -109,7 +109,8 @@ def compile_kernels(model, *, register=True, jobs=None):
 
 def _counts(kernel_set):
     from .symbolic import flop_count
-    counts = {s.name: [s.function.n_instructions(), flop_count(s.function)] for s in kernel_set.specs}
+    counts = {s.name: [s.function.n_instructions(), flop_count(s.function)] for s in kernel_set.specs
+              if s.function is not None}
     counts.update({k: list(v) for k, v in kernel_set.instruction_counts.items()})
     return counts
 

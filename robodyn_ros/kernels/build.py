@@ -152,7 +152,7 @@ def compile_module(kernel_set, key, compiler, attributes, jobs=None, report=None
         module_c = os.path.join(tmp, name + ".c")
         with open(module_c, "w") as fh:
             fh.write(module_source(kernel_set, name, attributes))
-        sizes = {os.path.basename(p): s.function.n_instructions() for p, s in zip(sources, kernel_set.specs)}
+        sizes = {f"rdk_{s.name}.c": s.function.n_instructions() for s in kernel_set.specs if s.function is not None}
         jobs_list = []
         for src in sources + [module_c]:
             big = sizes.get(os.path.basename(src), 0) > BIG_KERNEL_INSTRUCTIONS

@@ -16,7 +16,7 @@ import re
 import casadi as ca
 
 # Bump when the generated code or the binding changes: it is part of the disk-cache key.
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "4"
 
 _PRELUDE = r"""
 #define PY_SSIZE_T_CLEAN
@@ -65,11 +65,10 @@ static int rdk_input(PyObject *obj, int batch, npy_intp *rows, npy_intp n, const
 }
 
 /* A writeable output: the caller's array (checked) or a fresh one. New reference in *out. */
-static int rdk_output(PyObject *given, int nd, npy_intp *dims, int zeroed, const char *fname, int index,
-                      PyObject **out)
+static int rdk_output(PyObject *given, int nd, npy_intp *dims, const char *fname, int index, PyObject **out)
 {
     if (given == NULL) {
-        *out = zeroed ? PyArray_ZEROS(nd, dims, NPY_DOUBLE, 0) : PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
+        *out = PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
         return *out == NULL ? -1 : 0;
     }
     if (PyArray_Check(given)) {
@@ -77,7 +76,6 @@ static int rdk_output(PyObject *given, int nd, npy_intp *dims, int zeroed, const
         int ok = PyArray_TYPE(arr) == NPY_DOUBLE && PyArray_ISCARRAY(arr) && PyArray_NDIM(arr) == nd;
         for (int k = 0; ok && k < nd; k++) ok = PyArray_DIMS(arr)[k] == dims[k];
         if (ok) {
-            if (zeroed) memset(PyArray_DATA(arr), 0, PyArray_NBYTES(arr));
             Py_INCREF(given);
             *out = given;
             return 0;
@@ -90,10 +88,66 @@ static int rdk_output(PyObject *given, int nd, npy_intp *dims, int zeroed, const
 """
 
 
+_LTDL = r"""
+/* M = L^T D L in place, keeping the branch-induced sparsity (Featherstone RBDA Table 6.3): H (n, n) row
+   major holds M's lower triangle on entry, L's strictly lower entries and D's diagonal on exit. */
+static void rdk_ltdl(double *H, int n)
+{
+    for (int k = n - 1; k >= 0; k--) {
+        for (int i = rdk_lambda[k]; i >= 0; i = rdk_lambda[i]) {
+            double alpha = H[k * n + i] / H[k * n + k];
+            for (int j = i; j >= 0; j = rdk_lambda[j]) H[i * n + j] -= alpha * H[k * n + j];
+            H[k * n + i] = alpha;
+        }
+    }
+}
+
+/* X <- M^-1 X for X (n, m) row major, from the factors of rdk_ltdl (RBDA Table 6.4 applied to all
+   columns at once, so that the inner loops run over contiguous rows). */
+static void rdk_ltdl_solve(const double *H, int n, double *X, int m)
+{
+    for (int k = n - 1; k >= 0; k--)
+        for (int i = rdk_lambda[k]; i >= 0; i = rdk_lambda[i]) {
+            double l = H[k * n + i];
+            for (int c = 0; c < m; c++) X[i * m + c] -= l * X[k * m + c];
+        }
+    for (int k = 0; k < n; k++) {
+        double d = H[k * n + k];
+        for (int c = 0; c < m; c++) X[k * m + c] /= d;
+    }
+    for (int k = 0; k < n; k++)
+        for (int i = rdk_lambda[k]; i >= 0; i = rdk_lambda[i]) {
+            double l = H[k * n + i];
+            for (int c = 0; c < m; c++) X[k * m + c] -= l * X[i * m + c];
+        }
+}
+"""
+
+# ``aba_derivatives`` from the other kernels (Carpentier and Mansard 2018, Sec. III-B):
+# a = ABA(q, v, tau); (dtau_dq, dtau_dv, M) = RNEA derivatives at a; da/dq = -M^-1 dtau_dq,
+# da/dv = -M^-1 dtau_dv, da/dtau = M^-1, the solves by the sparse L^T D L factors of M.
+ABA_DERIVATIVES_BODY = """\
+    double acc[{n}], H[{n} * {n}];
+    double *aba_out[1] = {{acc}};
+    rdk_aba_eval(in, aba_out);
+    const double *rnea_in[3] = {{in[0], in[1], acc}};
+    double *rnea_out[3] = {{out[0], out[1], H}};
+    rdk_rnea_derivatives_eval(rnea_in, rnea_out);
+    rdk_ltdl(H, {n});
+    rdk_ltdl_solve(H, {n}, out[0], {n});
+    rdk_ltdl_solve(H, {n}, out[1], {n});
+    for (int j = 0; j < {n} * {n}; j++) {{ out[0][j] = -out[0][j]; out[1][j] = -out[1][j]; }}
+    memset(out[2], 0, {n} * {n} * sizeof(double));
+    for (int c = 0; c < {n}; c++) out[2][c * {n} + c] = 1.0;
+    rdk_ltdl_solve(H, {n}, out[2], {n});"""
+
+
 def kernel_sources(kernel_set, directory):
     """Write one C file per kernel into ``directory``; returns their paths."""
     paths = []
     for spec in kernel_set.specs:
+        if spec.function is None:  # a composite, written in the module itself
+            continue
         name = f"rdk_{spec.name}.c"
         cg = ca.CodeGenerator(name, {"with_header": False, "with_mem": False, "casadi_real": "double",
                                      "casadi_int": "long long"})
@@ -111,20 +165,39 @@ def kernel_sources(kernel_set, directory):
     return paths
 
 
+def _evaluator(spec):
+    """``static void rdk_<name>_eval(const double **in, double **out)``: the kernel on one sample, every
+    output written densely in C order (structural zeros included). Scratch space on the C stack, so it
+    is reentrant (the batch loops run without the GIL)."""
+    if spec.c_body is not None:
+        return f"static void rdk_{spec.name}_eval(const double **in, double **out)\n{{\n{spec.c_body}\n}}\n"
+    F, nin, nout = spec.function, len(spec.inputs), len(spec.outputs)
+    lines = [f"static void rdk_{spec.name}_eval(const double **in, double **out)", "{",
+             f"    double w[{max(F.sz_w(), 1)}]; casadi_int iw[{max(F.sz_iw(), 1)}];",
+             f"    const double *arg[{max(F.sz_arg(), nin)}]; double *res[{max(F.sz_res(), nout)}];"]
+    lines += [f"    arg[{k}] = in[{k}];" for k in range(nin)]
+    for k, idx in enumerate(spec.scatter):
+        if idx is None:
+            lines.append(f"    res[{k}] = out[{k}];")
+        else:
+            lines.append(f"    double nz{k}[{len(idx)}]; res[{k}] = nz{k};")
+    lines.append(f"    rdk_{spec.name}(arg, res, iw, w, 0);")
+    for k, idx in enumerate(spec.scatter):
+        if idx is not None:
+            lines.append(f"    memset(out[{k}], 0, {_size(spec.outputs[k])} * sizeof(double));")
+            lines.append(f"    for (int j = 0; j < {len(idx)}; j++) out[{k}][rdk_{spec.name}_s{k}[j]] = nz{k}[j];")
+    lines.append("}\n")
+    return "\n".join(lines)
+
+
 def _wrapper(spec, batch):
     """C source of the Python-facing function for ``spec`` (per call, or its ``_batch`` form)."""
     fname = spec.name + ("_batch" if batch else "")
     nin, nout = len(spec.inputs), len(spec.outputs)
-    F = spec.function
     lines = [f"static PyObject *py_{fname}(PyObject *self, PyObject *const *args, Py_ssize_t nargs)", "{"]
-    lines.append(f"    const double *in[{nin}]; double *res[{max(nout, 1)}];")
+    lines.append(f"    const double *in[{nin}]; double *res[{nout}];")
     lines.append(f"    PyObject *owner[{nin}] = {{0}}; PyObject *out[{nout}] = {{0}}; PyObject *result = NULL;")
-    lines.append(f"    double w[{max(F.sz_w(), 1)}]; casadi_int iw[{max(F.sz_iw(), 1)}];")
-    lines.append(f"    const double *arg[{max(F.sz_arg(), nin)}]; double *resp[{max(F.sz_res(), nout)}];")
     lines.append("    npy_intp rows = -1;")
-    sparse = [k for k, idx in enumerate(spec.scatter) if idx is not None]
-    if batch:
-        lines += [f"    double *nz{k} = NULL;" for k in sparse]
     lines.append(f"    if (nargs != {nin} && nargs != {nin + nout}) {{")
     names = ", ".join(n for n, _ in spec.inputs)
     lines.append(f'        PyErr_Format(PyExc_TypeError, "{fname}() takes {nin} arguments ({names}) and optionally '
@@ -136,36 +209,18 @@ def _wrapper(spec, batch):
     for k, shape in enumerate(spec.outputs):
         dims = (["rows"] if batch else []) + [str(d) for d in shape]
         lines.append(f"    {{ npy_intp dims[] = {{{', '.join(dims)}}};")
-        lines.append(f"      if (rdk_output(nargs > {nin} ? args[{nin + k}] : NULL, {len(dims)}, dims, {int(k in sparse)}, "
-                     f'"{fname}", {k}, &out[{k}]) < 0) goto done;')
+        lines.append(f'      if (rdk_output(nargs > {nin} ? args[{nin + k}] : NULL, {len(dims)}, dims, "{fname}", {k}, '
+                     f"&out[{k}]) < 0) goto done;")
         lines.append(f"      res[{k}] = (double *)PyArray_DATA((PyArrayObject *)out[{k}]); }}")
-    # Sparse outputs: the kernel writes the nonzeros into a buffer, scattered into the zeroed array
-    # (a static buffer per call, as the GIL serialises calls; one allocation per batch call).
-    for k in sparse:
-        nnz = len(spec.scatter[k])
-        if batch:
-            lines.append(f"    nz{k} = (double *)PyMem_Malloc({nnz} * sizeof(double));")
-            lines.append(f"    if (nz{k} == NULL) {{ PyErr_NoMemory(); goto done; }}")
-        else:
-            lines.append(f"    static double nz{k}[{nnz}];")
-    call = f"rdk_{spec.name}(arg, resp, iw, w, 0)"
-
-    def scatter(k, offset):
-        n = len(spec.scatter[k])
-        return f"for (int j = 0; j < {n}; j++) res[{k}][{offset}rdk_{spec.name}_s{k}[j]] = nz{k}[j];"
     if not batch:
-        lines += [f"    arg[{k}] = in[{k}];" for k in range(nin)]
-        lines += [f"    resp[{k}] = {f'nz{k}' if k in sparse else f'res[{k}]'};" for k in range(nout)]
-        lines.append(f"    {call};")
-        lines += [f"    {scatter(k, '')}" for k in sparse]
+        lines.append(f"    rdk_{spec.name}_eval(in, res);")
     else:
         lines.append("    Py_BEGIN_ALLOW_THREADS")
         lines.append("    for (npy_intp r = 0; r < rows; r++) {")
-        lines += [f"        arg[{k}] = in[{k}] + r * {n};" for k, (_, n) in enumerate(spec.inputs)]
-        lines += [f"        resp[{k}] = {f'nz{k}' if k in sparse else f'res[{k}] + r * {_size(shape)}'};"
-                  for k, shape in enumerate(spec.outputs)]
-        lines.append(f"        {call};")
-        lines += [f"        {scatter(k, f'r * {_size(spec.outputs[k])} + ')}" for k in sparse]
+        ins = ", ".join(f"in[{k}] + r * {n}" for k, (_, n) in enumerate(spec.inputs))
+        outs = ", ".join(f"res[{k}] + r * {_size(shape)}" for k, shape in enumerate(spec.outputs))
+        lines.append(f"        const double *row_in[{nin}] = {{{ins}}}; double *row_out[{nout}] = {{{outs}}};")
+        lines.append(f"        rdk_{spec.name}_eval(row_in, row_out);")
         lines.append("    }")
         lines.append("    Py_END_ALLOW_THREADS")
     if nout == 1:
@@ -173,8 +228,6 @@ def _wrapper(spec, batch):
     else:
         lines.append(f"    result = PyTuple_Pack({nout}, {', '.join(f'out[{k}]' for k in range(nout))});")
     lines.append("done:")
-    if batch:
-        lines += [f"    PyMem_Free(nz{k});" for k in sparse]
     lines += [f"    Py_XDECREF(owner[{k}]);" for k in range(nin)]
     lines += [f"    Py_XDECREF(out[{k}]);" for k in range(nout)]
     lines.append("    return result;\n}\n")
@@ -193,10 +246,15 @@ def module_source(kernel_set, module_name, attributes):
     ``attributes`` (str -> int or str) become module constants."""
     parts = [_PRELUDE]
     for spec in kernel_set.specs:
-        parts.append(f"int rdk_{spec.name}(const double **arg, double **res, casadi_int *iw, double *w, int mem);")
+        if spec.function is not None:
+            parts.append(f"int rdk_{spec.name}(const double **arg, double **res, casadi_int *iw, double *w, int mem);")
         for k, idx in enumerate(spec.scatter):
             if idx is not None:
                 parts.append(f"static const int rdk_{spec.name}_s{k}[{len(idx)}] = {{{', '.join(map(str, idx))}}};")
+    parts.append(f"static const int rdk_lambda[{max(len(kernel_set.dof_parents), 1)}] = "
+                 f"{{{', '.join(map(str, kernel_set.dof_parents)) or '0'}}};")
+    parts.append(_LTDL)
+    parts += [_evaluator(spec) for spec in kernel_set.specs]  # composites come after what they call
     methods = []
     for spec in kernel_set.specs:
         for batch in (False, True) if spec.batch else (False,):

@@ -19,12 +19,26 @@ class InterpretedKernels:
 
     def __init__(self, kernel_set):
         for spec in kernel_set.specs:
+            if spec.function is None:
+                spec = self._composite(spec)
             setattr(self, spec.name, self._per_call(spec))
             if spec.batch:
                 setattr(self, spec.name + "_batch", self._batch(spec))
 
-    @staticmethod
-    def _evaluate(spec, args):
+    def _composite(self, spec):
+        """The C composite ``aba_derivatives`` in NumPy, from the interpreted ABA and RNEA derivatives."""
+        def evaluate(q, v, tau):
+            acc = self.aba(q, v, tau)
+            dtau_dq, dtau_dv, M = self.rnea_derivatives(q, v, acc)
+            Minv = np.linalg.inv(M)
+            return [-Minv @ dtau_dq, -Minv @ dtau_dv, Minv]
+        self._composites = getattr(self, "_composites", {})
+        self._composites[spec.name] = evaluate
+        return spec
+
+    def _evaluate(self, spec, args):
+        if spec.function is None:
+            return self._composites[spec.name](*args)
         outs = spec.function.call([a.reshape(-1, 1) for a in args])
         # Each output is X^T (see symbolic.py): transpose back to X.
         return [np.array(o.full()).T.reshape(shape) for o, shape in zip(outs, spec.outputs)]

@@ -46,6 +46,7 @@ class KernelSpec:
     function: ca.Function
     batch: bool            # whether a ``<name>_batch`` form over (N, n) arrays is generated
     scatter: tuple = ()    # per output: None when dense, else the C-order index of each nonzero CasADi writes
+    c_body: str = None     # a composite of other kernels written in C (then ``function`` is None)
 
 
 @dataclasses.dataclass
@@ -53,6 +54,7 @@ class KernelSet:
     specs: list
     sources: dict          # derivative kernel name -> "ad" or "idsva"
     instruction_counts: dict   # "<kernel>:<source>" -> (n_instructions, flops) for every candidate built
+    dof_parents: tuple = ()    # λ(k) per degree of freedom, for the L^T D L solves in C
 
 
 def flop_count(function):
@@ -159,6 +161,35 @@ def _aba_derivatives_via_rnea(model, q, v, tau, rnea_derivatives):
     return -ca.mtimes(Minv, dtau_dq), -ca.mtimes(Minv, dtau_dv), Minv
 
 
+def _aba_derivatives_composite(model, inputs):
+    """``aba_derivatives`` as C code calling the ABA and RNEA-derivative kernels and solving with the
+    sparse ``L^T D L`` factors of ``M`` (codegen.ABA_DERIVATIVES_BODY). Measured alternatives, as one SX
+    function: forward-mode AD of ABA 38 049 flops on Panda and 290 934 on Talos (44 DoF); ``M^-1`` (SX
+    L^T D L) times the reverse-mode RNEA derivatives 19 180 and 173 268, whose C took gcc minutes on Talos;
+    the analytical module 8 172 against 5 109 on UR5."""
+    from .codegen import ABA_DERIVATIVES_BODY
+    n = model.nv
+    return KernelSpec("aba_derivatives", tuple((name, x.numel()) for name, x in inputs), ((n, n),) * 3, None, True,
+                      (None, None, None), ABA_DERIVATIVES_BODY.format(n=n))
+
+
+def ltdl_flops(model):
+    """Operations of the numeric ``L^T D L`` factorisation plus ``3 nv`` solves (C composite)."""
+    lam, n = dof_parents(model), model.nv
+    depth = [0] * n
+    for k in range(n):
+        depth[k] = 0 if lam[k] < 0 else depth[lam[k]] + 1
+    factor = sum(1 + 2 * d + sum(2 * depth[j] + 2 for j in _chain(lam, lam[k])) for k, d in enumerate(depth))
+    solve = sum(4 * d + 1 for d in depth)
+    return factor + 3 * n * solve + 2 * n * n
+
+
+def _chain(lam, i):
+    while i >= 0:
+        yield i
+        i = lam[i]
+
+
 def dof_parents(model):
     """``λ(k)`` for every degree of freedom: the previous dof of the same joint, else the last dof of the
     parent body's joint, else -1 (Featherstone RBDA Sec. 6.5, the expanded parent array)."""
@@ -241,19 +272,13 @@ def build_kernel_set(model):
         rnea_candidates["idsva"] = idsva
     sources["rnea_derivatives"], spec = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
     specs.append(spec)
-    best_rnea = rnea_candidates[sources["rnea_derivatives"]]
-    # Forward-mode AD of ABA itself (_ad_aba_derivatives) is not a candidate: it measured 38 049 flops on
-    # Panda and 290 934 on Talos (44 DoF) against 19 180 and 173 268 for M^-1 times the RNEA derivatives.
-    aba_candidates = {f"minv_times_{sources['rnea_derivatives']}":
-                          lambda m, q_, v_, t_: _aba_derivatives_via_rnea(m, q_, v_, t_, best_rnea)}
-    analytic = _analytical("aba_derivatives", "aba_derivatives")
-    if analytic is not None:
-        aba_candidates["analytical"] = analytic
-    sources["aba_derivatives"], spec = _pick(model, "aba_derivatives", qvt, aba_candidates, counts)
-    specs.append(spec)
+    specs.append(_aba_derivatives_composite(model, qvt))
+    sources["aba_derivatives"] = f"aba + {sources['rnea_derivatives']} rnea_derivatives + LTDL solves (C)"
+    counts["aba_derivatives:composite"] = (None, flop_count(specs[1].function) + flop_count(spec.function)
+                                           + ltdl_flops(model))
     specs.append(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
                        [_rnea_time_derivative(model, q, v, a, jerk)], False))
-    return KernelSet(specs, sources, counts)
+    return KernelSet(specs, sources, counts, tuple(dof_parents(model)))
 
 
 def _rnea_time_derivative(model, q, v, a, jerk):
