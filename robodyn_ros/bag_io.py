@@ -190,6 +190,11 @@ def _read_raw(bag_path, topic: str, msgtype: str, progress: Callable[[int, int],
         reader.close()
     if progress is not None:
         progress(len(raws), max(total, len(raws)))
+    if total and len(raws) != total:  # e.g. an mcap chunk lost to damage: the reader skips it silently
+        raise ModelError(
+            f"bag {str(bag_path)!r} is truncated or corrupt: {topic!r} has {total} messages according to "
+            f"the bag's index but {len(raws)} could be read"
+        )
     if not raws:
         raise ModelError(f"topic {topic!r} in bag {str(bag_path)!r} has no messages")
     return raws, np.asarray(received, dtype=np.int64)
@@ -389,7 +394,8 @@ def _time_order(stamps_ns: np.ndarray):
     """Indices that sort the stamps and drop repeated ones; number of decreasing steps and repeats."""
     reordered = int(np.count_nonzero(np.diff(stamps_ns) < 0))
     order = np.argsort(stamps_ns, kind="stable")
-    repeated = np.concatenate(([False], np.diff(stamps_ns[order]) == 0))
+    repeated = np.zeros(order.size, dtype=bool)   # (an empty input stays empty: no sample survived)
+    repeated[1:] = np.diff(stamps_ns[order]) == 0
     return order[~repeated], reordered, int(np.count_nonzero(repeated))
 
 

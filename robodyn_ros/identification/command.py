@@ -240,6 +240,11 @@ def _write(files):
                 os.remove(tmp)
 
 
+def _one_line(exc):
+    """The error on one line: causes quoted from other libraries (YAML, sqlite) may span several."""
+    return " ".join(str(exc).split())
+
+
 def main(argv=None):
     """Entry point of ``robodyn identify``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
     from .blas_threads import limit_blas_threads
@@ -256,12 +261,12 @@ def main(argv=None):
         _write(files)
     except ModelError as exc:
         progress.close()
-        print(f"robodyn identify: error: {exc}", file=sys.stderr)
+        print(f"robodyn identify: error: {_one_line(exc)}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return 2
     except OSError as exc:
         progress.close()
-        print(f"robodyn identify: error: cannot write the outputs: {exc}", file=sys.stderr)
+        print(f"robodyn identify: error: cannot write the outputs: {_one_line(exc)}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
