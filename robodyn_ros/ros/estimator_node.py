@@ -20,6 +20,7 @@ Publishes at ``publish_rate`` (joint-state time): ``payload_topic`` (geometry_ms
 from __future__ import annotations
 
 import time
+from array import array
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
@@ -86,6 +87,7 @@ class EstimatorNode(RobodynNode):
         self._rate_window = (time.monotonic(), 0)
         self.update_rate_hz = 0.0
         self._cache = {}
+        self._base_msg = None
         self.payload_pub = self.pub(InertiaStamped, c["payload_topic"], qos.ESTIMATE_QOS)
         self.base_pub = self.pub(Float64MultiArray, c["base_parameters_topic"], qos.ESTIMATE_QOS)
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
@@ -97,6 +99,7 @@ class EstimatorNode(RobodynNode):
         self.joint_filter.reset()
         self.wrench_filter.reset()
         self._last_t = None
+        self._last_wrench_t = None
 
     # ------------------------------------------------------------------------------------- messages
     def _on_wrench(self, msg):
@@ -136,7 +139,10 @@ class EstimatorNode(RobodynNode):
         q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
         if self.wrench_rls is not None and self.latest_wrench is not None:
             t_w, w = self.latest_wrench
-            w_f = self.wrench_filter.update(max(t_w, self.wrench_filter._t or t_w), w)[0]
+            if self._last_wrench_t is None or t_w >= self._last_wrench_t:
+                self._last_wrench_t = t_w
+                self._w_f = self.wrench_filter.update(t_w, w)[0]
+            w_f = self._w_f
             Y = self.wrench_regressor(q_f, v_f, a_f)
             if self.wrench_rls.beta.size == 16:
                 Y = np.hstack([Y, np.eye(6)])
@@ -171,7 +177,10 @@ class EstimatorNode(RobodynNode):
             self.payload_pub.publish(rm.make_inertia_stamped(stamp, self.payload_frame, pi[0], np.zeros(3),
                                                              np.zeros((3, 3))))
         if self.base is not None:
-            self.base_pub.publish(rm.make_float64_multiarray(self.base_rls.beta, labels=self.base.names))
+            if self._base_msg is None:  # the labelled layout (one dimension per parameter) is built once
+                self._base_msg = rm.make_float64_multiarray(self.base_rls.beta, labels=self.base.names)
+            self._base_msg.data = array("d", np.ascontiguousarray(self.base_rls.beta, dtype=float).tobytes())
+            self.base_pub.publish(self._base_msg)
         values = {"updates": self.updates, "update_rate_hz": float(self.update_rate_hz),
                   "decimation": self.config["decimation"], "payload_mass": float(pi[0]),
                   "payload_changes": len(self.payload_events),

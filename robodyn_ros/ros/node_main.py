@@ -68,7 +68,10 @@ def run(name, argv=None):
         if not bring_up(node, node.get_parameter("autostart").value):
             node.get_logger().error("could not configure and activate; exiting")
             return 1
-        executor.spin()
+        # spin_once in a loop, not spin(): EventsExecutor.spin() neither notices the context shutdown
+        # that rclpy's SIGINT handler performs nor (measured here) dispatched subscriptions of a lone node
+        while context.ok():
+            executor.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ValueError as exc:  # bad parameters at declaration

@@ -1,0 +1,306 @@
+"""The lifecycle nodes over real DDS (rclpy, Fast DDS), each test in its own isolated ROS domain: the
+in-process bringup closes the loop; hostile messages from an independent node are dropped with a
+throttled warning while the nodes keep serving; stale joint states stop the controller's motion within
+its timeout; the simulator holds zero torque after a command timeout; ``robodyn node`` runs a node in
+another process and stops cleanly on SIGINT."""
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import InertiaStamped, WrenchStamped
+from rcl_interfaces.msg import Log
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from conftest import assert_close
+from robodyn_ros.control.kernel_dynamics import KernelDynamics
+from robodyn_ros.kernels import compile_kernels
+from robodyn_ros.ros import qos
+from robodyn_ros.ros.bringup import Bringup
+from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
+from robodyn_ros.ros.messages import make_joint_state
+from robodyn_ros.ros.node_main import bring_up
+from robodyn_ros.ros.testing import ros_context, spin_until
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
+FAST = {"simulator": {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2, "clock_rate": 100.0},
+        "estimator": {"decimation": 5}, "inverse_dynamics": {"state_timeout": 0.5}}
+
+
+def test_bringup_closes_the_loop():
+    with ros_context() as context, Bringup.from_launch("simulation", context, overrides=FAST,
+                                                       use_sim_time=True) as up:
+        listener = rclpy.create_node("listener", context=context)
+        got = {"payload": 0, "base": 0, "diagnostics": 0}
+        listener.create_subscription(InertiaStamped, "/estimator/payload",
+                                     lambda m: got.__setitem__("payload", got["payload"] + 1), qos.ESTIMATE_QOS)
+        listener.create_subscription(Float64MultiArray, "/estimator/base_parameters",
+                                     lambda m: got.__setitem__("base", m), qos.ESTIMATE_QOS)
+        up.add_node(listener)
+        up.activate()
+        sim, ctrl = up.nodes["simulator"].sim, up.nodes["inverse_dynamics"]
+        assert up.spin_until(lambda: sim.t >= 0.6, 60.0), f"simulated only {sim.t} s"
+        # every step answered by a command (lockstep), the arm follows the reference
+        assert up.nodes["simulator"].commands_received >= 0.95 * up.nodes["simulator"].steps
+        q_d = ctrl.desired(sim.t, sim.q)[0]
+        assert np.abs(sim.q - q_d).max() < 5e-3
+        assert got["payload"] >= 3 and got["base"] != 0
+        labels = [d.label for d in got["base"].layout.dim]
+        assert len(labels) == len(got["base"].data) == up.nodes["estimator"].base.count
+        assert labels == list(up.nodes["estimator"].base.names)
+        assert ctrl.non_finite_commands == 0 and not any(n.rejected for n in up.nodes.values())
+        up.executor.remove_node(listener)
+        listener.destroy_node()
+
+
+def _hostile_joint_states():
+    good = make_joint_state(0.0, JOINTS, np.zeros(7), np.zeros(7), np.zeros(7))
+    out = []
+    m = make_joint_state(0.0, JOINTS, np.zeros(7))
+    m.position = m.position[:5]                                   # wrong length
+    out.append(m)
+    out.append(make_joint_state(0.0, [f"other_{i}" for i in range(7)], np.zeros(7), np.zeros(7)))  # unknown names
+    out.append(make_joint_state(0.0, JOINTS, np.full(7, math.nan), np.zeros(7)))                   # NaN
+    out.append(JointState())                                                                        # empty
+    m = make_joint_state(0.0, JOINTS, np.zeros(7), np.zeros(7))
+    m.velocity = m.velocity[:3]                                   # velocity of the wrong length
+    out.append(m)
+    out.append(make_joint_state(0.0, JOINTS[:6] + [JOINTS[0]], np.zeros(7), np.zeros(7)))          # duplicate
+    m = make_joint_state(0.0, JOINTS, np.zeros(7))                 # no velocities: the controller needs them
+    out.append(m)
+    assert good.position  # the builder itself makes valid messages
+    return out
+
+
+def test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_serving():
+    with ros_context() as context, Bringup.from_launch("simulation", context, overrides=FAST,
+                                                       use_sim_time=True) as up:
+        attacker = rclpy.create_node("attacker", context=context)
+        warnings = []
+        attacker.create_subscription(Log, "/rosout", lambda m: warnings.append((m.name, m.msg))
+                                     if m.level == Log.WARN else None, 100)
+        pubs = {
+            "joint_states": attacker.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS),
+            "command": attacker.create_publisher(Float64MultiArray, "/effort_controller/commands", qos.COMMAND_QOS),
+            "wrench": attacker.create_publisher(WrenchStamped, "/force_torque_sensor_broadcaster/wrench",
+                                                qos.WRENCH_OUTPUT_QOS),
+            "trajectory": attacker.create_publisher(JointTrajectory, "/inverse_dynamics/joint_trajectory",
+                                                    qos.TRAJECTORY_QOS),
+            "payload": attacker.create_publisher(InertiaStamped, "/estimator/payload", qos.ESTIMATE_QOS),
+        }
+        up.add_node(attacker)
+        up.activate()
+        sim_node, ctrl, est = up.nodes["simulator"], up.nodes["inverse_dynamics"], up.nodes["estimator"]
+        assert up.spin_until(lambda: sim_node.sim.t >= 0.1 and all(p.get_subscription_count() for p in pubs.values()),
+                             30.0)
+        bad_wrench = WrenchStamped()
+        bad_wrench.header.frame_id = "panda_link8"
+        bad_wrench.wrench.force.x = math.nan
+        bad_points = JointTrajectory(joint_names=JOINTS)                       # no points
+        nan_points = JointTrajectory(joint_names=JOINTS, points=[JointTrajectoryPoint(positions=[math.nan] * 7)])
+        bad_payload = InertiaStamped()
+        bad_payload.header.frame_id = "no_such_link"
+        rounds = 5
+        for _ in range(rounds):
+            for msg in _hostile_joint_states():
+                pubs["joint_states"].publish(msg)
+            pubs["command"].publish(Float64MultiArray(data=[1.0] * 3))        # wrong length
+            pubs["command"].publish(Float64MultiArray(data=[math.nan] * 7))   # NaN
+            pubs["command"].publish(Float64MultiArray())                      # empty
+            pubs["wrench"].publish(bad_wrench)
+            pubs["trajectory"].publish(bad_points)
+            pubs["trajectory"].publish(nan_points)
+            pubs["payload"].publish(bad_payload)
+            up.spin_until(lambda: False, 0.05)
+        t_attack_end = sim_node.sim.t
+        assert up.spin_until(lambda: sim_node.sim.t >= t_attack_end + 0.3, 60.0)
+        # every kind counted as dropped ...
+        assert ctrl.rejected.get("joint_states", 0) >= rounds * 7
+        assert est.rejected.get("joint_states", 0) >= rounds * 6   # the estimator accepts "no velocity"
+        assert sim_node.rejected.get("command", 0) == rounds * 3
+        assert est.rejected.get("wrench", 0) == rounds
+        assert ctrl.rejected.get("joint_trajectory", 0) == rounds * 2
+        assert ctrl.rejected.get("payload", 0) == rounds
+        # ... with throttled warnings (at most one per kind and node per 2 s) ...
+        dropped = [w for w in warnings if "dropped" in w[1]]
+        assert dropped, "no warning on /rosout"
+        per_kind = {}
+        for name, text in dropped:
+            key = (name, text.split(" message")[0])
+            per_kind[key] = per_kind.get(key, 0) + 1
+        assert max(per_kind.values()) <= 2, per_kind
+        # ... and the loop still runs, with finite commands that follow the reference
+        assert ctrl.non_finite_commands == 0
+        assert sim_node.commands_received >= 0.95 * sim_node.steps
+        assert np.abs(sim_node.sim.q - ctrl.desired(sim_node.sim.t, sim_node.sim.q)[0]).max() < 5e-3
+        assert ctrl.trajectory is None                     # no hostile trajectory was accepted
+        assert est.updates > 0 and np.isfinite(est.payload_parameters()).all()
+        up.executor.remove_node(attacker)
+        attacker.destroy_node()
+
+
+def test_reordered_and_extra_joint_names_are_mapped_by_name():
+    entry = NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")
+    with ros_context() as context, Bringup([entry], context, config_file("panda"),
+                                           overrides={"inverse_dynamics": {"reference": "hold"}}) as up:
+        driver = rclpy.create_node("driver", context=context)
+        commands = []
+        driver.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                   lambda m: commands.append(np.array(m.data)), qos.COMMAND_QOS)
+        pub = driver.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
+        up.add_node(driver)
+        up.activate()
+        assert up.spin_until(lambda: pub.get_subscription_count() > 0, 10.0)
+        q = np.array([0.1, -0.7, 0.2, -2.2, 0.1, 1.6, 0.7])
+        order = [3, 0, 6, 1, 5, 2, 4]
+        names = [JOINTS[i] for i in order] + ["panda_finger_joint1"]
+        pub.publish(make_joint_state(0.0, names, np.append(q[order], 0.04), np.zeros(8)))
+        assert up.spin_until(lambda: len(commands) >= 1, 5.0)
+        ctrl = up.nodes["inverse_dynamics"]
+        # reference "hold" holds the first state: the command is the gravity torque at q, in joint order
+        expected = ctrl.functions.gravity(q, ctrl.controller.pi) + 0.0
+        from robodyn_ros.friction import friction_torque
+        expected = expected + friction_torque(ctrl.robot.model, np.zeros(7))
+        assert_close(commands[0], expected, rtol=1e-9)
+        up.executor.remove_node(driver)
+        driver.destroy_node()
+
+
+def test_stale_joint_states_stop_motion_within_the_timeout():
+    timeout = 0.1
+    entry = NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")
+    with ros_context() as context, Bringup([entry], context, config_file("panda"),
+                                           overrides={"inverse_dynamics": {"state_timeout": timeout}}) as up:
+        driver = rclpy.create_node("driver", context=context)
+        received = []
+        driver.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                   lambda m: received.append((time.monotonic(), np.array(m.data))), qos.COMMAND_QOS)
+        pub = driver.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
+        up.add_node(driver)
+        up.activate()
+        assert up.spin_until(lambda: pub.get_subscription_count() > 0, 10.0)
+        ctrl = up.nodes["inverse_dynamics"]
+        q0 = ctrl.robot.home
+        v = np.full(7, 0.3)
+        t = 0.0
+        last_sent = None
+        while t < 0.3:   # 200 Hz of states moving away from the reference: PD + feedforward commands
+            q = q0 + 0.05 + v * t
+            pub.publish(make_joint_state(t, JOINTS, q, v))
+            last_sent = time.monotonic()
+            up.spin_until(lambda: False, 0.005)
+            t += 0.005
+        q_last = q
+        assert up.spin_until(lambda: ctrl.stale, 2.0)
+        detected = time.monotonic()
+        up.spin_until(lambda: False, 0.1)
+        hold = KernelDynamics(ctrl.robot.model, compile_kernels(ctrl.robot.model, register=False)).gravity(
+            q_last, ctrl.robot.model.inertial_parameters())
+        moving = [cmd for stamp, cmd in received if stamp <= last_sent]
+        after = [(stamp, cmd) for stamp, cmd in received if stamp > last_sent + 1e-3]
+        assert np.abs(moving[-1] - hold).max() > 1.0          # commanding motion while states arrive
+        holds = [(stamp, cmd) for stamp, cmd in after if np.allclose(cmd, hold, rtol=1e-9, atol=1e-9)]
+        assert holds, "no gravity-hold command after the states stopped"
+        # first hold within the timeout (+ a watchdog period and scheduling slack on a busy machine)
+        assert holds[0][0] - last_sent <= timeout * 1.25 + 0.1, holds[0][0] - last_sent
+        assert detected - last_sent >= timeout * 0.9
+        # nothing but the hold once stale
+        stale_cmds = [cmd for stamp, cmd in after if stamp >= holds[0][0]]
+        assert all(np.allclose(c, hold, rtol=1e-9, atol=1e-9) for c in stale_cmds)
+        # states back: control resumes
+        pub.publish(make_joint_state(t, JOINTS, q_last, v))
+        assert up.spin_until(lambda: not ctrl.stale, 2.0)
+        up.executor.remove_node(driver)
+        driver.destroy_node()
+
+
+def test_simulator_command_timeout_holds_zero_torque():
+    entry = NodeEntry("simulator", "simulator", "simulator")
+    with ros_context() as context, Bringup([entry], context, config_file("panda"),
+                                           overrides={"simulator": {"command_timeout": 0.1,
+                                                                    "payload.mass": 0.0}}) as up:
+        driver = rclpy.create_node("driver", context=context)
+        states = []
+        driver.create_subscription(JointState, "/joint_states", lambda m: states.append(m), qos.SENSOR_INPUT_QOS)
+        pub = driver.create_publisher(Float64MultiArray, "/effort_controller/commands", qos.COMMAND_QOS)
+        up.add_node(driver)
+        up.activate()
+        node = up.nodes["simulator"]
+        assert up.spin_until(lambda: pub.get_subscription_count() > 0, 10.0)
+        model = node.robot.model
+        # gravity compensation at the start pose: the arm stays put while commands arrive
+        command = KernelDynamics(model, node.kernels).gravity(node.sim.q, model.inertial_parameters())
+        start = time.monotonic()
+        while time.monotonic() - start < 0.3:
+            pub.publish(Float64MultiArray(data=command.tolist()))
+            up.spin_until(lambda: False, 0.005)
+        assert node.commands_received >= 3
+        assert_close(node.sim.tau_command, command)    # the command is applied (not timed out)
+        assert up.spin_until(lambda: node.command_timed_out, 2.0)
+        up.spin_until(lambda: False, 0.05)
+        assert np.all(node.sim.tau_command == 0.0)
+        efforts = np.array(states[-1].effort)
+        assert np.abs(efforts).max() < 0.1             # the measured effort (noise 0.01 N m) says so too
+        # real time: about 1 kHz of joint states
+        n0, t0 = len(states), time.monotonic()
+        up.spin_until(lambda: False, 0.5)
+        rate = (len(states) - n0) / (time.monotonic() - t0)
+        assert rate > 300.0, rate
+        up.executor.remove_node(driver)
+        driver.destroy_node()
+
+
+def test_lifecycle_autostart_false_waits_for_configure():
+    entry = NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")
+    with ros_context() as context, Bringup([entry], context, config_file("panda")) as up:
+        node = up.nodes["inverse_dynamics"]
+        assert node.robot is None and not node.active       # nothing loaded before configure
+        assert bring_up(node)
+        assert node.active and node.robot.model.nv == 7
+        node.trigger_deactivate()
+        node.trigger_cleanup()
+        assert node.robot is not None and not node._entities
+        assert bring_up(node)
+
+
+def test_robodyn_node_runs_in_another_process_and_stops_on_sigint():
+    with ros_context() as context:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        proc = subprocess.Popen([sys.executable, "-m", "robodyn_ros.ros.node_main", "inverse_dynamics", "--ros-args",
+                                 "--params-file", config_file("panda"), "-p", "state_timeout:=1.0"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            node = rclpy.create_node("driver", context=context)
+            commands = []
+            node.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                     lambda m: commands.append(m), qos.COMMAND_QOS)
+            pub = node.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            q = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+            deadline = time.monotonic() + 60.0
+            k = 0
+            while not commands and time.monotonic() < deadline:
+                pub.publish(make_joint_state(k * 0.01, JOINTS, q, np.zeros(7)))
+                k += 1
+                spin_until(executor, lambda: bool(commands), 0.05)
+            assert commands, "no command from the node process"
+            assert len(commands[-1].data) == 7 and np.isfinite(np.array(commands[-1].data)).all()
+            executor.remove_node(node)
+            node.destroy_node()
+            executor.shutdown()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                out, _ = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+        assert proc.returncode == 0, out[-2000:]
