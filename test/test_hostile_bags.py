@@ -151,6 +151,49 @@ def test_damaged_bag_fails_cleanly_and_writes_nothing(pristine, storage, damage)
         event(f"{verdict}: {damage[0]} {damage[1]}")
 
 
+POISON = st.sampled_from([np.nan, np.inf, -np.inf, 1e300, -1e300, 1e100, 1e60, 1e20, -1e10, 0.0])
+
+
+@st.composite
+def poisoned_motions(draw):
+    """The valid motion with hostile values and stamps (what a corrupt driver or a bit flip writes)."""
+    model, t, q, v, tau = ur5_motion()
+    arrays = {"q": q.copy(), "v": v.copy(), "tau": tau.copy()}
+    for _ in range(draw(st.integers(1, 3), label="poisoned entries")):
+        field = draw(st.sampled_from(sorted(arrays)), label="field")
+        rows = draw(st.sampled_from(["one", "all"]), label="rows")
+        k = slice(None) if rows == "all" else draw(st.integers(0, N_MESSAGES - 1), label="sample")
+        arrays[field][k, draw(st.integers(0, 5), label="joint")] = draw(POISON, label="value")
+    stamps = np.round(t * 1e9).astype(np.int64) + 1_700_000_000_000_000_000
+    how = draw(st.sampled_from(["as is", "repeat", "backwards", "zero", "all zero"]), label="stamps")
+    if how != "as is":
+        k = draw(st.integers(1, N_MESSAGES - 1), label="stamp index")
+        stamps[k] = {"repeat": stamps[k - 1], "backwards": stamps[k - 1] - 10**9, "zero": 0}.get(how, 0)
+        if how == "all zero":
+            stamps[:] = 0
+    return model.joint_names, t, arrays, stamps
+
+
+def _poisoned(field, k, j, value):
+    model, t, q, v, tau = ur5_motion()
+    arrays = {"q": q, "v": v, "tau": tau}
+    arrays[field][k, j] = value
+    return model.joint_names, t, arrays, np.round(t * 1e9).astype(np.int64) + 1_700_000_000_000_000_000
+
+
+# Regression examples (before the fixes in command.py): a LinAlgError traceback, an overflow warning.
+@example(motion=_poisoned("tau", 50, 0, 1e300), storage="mcap")
+@example(motion=_poisoned("v", 50, 0, 1e100), storage="sqlite3")
+@settings(max_examples=30, **SETTINGS)
+@given(motion=poisoned_motions(), storage=st.sampled_from(STORAGES))
+def test_bag_with_hostile_values_fails_cleanly_or_identifies(motion, storage):
+    names, t, arrays, stamps = motion
+    with workspace() as work:
+        bag = write_joint_states_bag(os.path.join(work, "bag"), t, names, arrays["q"], arrays["v"], arrays["tau"],
+                                     storage=storage, stamp_ns=stamps)
+        event(check_fails_cleanly_or_identifies(bag, work))
+
+
 def _write_bag(path, storage, connections):
     """A bag with ``connections`` = [(topic, msgtype, [raw CDR messages])] written through rosbags."""
     from rosbags.rosbag2 import Writer

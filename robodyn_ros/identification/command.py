@@ -89,6 +89,11 @@ def _check_output_path(path, option):
         raise ModelError(f"{option} {path}: directory {directory} is not writable")
 
 
+DATA_MAGNITUDE = 1e50
+"""Largest |q|, |v|, |tau| accepted from a bag: anything near it is corruption, and the regressor (v^2)
+and least squares (squares again) would overflow above about 1e77."""
+
+
 def _read_joint_states(args, model, progress):
     from ..bag_io import read_joint_states
     with warnings.catch_warnings():
@@ -112,6 +117,12 @@ def _read_joint_states(args, model, progress):
         raise ModelError(f"{args.joint_states} in {args.bag} has {', '.join(problems)}; "
                          "rerun with --repair to drop or sort them")
     columns = list(range(len(model.joint_names)))
+    for field, x in (("position", series.q), ("velocity", series.v), ("effort", series.tau)):
+        bad = np.argwhere(np.abs(x) > DATA_MAGNITUDE) if x is not None else ()  # inf too; NaN was handled
+        if len(bad):
+            k, j = bad[0]
+            raise ModelError(f"{args.joint_states} in {args.bag}: the {field} of '{series.names[j]}' is {x[k, j]:g} "
+                             f"at sample {k}, beyond {DATA_MAGNITUDE:g}: the bag is corrupt")
     if series.tau is None or np.isnan(series.tau[:, columns]).all(axis=0).any():
         absent = model.joint_names if series.tau is None else \
             [n for n, c in zip(model.joint_names, columns) if np.isnan(series.tau[:, c]).all()]
@@ -269,6 +280,11 @@ def main(argv=None):
         print(f"robodyn identify: error: cannot write the outputs: {_one_line(exc)}", file=sys.stderr)
         print("nothing was written", file=sys.stderr)
         return 2
+    except Exception as exc:   # a bug, not bad input: still one line and no partial output (exit 1)
+        progress.close()
+        print(f"robodyn identify: internal error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        print("nothing was written", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         progress.close()
         print("robodyn identify: interrupted; nothing was written", file=sys.stderr)
