@@ -17,6 +17,7 @@ import time
 from array import array
 
 import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
@@ -32,6 +33,9 @@ from ..spatial import numpy_inertia_params
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
+
+
+LATENCY_WINDOW = 10000
 
 
 def inertia_stamped_to_body_parameters(msg, model):
@@ -95,6 +99,11 @@ class InverseDynamicsNode(RobodynNode):
             self.sub(Float64MultiArray, c["mpc_topic"], self._on_mpc, qos.ESTIMATE_QOS)
         self._state_cache = {}
         self._watchdog = None
+        # latency of the 1 kHz path (state callback entry -> command published), last LATENCY_WINDOW samples
+        self.latency_ns = np.zeros(LATENCY_WINDOW, dtype=np.int64)
+        self.states_received = 0
+        self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
+        self.timer(1.0, self._publish_diagnostics, steady=True, group=self.service_group)
 
     def _make_controller(self):
         c, model = self.config, self.robot.model
@@ -145,6 +154,7 @@ class InverseDynamicsNode(RobodynNode):
     def _on_state(self, msg):
         if not self.active:
             return
+        start = time.perf_counter_ns()
         try:
             t, q, v, _ = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._state_cache)
             if v is None:
@@ -172,6 +182,8 @@ class InverseDynamicsNode(RobodynNode):
             tau, status = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
         self.publish_command(tau)
+        self.latency_ns[self.states_received % LATENCY_WINDOW] = time.perf_counter_ns() - start
+        self.states_received += 1
         error = np.empty(len(q) + 1)
         error[0], error[1:] = t, self.robot.to_command(q - q_d)
         self._error_msg.data = array("d", error.tobytes())
@@ -201,6 +213,30 @@ class InverseDynamicsNode(RobodynNode):
         else:
             tau = np.zeros(self.robot.model.nv)
         self.publish_command(tau)
+
+    def latency_percentiles_us(self):
+        """(p50, p99, max) of the state -> command latency over the last LATENCY_WINDOW states, us."""
+        n = min(self.states_received, LATENCY_WINDOW)
+        if n == 0:
+            return (0.0, 0.0, 0.0)
+        x = self.latency_ns[:n] / 1e3
+        return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.max())
+
+    def _publish_diagnostics(self):
+        if not self.active:
+            return
+        p50, p99, worst = self.latency_percentiles_us()
+        level = "WARN" if self.stale or self.rejected else "OK"
+        text = "joint states stale: holding" if self.stale else (
+            f"dropped malformed messages: {dict(self.rejected)}" if self.rejected else "controlling")
+        values = {"mode": self.config["mode"], "states_received": self.states_received, "commands": self.commands,
+                  "latency_p50_us": p50, "latency_p99_us": p99, "latency_max_us": worst,
+                  "latency_window": min(self.states_received, LATENCY_WINDOW), "stale": self.stale,
+                  "payload_updates": self.payload_updates, "non_finite_commands": self.non_finite_commands,
+                  "rejected_messages": sum(self.rejected.values())}
+        self.diag_pub.publish(rm.make_diagnostic_array(self.get_clock().now().to_msg(),
+                                                       f"{self.get_name()}: inverse dynamics", level, text, values,
+                                                       hardware_id=self.robot.name))
 
     def controller_parameters(self):
         return self.controller.pi_hat if hasattr(self.controller, "pi_hat") else self.controller.pi

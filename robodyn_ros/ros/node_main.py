@@ -38,7 +38,8 @@ def bring_up(node, autostart=True):
 
     if not autostart:
         return True
-    node.trigger_configure()
+    if node._state_machine.current_state[0] == State.PRIMARY_STATE_UNCONFIGURED:
+        node.trigger_configure()
     if node._state_machine.current_state[0] != State.PRIMARY_STATE_INACTIVE:
         return False
     node.trigger_activate()

@@ -1,0 +1,286 @@
+"""``robodyn bench nodes``: the nodes at 1 kHz, measured over real DDS in an isolated ROS domain.
+
+1. inverse_dynamics: the node runs in ANOTHER process (``robodyn node inverse_dynamics`` with
+   ``config/panda.yaml``, computed torque on the compiled regressor, reference held); this process
+   publishes ``/joint_states`` at 1 kHz from a thread (stamp = CLOCK_MONOTONIC send time) for
+   ``ID_SECONDS``. Reported: ``id_node_p99_latency_ms`` (inside the node: state callback entry -> command
+   published, p99 over the run, from the node's /diagnostics), ``id_loop_round_trip_p99_ms`` (send -> the
+   node's answer received here, both DDS hops), ``id_node_dropped`` (states sent without an answer: the
+   node's ``~/tracking_error``, published right after each command, carries the state's stamp).
+   Both processes ask for SCHED_FIFO 50 (a robot PC's control process; ``realtime`` says whether it was
+   granted), which benchmarks/bench_rclpy_loop.py found necessary for a 1 ms p99 on a busy machine.
+2. estimator: another process, fed joint states with efforts and the wrist wrench at 1 kHz for
+   ``ESTIMATOR_SECONDS``, once with ``decimation`` 1 and once with 5; reported: the update rate it
+   achieved (from its /diagnostics) and whether it kept up (>= 95 % of 1000 / decimation).
+3. simulator: the simulator node of the Panda (7 DoF, RK4, 1 kHz steps, publishing joint states, wrench
+   and /clock every step) running as fast as possible without a controller for ``SIM_SECONDS`` wall
+   seconds: ``simulator_realtime_factor`` = simulated / wall time; ``simulator_step_realtime_factor``
+   is the library's ``Simulator.step`` alone (compiled ABA).
+Bounded: about 40-60 s including process start-up; child processes are stopped by SIGINT (killed by pid
+if they overstay).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+ID_SECONDS = 10.0
+ESTIMATOR_SECONDS = 4.0
+SIM_SECONDS = 3.0
+RATE = 1000
+START_TIMEOUT = 90.0
+RT_PRIORITY = 50
+
+
+def _now_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def _set_fifo():
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+        return True
+    except (PermissionError, OSError, AttributeError):
+        return False
+
+
+def _start_node(kind, params):
+    from ..ros.launch_description_data import config_file
+
+    args = [sys.executable, "-m", "robodyn_ros.ros.node_main", kind, "--ros-args", "--params-file",
+            config_file("panda"), "--log-level", "warn"]
+    for name, value in params.items():
+        args += ["-p", f"{name}:={value}"]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OPENBLAS_NUM_THREADS="1")
+    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_set_fifo)
+
+
+def _stop(proc):
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=15.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _diagnostic_values(msg, name_part):
+    for status in msg.status:
+        if name_part in status.name:
+            return {kv.key: kv.value for kv in status.values}
+    return None
+
+
+class _Driver:
+    """This process's side: a 1 kHz publisher thread and subscriptions to the node's answers."""
+
+    def __init__(self, context, with_wrench):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import WrenchStamped
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        from ..ros import messages as rm
+        from ..ros import qos
+
+        self.node = rclpy.create_node("bench_driver", context=context)
+        self.joint_pub = self.node.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
+        self.wrench_pub = self.node.create_publisher(WrenchStamped, "/force_torque_sensor_broadcaster/wrench",
+                                                     qos.WRENCH_OUTPUT_QOS) if with_wrench else None
+        self.round_trip = []
+        self.commands = 0
+        self.counting = False
+        self.diagnostics = {}
+        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", self._on_command,
+                                      qos.COMMAND_QOS)
+        self.node.create_subscription(Float64MultiArray, "/inverse_dynamics/tracking_error", self._on_error,
+                                      qos.ESTIMATE_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
+        self.rm = rm
+        self.sent = 0
+        self.count_start_ns = 1 << 62
+
+    def _on_command(self, msg):
+        if self.counting:
+            self.commands += 1
+
+    def _on_error(self, msg):
+        now = _now_ns()
+        sent = int(round(msg.data[0] * 1e9))
+        if self.counting and sent >= self.count_start_ns:   # an answer to a counted state
+            self.round_trip.append(now - sent)
+
+    def _on_diagnostics(self, msg):
+        for status in msg.status:
+            self.diagnostics[status.name.split(":")[0]] = {kv.key: kv.value for kv in status.values}
+
+    def publish_loop(self, seconds, stop, count=True):
+        """Publish at RATE for ``seconds`` (stamp = monotonic send time); counts when ``count``."""
+        joints = [f"panda_joint{i}" for i in range(1, 8)]
+        q = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
+        v, tau = np.zeros(7), np.linspace(-1.0, 1.0, 7)
+        wrench = np.array([0.0, 0.0, 19.6, 0.0, 0.0, 0.0])
+        period = 1_000_000_000 // RATE
+        next_ns = _now_ns()
+        end_ns = next_ns + int(seconds * 1e9)
+        k = 0
+        while not stop.is_set() and next_ns < end_ns:
+            while (wait := next_ns - _now_ns()) > 0:
+                time.sleep(wait / 1e9 if wait > 200_000 else 0)
+            t = _now_ns() * 1e-9
+            q_k = q + 0.01 * np.sin(2.0 * t)
+            self.joint_pub.publish(self.rm.make_joint_state(t, joints, q_k, v + 0.02 * np.cos(2.0 * t), tau))
+            if self.wrench_pub is not None:
+                self.wrench_pub.publish(self.rm.array_to_wrench_stamped(t, "panda_link8", wrench))
+            k += 1
+            next_ns += period
+        if count:
+            self.sent += k
+
+
+def _run_phase(context, kind, params, seconds, with_wrench, ready):
+    """Start node ``kind`` in a child process, wait for ``ready(driver)``, warm up 1 s, publish for
+    ``seconds``; returns the driver (its counters) and the child's stderr tail."""
+    from ..ros.testing import make_executor, spin_until
+
+    proc = _start_node(kind, params)
+    driver = _Driver(context, with_wrench)
+    executor = make_executor("events", context)
+    executor.add_node(driver.node)
+    stop = threading.Event()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        warm = threading.Thread(target=driver.publish_loop, args=(START_TIMEOUT, stop, False))
+        warm.start()   # keep publishing until the node answers (it configures for a few seconds)
+        if not spin_until(executor, lambda: ready(driver) or proc.poll() is not None,
+                          max(1.0, deadline - time.monotonic())) or proc.poll() is not None:
+            raise RuntimeError(f"node {kind} did not start: {proc.stderr.read()[-1500:] if proc.poll() is not None else 'timeout'}")
+        spin_until(executor, lambda: False, 1.0)
+        stop.set()
+        warm.join()
+        stop.clear()
+        driver.counting = True
+        driver.count_start_ns = _now_ns()
+        publisher = threading.Thread(target=driver.publish_loop, args=(seconds, stop))
+        publisher.start()
+        spin_until(executor, lambda: not publisher.is_alive(), seconds + 10.0)
+        publisher.join()
+        spin_until(executor, lambda: False, 1.5)   # late answers and one more diagnostics message
+        driver.counting = False
+    finally:
+        stop.set()
+        executor.remove_node(driver.node)
+        driver.node.destroy_node()
+        executor.shutdown()
+        _stop(proc)
+    return driver
+
+
+def _percentile_ms(values_ns, p):
+    return round(float(np.percentile(np.asarray(values_ns) / 1e6, p)), 3) if len(values_ns) else None
+
+
+def bench_inverse_dynamics(context):
+    params = {"reference": "hold", "state_timeout": 0.5, "use_estimates": False}
+    driver = _run_phase(context, "inverse_dynamics", params, ID_SECONDS, False,
+                        lambda d: len(d.diagnostics.get("inverse_dynamics", {})) > 0 or d.commands > 0)
+    diag = driver.diagnostics.get("inverse_dynamics", {})
+    return {
+        "id_node_p99_latency_ms": round(float(diag.get("latency_p99_us", "nan")) / 1e3, 3),
+        "id_node_p50_latency_ms": round(float(diag.get("latency_p50_us", "nan")) / 1e3, 3),
+        "id_node_max_latency_ms": round(float(diag.get("latency_max_us", "nan")) / 1e3, 3),
+        "id_node_dropped": int(driver.sent - len(driver.round_trip)),
+        "id_commands_received": int(driver.commands),
+        "id_states_sent": int(driver.sent),
+        "id_loop_round_trip_p50_ms": _percentile_ms(driver.round_trip, 50),
+        "id_loop_round_trip_p99_ms": _percentile_ms(driver.round_trip, 99),
+    }
+
+
+def bench_estimator(context, decimation):
+    params = {"decimation": decimation, "publish_rate": 10.0}
+    driver = _run_phase(context, "estimator", params, ESTIMATOR_SECONDS, True,
+                        lambda d: "estimator" in d.diagnostics)
+    diag = driver.diagnostics.get("estimator", {})
+    rate = float(diag.get("update_rate_hz", "nan"))
+    return rate
+
+
+def bench_simulator(context):
+    from ..control.kernel_dynamics import KernelDynamics
+    from ..ros.bringup import Bringup
+    from ..ros.launch_description_data import NodeEntry, config_file
+    from ..ros.node_main import bring_up
+
+    entry = NodeEntry("simulator", "simulator", "simulator")
+    with Bringup([entry], context, config_file("panda"),
+                 overrides={"simulator": {"real_time_factor": 0.0, "lockstep": False, "payload.mass": 0.0,
+                                          "command_timeout": 1e6}}) as up:
+        node = up.nodes["simulator"]
+        node.trigger_configure()
+        # hold the arm with its gravity torque: under zero torque it falls into the joint-limit stops
+        model = node.robot.model
+        node.command = KernelDynamics(model, node.kernels).gravity(node.sim.q, model.inertial_parameters())
+        if not bring_up(node):
+            raise RuntimeError("simulator did not configure")
+        up.spin_until(lambda: node.sim.t > 0.05, 30.0)
+        t0, wall0 = node.sim.t, time.monotonic()
+        up.spin_until(lambda: False, SIM_SECONDS)
+        node_factor = (node.sim.t - t0) / (time.monotonic() - wall0)
+        steps = node.steps
+        from ..simulation import Simulator
+        sim = Simulator(model, node.sim.config, node.robot.home, forward_dynamics=node._robot_dynamics)
+        tau = KernelDynamics(model, node.kernels).gravity(sim.q, model.inertial_parameters())
+        start = time.perf_counter()
+        for _ in range(1000):
+            sim.step(tau)
+        step_factor = 1000 * sim.config.dt / (time.perf_counter() - start)
+    return round(node_factor, 2), round(step_factor, 2), steps
+
+
+def run(json_output=False):
+    """All three measurements; returns the dict (prints a table unless ``json_output``)."""
+    import rclpy
+
+    from ..ros.testing import isolated_ros_domain
+
+    realtime = _set_fifo()
+    result = {"rate_hz": RATE, "realtime": realtime, "load_average_1min_start": round(os.getloadavg()[0], 2)}
+    with isolated_ros_domain() as domain_id:
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain_id)
+        try:
+            result.update(bench_inverse_dynamics(context))
+            for decimation in (1, 5):
+                rate = bench_estimator(context, decimation)
+                result[f"estimator_rate_hz_decimation_{decimation}"] = round(rate, 1)
+                result[f"estimator_keeps_up_decimation_{decimation}"] = bool(rate >= 0.95 * RATE / decimation)
+            result["estimator_rate_hz"] = max(result["estimator_rate_hz_decimation_1"],
+                                              result["estimator_rate_hz_decimation_5"])
+            result["simulator_realtime_factor"], result["simulator_step_realtime_factor"], \
+                result["simulator_steps"] = bench_simulator(context)
+        finally:
+            context.try_shutdown()
+    result["load_average_1min_end"] = round(os.getloadavg()[0], 2)
+    if not json_output:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            print(f"{key:{width}s}  {value}")
+    return result
+
+
+if __name__ == "__main__":
+    out = run("--json" in sys.argv)
+    if "--json" in sys.argv:
+        print(json.dumps(out))
