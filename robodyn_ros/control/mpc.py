@@ -221,6 +221,12 @@ class OCPFunctions:
         X = ca.horzcat(body[:nx, :], w[N * (nx + nu):])
         return X, body[nx:, :]
 
+    def unpack_numeric(self, w):
+        """``(X (N+1, nx), U (N, nu))`` from a numeric ``w`` (nw,) (NumPy only, no CasADi types)."""
+        nx, nu, N = self.nx, self.nu, self.N
+        body = np.asarray(w, dtype=float)[:N * (nx + nu)].reshape(N, nx + nu)
+        return np.vstack([body[:, :nx], w[N * (nx + nu):][None, :]]), body[:, nx:].copy()
+
     def pack_w(self, X, U):
         """Inverse of :meth:`unpack_w` for numeric ``X`` (N+1, nx) and ``U`` (N, nu)."""
         return np.concatenate([np.hstack([X[:-1], U]).reshape(-1), X[-1]])
@@ -287,14 +293,14 @@ class OCPFunctions:
         # (hpipm's layout; x_0 is fixed through the bounds), from one mapped linearisation
         H_gn = ca.DM(ca.Sparsity.diag(self.nw), hdiag)
         nx, nu = self.nx, self.nu
-        _, A, B = self.step_linearized.map(N)(X[:, :N], U, ca.repmat(th, 1, N))
+        Xn, A, B = self.step_linearized.map(N)(X[:, :N], U, ca.repmat(th, 1, N))
         I = ca.MX.eye(nx)
         rows = []
         for k in range(N):
             left, right = ca.MX(nx, k * (nx + nu)), ca.MX(nx, self.nw - (k + 1) * (nx + nu) - nx)
             rows.append(ca.horzcat(left, A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu], -I, right))
         self.rti_qp = ca.Function("mpc_rti_qp", [w, p], [ca.MX(H_gn), ca.gradient(cost, w), ca.vertcat(*rows),
-                                                        g[nx:], A, B])
+                                                        ca.reshape(X[:, 1:] - Xn, -1, 1), A, B])
         self.linearize = ca.Function("mpc_linearize", [w, p], [A, B])
         A_s, B_s = ca.MX.sym("A", nx, nx * N), ca.MX.sym("B", nx, nu * N)
         self.lqr_gains = ca.Function("mpc_lqr", [A_s, B_s], [self._riccati(A_s, B_s, Qd, Rd, QNd)])
@@ -423,8 +429,7 @@ class ModelPredictiveController:
         with gravity-compensating torques; the first state is the measurement."""
         ocp = self.ocp
         if self._w is not None:
-            X, U = (np.asarray(a) for a in ocp.unpack_w(ca.DM(self._w)))
-            X, U = X.T, U.T
+            X, U = ocp.unpack_numeric(self._w)
             X = np.vstack([X[1:], X[-1:]])
             U = np.vstack([U[1:], U[-1:]])
         else:
@@ -468,7 +473,7 @@ class ModelPredictiveController:
         return self._solution
 
     def _make_solution(self, w, K, status, solver_status, elapsed, iters):
-        X, U = (np.asarray(a).T for a in self.ocp.unpack_w(ca.DM(w)))
+        X, U = self.ocp.unpack_numeric(w)
         N, nu, nx = self.ocp.N, self.ocp.nu, self.ocp.nx
         Ks = np.asarray(K).reshape(nu, N, nx).transpose(1, 0, 2) if K is not None else np.zeros((N, nu, nx))
         return MPCSolution(tau_ff=np.clip(U, -self.tau_max, self.tau_max), x_pred=X, K=Ks, status=status,
@@ -505,7 +510,7 @@ class ModelPredictiveController:
         opts = {"print_time": False, "error_on_fail": False, "equality": [True] * ng}
         if cfg.solver == "fatrop":
             opts.update({"structure_detection": "auto",
-                         "fatrop": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol}})
+                         "fatrop": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol, "mu_init": 1e-3}})
         else:
             opts.update({"ipopt": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol, "sb": "yes",
                                    "max_wall_time": cfg.time_limit, "hessian_constant": "yes"}})
