@@ -143,7 +143,7 @@ def test_pristine_bag_identifies(pristine, storage):
 # Regression examples (before the fixes in command.py and bag_io.py):
 @example(damage=("truncate", "metadata", 333))   # a YAML error over 8 lines of stderr
 @example(damage=("zero_block", "storage", (63350, 1439)))  # mcap: identified from 181 of 200 messages, silently
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=40, **SETTINGS)
 @given(damage=DAMAGE)
 def test_damaged_bag_fails_cleanly_and_writes_nothing(pristine, storage, damage):
     with workspace() as work:
@@ -184,7 +184,7 @@ def _poisoned(field, k, j, value):
 # Regression examples (before the fixes in command.py): a LinAlgError traceback, an overflow warning.
 @example(motion=_poisoned("tau", 50, 0, 1e300), storage="mcap")
 @example(motion=_poisoned("v", 50, 0, 1e100), storage="sqlite3")
-@settings(max_examples=30, **SETTINGS)
+@settings(max_examples=20, **SETTINGS)
 @given(motion=poisoned_motions(), storage=st.sampled_from(STORAGES))
 def test_bag_with_hostile_values_fails_cleanly_or_identifies(motion, storage):
     names, t, arrays, stamps = motion

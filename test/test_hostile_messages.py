@@ -163,7 +163,7 @@ def check_trajectory(msg):
 _CACHE = {}   # one cache across examples: a flood of hostile name orders must not break or grow it
 
 
-@settings(max_examples=400, **SETTINGS)
+@settings(max_examples=200, **SETTINGS)
 @given(msg=joint_states())
 def test_joint_state_is_converted_or_rejected(msg):
     verdict = check_joint_state(msg)
@@ -172,7 +172,7 @@ def test_joint_state_is_converted_or_rejected(msg):
     assert len(_CACHE) <= 32
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(msg=wrenches())
 def test_wrench_is_converted_or_rejected(msg):
     try:
@@ -198,13 +198,13 @@ def _trajectory(times_ns, positions, velocities=None, names=JOINTS):
 
 @example(msg=_trajectory([0, 1], [[0.0] * 3, [1e308, 0.0, 0.0]]))
 @example(msg=_trajectory([0, 1], [[-1e308] * 3, [1e308] * 3]))
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=150, **SETTINGS)
 @given(msg=trajectories())
 def test_trajectory_is_converted_or_rejected(msg):
     event(check_trajectory(msg))
 
 
-@settings(max_examples=200, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(msg=multiarrays())
 def test_float64_multiarray_is_converted_or_rejected(msg):
     try:

@@ -116,7 +116,7 @@ def check_call(function, arg, value):
 
 # ---------------------------------------------------------------------------------------------- tests
 @pytest.mark.parametrize("function, arg", CASES, ids=[f"{f}-{a}" for f, a in CASES])
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+@settings(max_examples=20, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(data=st.data())
 def test_any_argument_is_refused_by_name_or_gives_finite_results(function, arg, data):

@@ -284,13 +284,13 @@ THREE_LINKS = two_links().replace("</robot>", "<link name='c'/><joint name='j' t
 @example(xml=two_links(xyz="1e300 0 0"))           # inertia about the origin overflows to inf
 @example(xml=two_links(m="1e308"))                 # m g overflows in RNEA
 @example(xml=two_links(axis="1e308 1e308 0"))      # |axis| overflows: zero axis after normalising
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=200, **SETTINGS)
 @given(xml=mutated_urdfs())
 def test_mutated_urdfs_give_model_error_or_a_usable_model(xml):
     event(check_urdf(xml))
 
 
-@settings(max_examples=150, **SETTINGS)
+@settings(max_examples=100, **SETTINGS)
 @given(raw=damaged_bytes())
 def test_damaged_files_give_model_error_or_a_usable_model(raw):
     event(check_urdf(raw))                                     # bytes: decoded as XML
