@@ -14,10 +14,11 @@ dynamics of the reference, so ``R`` penalises deviation from the torque the refe
 reference: a new estimate changes the next solve, nothing is rebuilt.
 
 Real-time measures:
-- Jacobians of ``F`` by the chain rule through the RK4 stages, each stage's ``∂a/∂(q, v, τ)`` from
-  ``-M⁻¹ ∂ID/∂(q, v)`` and ``M⁻¹`` (Carpentier and Mansard 2018), which is about a third of the cost of
-  differentiating ABA itself; the NLP's constraint Jacobian is assembled from these blocks and the
-  Hessian is the Gauss-Newton one of the least-squares cost (constant, positive definite).
+- Jacobians of ``F`` by the chain rule through the RK4 stages, each stage's ``∂a/∂(q, v, τ)`` from the
+  core's analytical ABA derivatives (Carpentier and Mansard 2018) with common subexpressions merged —
+  about 30 % fewer operations than differentiating RK4 + ABA by AD; the solvers differentiate the NLP
+  only through this Jacobian (custom Jacobian, AD disabled), and the Hessian is the Gauss-Newton one
+  of the least-squares cost (constant, positive definite).
 - Variables ordered ``x_0, u_0, x_1, ..., x_N`` and constraints stage by stage so fatrop detects the
   OCP structure (``structure_detection='auto'``) and hpipm gets it from ``N, nx, nu, ng``.
 - Solvers: ``fatrop`` (default), ``ipopt``, and ``rti``: a real-time iteration (Diehl et al. 2005),
@@ -43,7 +44,7 @@ import casadi as ca
 import numpy as np
 
 from ..aba import aba
-from ..crba import crba
+from ..aba_derivatives import aba_derivatives
 from ..rnea import rnea
 from .command_guard import effort_bounds
 from .compiled_functions import compile_casadi_functions, compile_solver_dependencies
@@ -173,17 +174,14 @@ class OCPFunctions:
         tau_f = fv * v + fc * ca.tanh(v / eps) + fo
         a = aba(model, q, v, u - tau_f, pi=pi)
         self.dynamics = ca.Function("mpc_dynamics", [x, u, th], [ca.vertcat(v, a)])
-        # ∂a/∂(q, v, τ) = -M⁻¹ ∂ID/∂(q, v) and M⁻¹, ID evaluated at the ABA acceleration
-        a_sym = ca.SX.sym("a", n)
-        r = rnea(model, q, v, a_sym, pi=pi)
-        id_jac = ca.Function("mpc_id_jac", [x, a_sym, th], [ca.jacobian(r, q), ca.jacobian(r, v)])
-        dr_dq, dr_dv = id_jac(x, a, th)
-        dtf_dv = ca.diag(fv + fc * (1 - ca.tanh(v / eps) ** 2) / eps)
-        M = crba(model, q, pi=pi)
-        Minv_rhs = ca.solve(M, ca.horzcat(-dr_dq, -(dr_dv + dtf_dv), ca.SX.eye(n)))
-        A_c = ca.vertcat(ca.horzcat(ca.SX.zeros(n, n), ca.SX.eye(n)), Minv_rhs[:, :2 * n])
-        B_c = ca.vertcat(ca.SX.zeros(n, n), Minv_rhs[:, 2 * n:])
-        stage_jac = ca.Function("mpc_stage_jac", [x, u, th], [ca.vertcat(v, a), A_c, B_c])
+        # ∂a/∂(q, v, τ) from the core's analytical ABA derivatives (Carpentier and Mansard 2018), the
+        # friction entering through τ - τ_f(v): ∂a/∂v -= ∂a/∂τ diag(τ_f'(v))
+        da_dq, da_dv, da_dtau = aba_derivatives(model, q, v, u - tau_f, pi=pi)
+        dtf_dv = fv + fc * (1 - ca.tanh(v / eps) ** 2) / eps
+        da_dv = da_dv - da_dtau * ca.repmat(dtf_dv.T, n, 1)
+        A_c = ca.vertcat(ca.horzcat(ca.SX.zeros(n, n), ca.SX.eye(n)), ca.horzcat(da_dq, da_dv))
+        B_c = ca.vertcat(ca.SX.zeros(n, n), da_dtau)
+        stage_jac = ca.Function("mpc_stage_jac", [x, u, th], ca.cse([ca.vertcat(v, a), A_c, B_c]))
 
         h = cfg.dt / cfg.substeps
         xk, Ax, Bu = x, ca.SX.eye(self.nx), ca.SX.zeros(self.nx, self.nu)
