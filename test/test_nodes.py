@@ -304,3 +304,20 @@ def test_robodyn_node_runs_in_another_process_and_stops_on_sigint():
                 proc.kill()
                 out, _ = proc.communicate()
         assert proc.returncode == 0, out[-2000:]
+
+
+def test_mpc_node_feeds_the_inverse_dynamics_node():
+    entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("mpc", "mpc", "mpc"),
+               NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
+    overrides = {"simulator": {**FAST["simulator"], "payload.mass": 0.0},
+                 "inverse_dynamics": {"mode": "mpc", "use_estimates": False, "state_timeout": 0.5}}
+    with ros_context() as context, Bringup(entries, context, config_file("panda"), overrides=overrides,
+                                           use_sim_time=True) as up:
+        up.activate(order=["mpc", "inverse_dynamics", "simulator"])
+        sim, mpc, ctrl = up.nodes["simulator"].sim, up.nodes["mpc"], up.nodes["inverse_dynamics"]
+        assert up.spin_until(lambda: sim.t >= 0.5, 120.0)
+        assert mpc.solves >= 40                                   # 100 Hz of simulated time
+        assert mpc.solution[1].status in ("rti", "solved")
+        assert ctrl.mpc is not None                               # the controller applies feedforward + gains
+        assert np.abs(sim.q - mpc.reference.evaluate(sim.t)[0]).max() < 5e-3
+        assert ctrl.non_finite_commands == 0 and not mpc.rejected and not ctrl.rejected

@@ -1,0 +1,114 @@
+"""``mpc`` lifecycle node: :class:`robodyn_ros.control.mpc.ModelPredictiveController` at ``rate`` (100 Hz)
+on the newest ``/joint_states``, tracking the same built-in Fourier reference as the inverse_dynamics
+node (time from the first joint-state stamp).
+
+``output: feedforward`` publishes each solution on ``solution_topic`` (Float64MultiArray
+``[t_state, N, dt, tau_ff (N nv), x_pred ((N+1) 2nv), K (N nv 2nv)]``) for the inverse_dynamics node in
+mode ``mpc``, which applies ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate between solves;
+``output: commands`` does that here and publishes the torques itself. Also ``~/solve_time``
+(std_msgs/Float64, s) and ``/diagnostics`` (solve time, iterations, status). The estimator's payload
+updates the model of the next solve.
+"""
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import InertiaStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, Float64MultiArray
+
+from ..control.mpc import MPCConfig, ModelPredictiveController
+from ..control.reference import fourier_reference
+from . import messages as rm
+from . import qos
+from .base_node import RobodynNode
+from .inverse_dynamics_node import inertia_stamped_to_body_parameters
+
+
+def solution_to_array(t_state, solution):
+    """The Float64MultiArray data of a solution (module docstring)."""
+    N = solution.tau_ff.shape[0]
+    return np.concatenate([[t_state, N, solution.dt], solution.tau_ff.ravel(), solution.x_pred.ravel(),
+                           solution.K.ravel()])
+
+
+class MpcNode(RobodynNode):
+    kind = "mpc"
+
+    def setup(self):
+        c, robot = self.config, self.robot
+        self.mpc = ModelPredictiveController(robot.model, MPCConfig(
+            horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"], time_limit=c["time_limit"],
+            q_weight=c["q_weight"], v_weight=c["v_weight"], r_weight=c["r_weight"]))
+        self.pi_nominal = robot.model.inertial_parameters()
+        self.reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
+                                           c["generator.harmonics"])
+        self.state = None
+        self.t0 = None
+        self.solution = None
+        self.solves = 0
+        self._cache = {}
+        self.solution_pub = self.pub(Float64MultiArray, c["solution_topic"], qos.ESTIMATE_QOS)
+        self.solve_time_pub = self.pub(Float64, "~/solve_time", qos.ESTIMATE_QOS)
+        self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
+        self.command_pub = self.pub(Float64MultiArray, c["command_topic"], qos.COMMAND_QOS) \
+            if c["output"] == "commands" else None
+        self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
+        if c["use_estimates"]:
+            self.sub(InertiaStamped, c["payload_topic"], self._on_payload, qos.ESTIMATE_QOS, group=self.service_group)
+        self._timer = None
+
+    def start(self):
+        self._timer = self.timer(1.0 / self.config["rate"], self._solve)
+
+    def stop(self):
+        if self._timer is not None:
+            self.destroy_entity(self._timer)
+            self._timer = None
+
+    def _on_state(self, msg):
+        if not self.active:
+            return
+        try:
+            t, q, v, _ = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._cache)
+            if v is None:
+                raise rm.MessageRejected("JointState.velocity is empty (the MPC needs velocities)")
+        except rm.MessageRejected as exc:
+            self.reject("joint_states", exc)
+            return
+        if self.t0 is None:
+            self.t0 = t
+        self.state = (t, q, v)
+        if self.command_pub is not None and self.solution is not None:
+            tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
+            self.command_pub.publish(rm.make_float64_multiarray(self.robot.to_command(tau)))
+
+    def _solve(self):
+        if not self.active or self.state is None:
+            return
+        t, q, v = self.state
+        solution = self.mpc.solve(q, v, self.reference, t - self.t0)
+        self.solution = (t, solution)
+        self.solves += 1
+        msg = Float64MultiArray()
+        msg.data = array("d", solution_to_array(t, solution).tobytes())
+        self.solution_pub.publish(msg)
+        self.solve_time_pub.publish(Float64(data=float(solution.solve_time)))
+        level = "OK" if solution.status in ("solved", "rti") else "WARN"
+        self.diag_pub.publish(rm.make_diagnostic_array(
+            rm.seconds_to_time(t), f"{self.get_name()}: model predictive control", level, solution.status,
+            {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
+             "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves},
+            hardware_id=self.robot.name))
+
+    def _on_payload(self, msg):
+        try:
+            body, pi_body = inertia_stamped_to_body_parameters(msg, self.robot.model)
+        except rm.MessageRejected as exc:
+            self.reject("payload", exc)
+            return
+        pi = self.pi_nominal.copy()
+        pi[10 * body:10 * body + 10] += pi_body
+        self.mpc.set_inertial_parameters(pi)
