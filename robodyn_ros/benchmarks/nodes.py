@@ -15,13 +15,13 @@
 3. simulator: the simulator node of the Panda (7 DoF, RK4, 1 kHz steps, publishing joint states, wrench
    and /clock every step) running as fast as possible without a controller for ``SIM_SECONDS`` wall
    seconds: ``simulator_realtime_factor`` = simulated / wall time; ``simulator_step_realtime_factor``
-   is the library's ``Simulator.step`` alone (compiled ABA).
+   is the library's ``Simulator.step`` alone (compiled ABA, RK4: five dynamics evaluations per step), and
+   ``..._semi_implicit_euler`` the same with the two-evaluation integrator.
 Bounded: about 40-60 s including process start-up; child processes are stopped by SIGINT (killed by pid
 if they overstay).
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -246,11 +246,18 @@ def bench_simulator(context):
         for _ in range(1000):
             sim.step(tau)
         step_factor = 1000 * sim.config.dt / (time.perf_counter() - start)
-    return round(node_factor, 2), round(step_factor, 2), steps
+        from dataclasses import replace
+        euler = Simulator(model, replace(node.sim.config, integrator="semi_implicit_euler"), node.robot.home,
+                          forward_dynamics=node._robot_dynamics)
+        start = time.perf_counter()
+        for _ in range(1000):
+            euler.step(tau)
+        euler_factor = 1000 * sim.config.dt / (time.perf_counter() - start)
+    return round(node_factor, 2), round(step_factor, 2), round(euler_factor, 2), steps
 
 
-def run(json_output=False):
-    """All three measurements; returns the dict (prints a table unless ``json_output``)."""
+def run(json=False):
+    """All three measurements; returns the dict (prints a table unless ``json``)."""
     import rclpy
 
     from ..ros.testing import isolated_ros_domain
@@ -268,12 +275,13 @@ def run(json_output=False):
                 result[f"estimator_keeps_up_decimation_{decimation}"] = bool(rate >= 0.95 * RATE / decimation)
             result["estimator_rate_hz"] = max(result["estimator_rate_hz_decimation_1"],
                                               result["estimator_rate_hz_decimation_5"])
-            result["simulator_realtime_factor"], result["simulator_step_realtime_factor"], \
-                result["simulator_steps"] = bench_simulator(context)
+            (result["simulator_realtime_factor"], result["simulator_step_realtime_factor"],
+             result["simulator_step_realtime_factor_semi_implicit_euler"], result["simulator_steps"]) = \
+                bench_simulator(context)
         finally:
             context.try_shutdown()
     result["load_average_1min_end"] = round(os.getloadavg()[0], 2)
-    if not json_output:
+    if not json:
         width = max(len(k) for k in result)
         for key, value in result.items():
             print(f"{key:{width}s}  {value}")
@@ -281,6 +289,7 @@ def run(json_output=False):
 
 
 if __name__ == "__main__":
-    out = run("--json" in sys.argv)
+    out = run(json="--json" in sys.argv)
     if "--json" in sys.argv:
-        print(json.dumps(out))
+        import json as _json
+        print(_json.dumps(out))
