@@ -1,10 +1,12 @@
 """``robodyn bench kernels``: our compiled kernels against Pinocchio, per call and per sample in batch,
 on Panda, UR5 and Talos (fixed base, 44 DoF: ``talos_full_v2.urdf``), all measured in one run.
 
-Per call: the best of 5 repeats of a timed loop of each function from Python on one random state
+Per call: the best of 7 interleaved repeats (ours, Pinocchio's, ours, ...) of a timed loop of each function from Python on one random state
 (ours: ``Kernels.<name>(q, v, a)``; Pinocchio: ``pinocchio.<algorithm>(model, data, q, v, a)``).
-Batch: ours is ``Kernels.<name>_batch`` over N samples in one call; Pinocchio's is a Python loop over
-the same rows (timed on the first ``min(N, 20 000)`` rows, the per-sample cost of a loop being flat).
+Batch: ours is ``Kernels.<name>_batch`` over N samples in one call, writing into preallocated output
+arrays (as Pinocchio's loop writes into its ``Data``; the time with freshly allocated outputs, which adds
+the page faults of up to 400 MB, is reported too); Pinocchio's is a Python loop over the same rows
+(timed on the first ``min(N, 20 000)`` rows, the per-sample cost of a loop being flat).
 N is 100 000 unless the outputs would exceed 400 MB (matrix outputs of Talos), then as many as fit.
 Ratio ``ours / pinocchio`` (below 1: we are faster); batch ``speedup = pinocchio / ours``.
 Pinocchio is optional: without it, our times alone and a note.
@@ -53,16 +55,26 @@ def _pinocchio():
     return pinocchio
 
 
-def _per_call_seconds(fn, target=0.05):
-    """Best-of-5 seconds per call, each repeat running for about ``target`` seconds."""
+def _calls_for(fn, target):
+    """How many calls of ``fn`` take about ``target`` seconds."""
     number = 1
     while True:
         elapsed = timeit.timeit(fn, number=number)
         if elapsed > target / 5 or number > 1_000_000:
             break
         number *= 4
-    number = max(1, int(number * target / max(elapsed, 1e-9)))
-    return min(timeit.repeat(fn, number=number, repeat=5)) / number
+    return max(1, int(number * target / max(elapsed, 1e-9)))
+
+
+def _per_call_seconds(*fns, target=0.03, repeat=7):
+    """Best-of-``repeat`` seconds per call of each function, the repeats interleaved so that a change of
+    machine load affects all of them alike."""
+    numbers = [_calls_for(fn, target) for fn in fns]
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, (fn, number) in enumerate(zip(fns, numbers)):
+            best[i] = min(best[i], timeit.timeit(fn, number=number) / number)
+    return best
 
 
 def _pin_calls(pin, pm, pd):
@@ -135,12 +147,11 @@ def bench_robot(name, path, pin, rng):
     if perm is not None:
         qp[perm], vp[perm], ap[perm] = q, v, a
     for fn, call in _our_calls(k).items():
-        ours = _per_call_seconds(lambda: call(q, v, a)) * 1e6
-        row = {"ours": ours}
         if fn in pin_calls:
-            theirs = _per_call_seconds(lambda: pin_calls[fn](qp, vp, ap)) * 1e6
-            row.update(pinocchio=theirs, ratio=ours / theirs)
-        entry["per_call_us"][fn] = row
+            ours, theirs = (t * 1e6 for t in _per_call_seconds(lambda: call(q, v, a), lambda: pin_calls[fn](qp, vp, ap)))
+            entry["per_call_us"][fn] = {"ours": ours, "pinocchio": theirs, "ratio": ours / theirs}
+        else:
+            entry["per_call_us"][fn] = {"ours": _per_call_seconds(lambda: call(q, v, a))[0] * 1e6}
     for fn in BATCH:
         out_size = {"rnea": model.nv, "regressor": model.nv * 10 * model.nbodies,
                     "rnea_derivatives": 3 * model.nv * model.nv}[fn]
@@ -148,8 +159,12 @@ def bench_robot(name, path, pin, rng):
         Q = np.array([model.random_configuration(rng) for _ in range(n)])
         V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
         batch = getattr(k, fn + "_batch")
-        ours = min(timeit.repeat(lambda: batch(Q, V, A), number=1, repeat=3)) / n * 1e6
-        row = {"N": n, "ours_per_sample_us": ours}
+        fresh = timeit.timeit(lambda: batch(Q, V, A), number=1) / n * 1e6
+        outs = batch(Q, V, A)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        ours = min(timeit.repeat(lambda: batch(Q, V, A, *outs), number=1, repeat=3)) / n * 1e6
+        del outs
+        row = {"N": n, "ours_per_sample_us": ours, "ours_fresh_output_per_sample_us": fresh}
         if fn in pin_calls:
             m = min(n, PIN_LOOP_MAX)
             Qp, Vp, Ap = (np.zeros((m, model.nv)) for _ in range(3))
