@@ -72,7 +72,11 @@ def run(name, argv=None):
         # spin_once in a loop, not spin(): EventsExecutor.spin() neither notices the context shutdown
         # that rclpy's SIGINT handler performs nor (measured here) dispatched subscriptions of a lone node
         while context.ok():
-            executor.spin_once(timeout_sec=0.1)
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except Exception:  # noqa: BLE001 - a callback interrupted by the shutdown signal (e.g. inside CasADi)
+                if context.ok():
+                    raise
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except ValueError as exc:  # bad parameters at declaration

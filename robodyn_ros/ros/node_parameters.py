@@ -64,6 +64,10 @@ SIMULATOR = ROBOT + TOPICS + (
     P("initial_positions", list[float], [], "Initial joint positions (joint order); empty: the bundled home."),
     P("integrator", str, "rk4", "Fixed-step integrator.", choices=("rk4", "semi_implicit_euler")),
     P("friction", bool, True, "Apply the URDF's joint friction (damping, friction)."),
+    P("limits.stiffness", float, -1.0, "Joint-limit stop stiffness, N m/rad (< 0: the stiffest the integrator "
+      "keeps stable for the lightest joint at this rate).", range=(None, None)),
+    P("limits.damping", float, -1.0, "Joint-limit stop damping, N m s/rad (< 0: automatic, as above).",
+      range=(None, None)),
     P("noise.position", float, 0.0, "Std of joint position noise, rad.", range=(0.0, None)),
     P("noise.velocity", float, 0.0, "Std of joint velocity noise, rad/s.", range=(0.0, None)),
     P("noise.effort", float, 0.0, "Std of measured effort noise, N m.", range=(0.0, None)),
