@@ -235,4 +235,4 @@ def test_dead_zone_and_leakage_stop_drift_under_noise(panda, fns):
     plain, dead_zone, leakage = drift(), drift(dead_zone=0.2), drift(sigma=5.0)
     assert plain > 1e-3
     assert dead_zone == 0.0
-    assert leakage < 0.75 * plain
+    assert leakage < 0.85 * plain                                        # 0.055 vs 0.077 when written
