@@ -23,16 +23,19 @@ Real-time measures:
   OCP structure (``structure_detection='auto'``) and hpipm gets it from ``N, nx, nu, ng``.
 - Solvers: ``fatrop`` (default), ``ipopt``, and ``rti``: a real-time iteration (Diehl et al. 2005),
   one Gauss-Newton SQP step per control period — linearise the shooting constraints at the shifted
-  previous solution, solve one QP (hpipm; ``qrqp``/``osqp`` as fallbacks), take the full step.
+  previous solution, solve one QP (hpipm; ``qrqp`` or ``osqp`` selectable by ``qp_solver``), take the
+  full step (``sqp_iterations > 1`` iterates to convergence).
 - Warm start by shifting the previous solution by one interval.
 - All problem functions can be generated as C and compiled (``compiled=True``), cached on disk by the
   model fingerprint and the problem options (:func:`compile_casadi_functions`).
 - A time limit: a solve that fails, is infeasible, exceeds the limit or returns non-finite numbers is
   replaced by the previous solution shifted (status ``fallback_shifted``), else gravity compensation
-  (``fallback_gravity``). Never NaN.
+  (``fallback_gravity``); ``solver_status`` says why. Never NaN. ipopt is interrupted at the limit
+  (``max_wall_time``); fatrop and the QP cannot be, their result is discarded when late.
 - Each solution carries ``τ_ff`` and a time-varying LQR gain ``K_k`` (Riccati recursion with ``Q, R,
-  Q_N`` on the linearisation along the solution), so a 1 kHz loop applies
-  ``τ = τ_ff,k + K_k (x - x_k)`` between solves (:meth:`MPCSolution.torque`).
+  Q_N`` on the linearisation: at the solution for fatrop/ipopt, at the linearisation point of the QP
+  for RTI), so a 1 kHz loop applies ``τ = τ_ff,k + K_k (x - x_plan(t))`` between solves, ``x_plan``
+  the Hermite-interpolated predicted trajectory (:meth:`MPCSolution.torque`).
 """
 from __future__ import annotations
 
