@@ -258,7 +258,8 @@ class InverseDynamicsNode(RobodynNode):
             self.reject("payload", exc)
             return
         pi = self.pi_nominal.copy()
-        pi[10 * body:10 * body + 10] += pi_body
+        if abs(msg.inertia.m) >= self.config["payload_min_mass"]:
+            pi[10 * body:10 * body + 10] += pi_body
         if hasattr(self.controller, "pi_hat"):
             self.controller.pi_hat = pi
         else:

@@ -107,6 +107,8 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("stale_action", str, "gravity_hold", "Command while joint states are stale.",
       choices=("gravity_hold", "zero"), live=True),
     P("use_estimates", bool, True, "Add the estimator's payload (payload_topic) to the model live."),
+    P("payload_min_mass", float, 0.05, "Payload estimates lighter than this (kg) count as no payload: the "
+      "first moments and inertias of a near-zero mass are mostly noise.", range=(0.0, None), live=True),
     P("friction_compensation", bool, True, "Add the model's friction torque."),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
     P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
