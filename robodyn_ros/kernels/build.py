@@ -102,10 +102,10 @@ def library_path(key):
 def load_module(key):
     """Import the cached extension of ``key``, or None when it is not in the cache."""
     path, name = library_path(key), module_name(key)
+    if not os.path.isfile(path):  # checked first: the cache directory may have changed since the import
+        return None
     if name in sys.modules:
         return sys.modules[name]
-    if not os.path.isfile(path):
-        return None
     loader = importlib.machinery.ExtensionFileLoader(name, path)
     spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
