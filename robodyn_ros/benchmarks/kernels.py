@@ -163,7 +163,7 @@ def bench_robot(name, path, pin, rng):
         outs = batch(Q, V, A)
         outs = outs if isinstance(outs, tuple) else (outs,)
         ours = min(timeit.repeat(lambda: batch(Q, V, A, *outs), number=1, repeat=3)) / n * 1e6
-        del outs
+        outs = None  # free the preallocated outputs before the next function
         row = {"N": n, "ours_per_sample_us": ours, "ours_fresh_output_per_sample_us": fresh}
         if fn in pin_calls:
             m = min(n, PIN_LOOP_MAX)
