@@ -325,3 +325,20 @@ def test_mpc_node_feeds_the_inverse_dynamics_node():
         assert ctrl.mpc is not None                               # the controller applies feedforward + gains
         assert np.abs(sim.q - mpc.reference.evaluate(sim.t)[0]).max() < 5e-3
         assert ctrl.non_finite_commands == 0 and not mpc.rejected and not ctrl.rejected
+
+
+def test_slotine_li_mode_closes_the_loop_and_adapts():
+    overrides = {**FAST, "inverse_dynamics": {**FAST["inverse_dynamics"], "mode": "slotine_li", "use_estimates": False}}
+    with ros_context() as context, Bringup.from_launch("simulation", context, overrides=overrides,
+                                                       use_sim_time=True) as up:
+        up.activate()
+        sim, ctrl = up.nodes["simulator"].sim, up.nodes["inverse_dynamics"]
+        pi0 = ctrl.controller.pi_hat.copy()
+        errors = []
+        for t_end in (0.3, 0.6, 0.9):
+            assert up.spin_until(lambda: sim.t >= t_end, 90.0)
+            errors.append(np.abs(sim.q - ctrl.desired(sim.t, sim.q)[0]).max())
+        print("slotine-li max errors", errors)
+        assert errors[2] < errors[0] and errors[2] < 0.05, errors
+        assert not np.array_equal(ctrl.controller.pi_hat, pi0)        # the estimate moved (adaptation ran)
+        assert np.isfinite(ctrl.controller.pi_hat).all() and ctrl.non_finite_commands == 0

@@ -111,7 +111,9 @@ class InverseDynamicsNode(RobodynNode):
         if c["mode"] == "gravity_compensation":
             return GravityCompensation(model, c["kp"], c["kd"], **common)
         if c["mode"] == "slotine_li":
-            return SlotineLiController(model, Lambda=c["slotine_li.lambda"], kd=c["slotine_li.kd"],
+            kd = c["slotine_li.kd"] if c["slotine_li.kd"] >= 0 else \
+                40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters()))
+            return SlotineLiController(model, Lambda=c["slotine_li.lambda"], kd=kd,
                                        gamma=c["slotine_li.gamma"], dead_zone=c["slotine_li.dead_zone"],
                                        friction_compensation=c["friction_compensation"], **common)
         return ComputedTorqueController(model, c["kp"], c["kd"], friction_compensation=c["friction_compensation"],

@@ -92,7 +92,8 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("kd", float, 40.0, "Computed torque / gravity compensation velocity gain, 1/s.", range=(0.0, None),
       live=True),
     P("slotine_li.lambda", float, 10.0, "Slotine-Li Lambda, 1/s.", range=(0.0, None)),
-    P("slotine_li.kd", float, 50.0, "Slotine-Li K_D, N m s/rad.", range=(0.0, None)),
+    P("slotine_li.kd", float, -1.0, "Slotine-Li K_D, N m s/rad (< 0: per joint 40 M_jj(home) 1/s, so that the "
+      "sampled loop stays stable for light wrist joints: K_D dt / M_jj << 1).", range=(None, None)),
     P("slotine_li.gamma", float, 1.0, "Slotine-Li adaptation gain.", range=(0.0, None)),
     P("slotine_li.dead_zone", float, 0.01, "Slotine-Li dead zone on |s|, rad/s.", range=(0.0, None)),
     P("reference", str, "generator", "Reference: built-in generator, ~/joint_trajectory messages, or hold the "
