@@ -105,4 +105,45 @@ class Bringup:
         self.close()
 
 
-__all__ = ["Bringup", "NodeEntry", "node_parameters"]
+class BagRecorder:
+    """``ros2 bag record`` for pip users: subscribes to ``topics`` on ``node`` (raw CDR, no decoding) and
+    writes them to a rosbag2 bag at ``path`` (sqlite3, readable by :mod:`robodyn_ros.bag_io` and
+    ``robodyn identify``), receive time as the bag timestamp. ``close()`` finishes the bag."""
+
+    TYPES = {"sensor_msgs/msg/JointState": "sensor_msgs.msg.JointState",
+             "geometry_msgs/msg/WrenchStamped": "geometry_msgs.msg.WrenchStamped"}
+
+    def __init__(self, node, path, topics):
+        import importlib
+
+        from rosbags.rosbag2 import Writer
+
+        from ..bag_io import _typestore
+        from . import qos
+
+        self.writer = Writer(path, version=9)
+        self.writer.open()
+        self.counts = {}
+        typestore = _typestore()
+        kinds = {"/joint_states": "sensor_msgs/msg/JointState"}
+        for topic in topics:
+            msgtype = kinds.get(topic, "geometry_msgs/msg/WrenchStamped")
+            module, cls = self.TYPES[msgtype].rsplit(".", 1)
+            connection = self.writer.add_connection(topic, msgtype, typestore=typestore)
+            self.counts[topic] = 0
+            node.create_subscription(getattr(importlib.import_module(module), cls), topic,
+                                     self._writer_for(topic, connection, node), qos.SENSOR_INPUT_QOS, raw=True)
+
+    def _writer_for(self, topic, connection, node):
+        def write(raw):
+            self.writer.write(connection, time.time_ns(), raw)
+            self.counts[topic] += 1
+        return write
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+__all__ = ["Bringup", "BagRecorder", "NodeEntry", "node_parameters"]
