@@ -20,8 +20,9 @@ the job of the public functions in :mod:`robodyn_ros.numeric`.
 
 Derivative source: ``rnea_derivatives`` is generated from whichever of forward-mode AD, reverse-mode AD
 (of the core's RNEA) and the analytical IDSVA recursion (``robodyn_ros.rnea_derivatives``) has the fewest
-operations for the model (flops measured: UR5 reverse AD 3 739 < forward 4 548 < IDSVA 5 183; Panda IDSVA 9 385 < reverse 14 707 < forward 17 536; Talos 44 DoF IDSVA 59 998 < reverse
-93 659 < forward 119 181). ``aba_derivatives`` is C code composed of the ABA and RNEA-derivative kernels
+operations for the model (flops measured: UR5 reverse AD 3 739 < forward 4 548 < IDSVA 5 183;
+Panda IDSVA 9 385 < reverse 14 707 < forward 17 536; Talos 44 DoF IDSVA 59 998 < reverse 93 659 <
+forward 119 181). ``aba_derivatives`` is C code composed of the ABA and RNEA-derivative kernels
 and the branch-sparse ``L^T D L`` factorisation of ``M`` (Carpentier and Mansard 2018):
 ``da/dq = -M^-1 dtau/dq`` at ``a = ABA(q, v, tau)``, which was half the operations of any single
 generated function and spares gcc a second huge translation unit. ``Kernels.sources`` says what was

@@ -15,8 +15,8 @@ Derivative source of ``rnea_derivatives``: the candidate with the fewest arithme
 reverse-mode AD (one adjoint sweep per row) and the analytical IDSVA recursion of
 ``robodyn_ros.rnea_derivatives`` (Singh et al. 2022) when it exists and accepts CasADi symbols; the
 choice and every candidate's count are recorded in ``KernelSet.sources`` / ``instruction_counts``.
-Measured (flops): UR5 forward 4 548, reverse 3 739, IDSVA 5 183; Panda forward 17 536, reverse 14 707;
-Talos (44 DoF) forward 119 181, reverse 93 659 -- reverse-mode AD wins.
+Measured (flops): UR5 forward 4 548, reverse 3 739, IDSVA 5 183 (reverse AD kept); Panda 17 536,
+14 707, 9 385 and Talos (44 DoF) 119 181, 93 659, 59 998 (IDSVA kept).
 ``aba_derivatives`` is a C composite (:func:`_aba_derivatives_composite`).
 """
 from __future__ import annotations
