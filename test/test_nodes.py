@@ -248,11 +248,15 @@ def test_simulator_command_timeout_holds_zero_torque():
         assert np.all(node.sim.tau_command == 0.0)
         efforts = np.array(states[-1].effort)
         assert np.abs(efforts).max() < 0.1             # the measured effort (noise 0.01 N m) says so too
-        # real time: about 1 kHz of joint states
+        # real time: joint states 1 ms apart in simulated time, and a wall rate that only a starved machine
+        # (e.g. a parallel test process at SCHED_FIFO) brings far below 1 kHz; the node warns when behind
         n0, t0 = len(states), time.monotonic()
         up.spin_until(lambda: False, 0.5)
         rate = (len(states) - n0) / (time.monotonic() - t0)
-        assert rate > 300.0, rate
+        assert rate > 100.0, rate
+        stamps = np.array([s.header.stamp.sec + 1e-9 * s.header.stamp.nanosec for s in states[n0:]])
+        steps = np.diff(stamps) / 1e-3                  # whole steps (a best-effort sample may be dropped)
+        assert np.allclose(steps, np.round(steps), atol=1e-3) and steps.min() >= 1.0 - 1e-3
         # falling under zero torque into the joint-limit stops does not make the integration diverge
         up.spin_until(lambda: False, 1.0)
         assert "diverged" not in node._last_warning and np.isfinite(node.sim.q).all()
@@ -268,6 +272,13 @@ def test_lifecycle_autostart_false_waits_for_configure():
         assert node.robot is None and not node.active       # nothing loaded before configure
         assert bring_up(node)
         assert node.active and node.robot.model.nv == 7
+        # live gains: validated by the schema, applied to the controller
+        from rclpy.parameter import Parameter
+        assert node.set_parameters([Parameter("kp", value=100.0)])[0].successful
+        assert np.all(node.controller.kp == 100.0)
+        result = node.set_parameters([Parameter("kp", value=-1.0)])[0]
+        assert not result.successful and "kp" in result.reason and np.all(node.controller.kp == 100.0)
+        assert not node.set_parameters([Parameter("mode", value="pid")])[0].successful
         node.trigger_deactivate()
         node.trigger_cleanup()
         assert node.robot is not None and not node._entities

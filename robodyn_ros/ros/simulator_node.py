@@ -76,6 +76,7 @@ class SimulatorNode(RobodynNode):
                                                    register=False)
             self.sim.detach_payload()
         self.command = np.zeros(model.nv)
+        self._auto_attached = False
         self.last_command_time = 0.0
         self.commands_received = 0
         self.command_timed_out = False
@@ -144,7 +145,7 @@ class SimulatorNode(RobodynNode):
             return
         sim, c = self.sim, self.config
         if c["payload.attach_time"] >= 0.0 and self.payload is not None and sim.payload is None \
-                and not getattr(self, "_auto_attached", False) and sim.t + 1e-12 >= c["payload.attach_time"]:
+                and not self._auto_attached and sim.t + 1e-12 >= c["payload.attach_time"]:
             self._auto_attached = True
             self.attach()
         tau = self.command
