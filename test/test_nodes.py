@@ -377,3 +377,43 @@ def test_identification_bringup_records_a_bag_that_robodyn_identify_reads(tmp_pa
     assert len(series.t) >= 290 and np.isfinite(series.q).all() and series.tau is not None
     assert np.ptp(series.q, axis=0).max() > 1e-3                  # the exciting reference moves the arm
     assert len(read_wrenches(str(tmp_path / "bag"), "/force_torque_sensor_broadcaster/wrench").t) >= 290
+
+
+def test_joint_trajectory_reference_and_payload_service():
+    from builtin_interfaces.msg import Duration
+    from diagnostic_msgs.msg import DiagnosticArray
+    from std_srvs.srv import Trigger
+
+    overrides = {**FAST, "inverse_dynamics": {**FAST["inverse_dynamics"], "use_estimates": False}}
+    with ros_context() as context, Bringup.from_launch("simulation", context, overrides=overrides,
+                                                       use_sim_time=True) as up:
+        client_node = rclpy.create_node("client", context=context)
+        attach = client_node.create_client(Trigger, "/simulator/attach_payload")
+        diagnostics = []
+        client_node.create_subscription(DiagnosticArray, "/diagnostics", lambda m: diagnostics.append(m), 10)
+        pub = client_node.create_publisher(JointTrajectory, "/inverse_dynamics/joint_trajectory", qos.TRAJECTORY_QOS)
+        up.add_node(client_node)
+        up.activate()
+        node, ctrl = up.nodes["simulator"], up.nodes["inverse_dynamics"]
+        assert up.spin_until(lambda: node.sim.t >= 0.1 and pub.get_subscription_count() > 0, 30.0)
+        # a valid trajectory (joint names reordered) replaces the generator from its receipt on
+        goal = ctrl.robot.home + np.array([0.1, -0.1, 0.1, 0.1, -0.1, 0.1, -0.1])
+        order = [6, 5, 4, 3, 2, 1, 0]
+        msg = JointTrajectory(joint_names=[JOINTS[i] for i in order])
+        msg.points = [JointTrajectoryPoint(positions=ctrl.robot.home[order].tolist(), velocities=[0.0] * 7,
+                                           time_from_start=Duration(sec=0, nanosec=10_000_000)),
+                      JointTrajectoryPoint(positions=goal[order].tolist(), velocities=[0.0] * 7,
+                                           time_from_start=Duration(sec=0, nanosec=400_000_000))]
+        pub.publish(msg)
+        assert up.spin_until(lambda: ctrl.trajectory is not None, 5.0)
+        t_start = ctrl.trajectory[1]
+        assert up.spin_until(lambda: node.sim.t >= t_start + 0.6, 60.0)
+        assert np.abs(node.sim.q - goal).max() < 2e-3             # reached and holds the last point
+        # the payload service attaches the configured payload (compiled dynamics switched in)
+        assert attach.wait_for_service(timeout_sec=5.0)
+        future = attach.call_async(Trigger.Request())
+        assert up.spin_until(lambda: future.done(), 10.0) and future.result().success
+        assert node.sim.payload is not None and node.sim.forward_dynamics == node._payload_dynamics
+        assert up.spin_until(lambda: any("estimator" in s.name for d in diagnostics for s in d.status), 10.0)
+        up.executor.remove_node(client_node)
+        client_node.destroy_node()
