@@ -84,8 +84,8 @@ def test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_ser
                                                        use_sim_time=True) as up:
         attacker = rclpy.create_node("attacker", context=context)
         warnings = []
-        attacker.create_subscription(Log, "/rosout", lambda m: warnings.append((m.name, m.msg))
-                                     if m.level == Log.WARN else None, 100)
+        rosout = attacker.create_subscription(Log, "/rosout", lambda m: warnings.append((m.name, m.msg))
+                                              if m.level == Log.WARN else None, 100)
         pubs = {
             "joint_states": attacker.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS),
             "command": attacker.create_publisher(Float64MultiArray, "/effort_controller/commands", qos.COMMAND_QOS),
@@ -98,8 +98,10 @@ def test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_ser
         up.add_node(attacker)
         up.activate()
         sim_node, ctrl, est = up.nodes["simulator"], up.nodes["inverse_dynamics"], up.nodes["estimator"]
-        assert up.spin_until(lambda: sim_node.sim.t >= 0.1 and all(p.get_subscription_count() for p in pubs.values()),
-                             30.0)
+        # the warnings come in the first instants of the attack (then they are throttled): wait until the
+        # /rosout subscription has discovered the three nodes' rosout publishers, or a loaded machine loses them
+        assert up.spin_until(lambda: sim_node.sim.t >= 0.1 and all(p.get_subscription_count() for p in pubs.values())
+                             and rosout.get_publisher_count() >= 3, 30.0)
         bad_wrench = WrenchStamped()
         bad_wrench.header.frame_id = "panda_link8"
         bad_wrench.wrench.force.x = math.nan
