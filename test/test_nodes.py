@@ -80,6 +80,19 @@ def _hostile_joint_states():
 
 
 def test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_serving():
+    """Runs in a fresh interpreter: rclpy's rosout logging is process-global, and in a long-lived test
+    worker that has already created and shut down other contexts, the nodes' warnings intermittently never
+    reach /rosout (seen in the full parallel suite only). A fresh process makes the /rosout check exact."""
+    if os.environ.get("ROBODYN_FRESH_PROCESS") == "1":
+        return hostile_messages_scenario()
+    env = {**os.environ, "ROBODYN_FRESH_PROCESS": "1"}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                          f"{__file__}::test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_serving"],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+def hostile_messages_scenario():
     with ros_context() as context, Bringup.from_launch("simulation", context, overrides=FAST,
                                                        use_sim_time=True) as up:
         attacker = rclpy.create_node("attacker", context=context)
