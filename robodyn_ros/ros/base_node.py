@@ -15,7 +15,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
-from .messages import MessageRejected
+from .messages import MessageRejected, joint_state_to_arrays
 from .node_parameters import SCHEMAS, load_robot
 from .parameters import declare_parameters, install_live_update, read_config, validate
 
@@ -142,6 +142,18 @@ class RobodynNode(LifecycleNode):
             self._last_warning[kind] = now
             reason = error.reason if isinstance(error, MessageRejected) else str(error)
             self.get_logger().warning(f"dropped {kind} message ({self.rejected[kind]} so far): {reason}")
+
+    def joint_state_with_velocity(self, msg, cache, user):
+        """``(t, q, v)`` of a JointState mapped by name to the model's joints, or None after rejecting it
+        (counted, warned about) when it is malformed or carries no velocities, which ``user`` needs."""
+        try:
+            t, q, v, _ = joint_state_to_arrays(msg, self.robot.model.joint_names, cache)
+            if v is None:
+                raise MessageRejected(f"JointState.velocity is empty (the {user} needs velocities)")
+        except MessageRejected as exc:
+            self.reject("joint_states", exc)
+            return None
+        return t, q, v
 
     def warn_throttled(self, kind, text):
         now = time.monotonic()

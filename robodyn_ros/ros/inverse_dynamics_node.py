@@ -157,13 +157,10 @@ class InverseDynamicsNode(RobodynNode):
         if not self.active:
             return
         start = time.perf_counter_ns()
-        try:
-            t, q, v, _ = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._state_cache)
-            if v is None:
-                raise rm.MessageRejected("JointState.velocity is empty (the controller needs velocities)")
-        except rm.MessageRejected as exc:
-            self.reject("joint_states", exc)
+        state = self.joint_state_with_velocity(msg, self._state_cache, "controller")
+        if state is None:
             return
+        t, q, v = state
         self.last_state_wall = time.monotonic()
         if self.stale:
             self.get_logger().info("joint states are back: resuming control")

@@ -71,13 +71,10 @@ class MpcNode(RobodynNode):
     def _on_state(self, msg):
         if not self.active:
             return
-        try:
-            t, q, v, _ = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._cache)
-            if v is None:
-                raise rm.MessageRejected("JointState.velocity is empty (the MPC needs velocities)")
-        except rm.MessageRejected as exc:
-            self.reject("joint_states", exc)
+        state = self.joint_state_with_velocity(msg, self._cache, "MPC")
+        if state is None:
             return
+        t, q, v = state
         if self.t0 is None:
             self.t0 = t
         self.state = (t, q, v)
