@@ -94,6 +94,14 @@ class PinBridge:
         out[self.pv] = v
         return out
 
+    def forces(self, f_ext):
+        """Our ``f_ext`` (nbodies, 6) as Pinocchio's per-joint force vector (zero on the universe)."""
+        import pinocchio as pin
+        fp = [pin.Force.Zero() for _ in range(self.pm.njoints)]
+        for i, name in enumerate(self.ours.joint_names):
+            fp[self.pm.getJointId(name)] = pin.Force(f_ext[i, :3], f_ext[i, 3:])
+        return pin.StdVec_Force(fp)
+
     def from_v(self, vp):
         """A Pinocchio tangent-ordered vector in our order."""
         return np.asarray(vp)[self.pv]

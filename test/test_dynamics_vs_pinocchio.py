@@ -28,10 +28,7 @@ def test_rnea_with_external_wrenches(robot_pair, rng):
     name, m, pm, pd, b = robot_pair
     q, v, a = next(states(m, rng))
     f_ext = rng.normal(size=(m.nbodies, 6)) * 5
-    fp = [pin.Force.Zero() for _ in range(pm.njoints)]
-    for i, jn in enumerate(m.joint_names):
-        fp[pm.getJointId(jn)] = pin.Force(f_ext[i, :3], f_ext[i, 3:])
-    expected = b.from_v(pin.rnea(pm, pd, b.q(q), b.v(v), b.v(a), pin.StdVec_Force(fp)))
+    expected = b.from_v(pin.rnea(pm, pd, b.q(q), b.v(v), b.v(a), b.forces(f_ext)))
     assert_close(rd.rnea(m, q, v, a, f_ext), expected, what=f"{name} rnea f_ext")
 
 
@@ -54,10 +51,7 @@ def test_aba_with_external_wrenches(robot_pair, rng):
     name, m, pm, pd, b = robot_pair
     q, v, tau = next(states(m, rng))
     f_ext = rng.normal(size=(m.nbodies, 6))
-    fp = [pin.Force.Zero() for _ in range(pm.njoints)]
-    for i, jn in enumerate(m.joint_names):
-        fp[pm.getJointId(jn)] = pin.Force(f_ext[i, :3], f_ext[i, 3:])
-    expected = b.from_v(pin.aba(pm, pd, b.q(q), b.v(v), b.v(tau), pin.StdVec_Force(fp)))
+    expected = b.from_v(pin.aba(pm, pd, b.q(q), b.v(v), b.v(tau), b.forces(f_ext)))
     assert_close(rd.aba(m, q, v, tau, f_ext), expected, what=f"{name} aba f_ext")
 
 
