@@ -1,5 +1,13 @@
 """What every controller does around its control law: check the measured state, clamp the torque to the
-effort limits, and on a non-finite state or result hold the last safe command and report a fault.
+effort limits, limit the torque rate, and on a non-finite state or result hold the last safe command and
+report a fault.
+
+Order of the safety steps in :meth:`CommandGuard.accept`: refuse non-finite torques, clamp to the effort
+bounds ``|τ_i| <= τ_max,i``, then limit the change from the previous command to
+``|τ_i - τ_prev,i| <= τ̇_max,i Δt`` (Δt the time since the previous command; the same per-joint rule as
+libfranka's ``limitRate`` with its 1000 N m/s ``kMaxTorqueRate``). The rate step comes last so that a
+clamped step is also ramped; both keep ``|τ| <= τ_max`` because the previous command was within the bounds.
+The first command after :meth:`CommandGuard.reset` has no previous command to be limited against.
 
 The status is a plain record a ROS node can turn into diagnostics.
 """
@@ -17,13 +25,15 @@ class ControlStatus:
     ``ok``: the command came from the control law; ``fault``: a short code (``""``, ``"nonfinite_state"``,
     ``"nonfinite_reference"``, ``"nonfinite_command"``) when the last safe command was held instead;
     ``message``: human-readable detail; ``reference_clipped``: (nv,) joints whose reference was clipped to
-    the limits; ``saturated``: (nv,) joints whose torque was clamped to the effort limit."""
+    the limits; ``saturated``: (nv,) joints whose torque was clamped to the effort limit; ``rate_limited``:
+    (nv,) joints whose torque change was cut to the rate limit."""
 
     ok: bool = True
     fault: str = ""
     message: str = ""
     reference_clipped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     saturated: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    rate_limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 def effort_bounds(model):
@@ -32,13 +42,40 @@ def effort_bounds(model):
     return np.where((lim > 0) & np.isfinite(lim), lim, np.inf)
 
 
-class CommandGuard:
-    """Holds the last safe command of a controller with ``nv`` joints and the torque bounds ``tau_max``
-    (nv,). Initially the last safe command is ``initial`` (zeros by default)."""
+AUTOMATIC_RISE_TIME = 0.01  # s: the automatic rate limit lets a joint go from 0 to its effort limit in 10 ms
 
-    def __init__(self, tau_max, initial=None):
+
+def torque_rate_bounds(tau_max, max_torque_rate):
+    """Per-joint torque rate bound τ̇_max (nv,), N m/s, from the parameter ``max_torque_rate``: > 0 the
+    same for every joint; 0 or inf: no limit (inf); < 0: automatic, ``τ_max / AUTOMATIC_RISE_TIME``
+    (inf where the effort is unbounded)."""
+    tau_max = np.asarray(tau_max, dtype=float)
+    rate = float(max_torque_rate)
+    if rate < 0:
+        return tau_max / AUTOMATIC_RISE_TIME
+    if rate == 0 or not np.isfinite(rate):
+        return np.full_like(tau_max, np.inf)
+    return np.full_like(tau_max, rate)
+
+
+class CommandGuard:
+    """Holds the last safe command of a controller with ``nv`` joints, the torque bounds ``tau_max`` (nv,)
+    and the torque rate bounds ``max_rate`` (nv, N m/s; inf, the default: no rate limit). Initially the
+    last safe command is ``initial`` (zeros by default)."""
+
+    def __init__(self, tau_max, initial=None, max_rate=np.inf):
         self.tau_max = np.asarray(tau_max, dtype=float)
+        self.max_rate = np.broadcast_to(np.asarray(max_rate, dtype=float), self.tau_max.shape).copy()
+        if np.any(np.isnan(self.max_rate)) or np.any(self.max_rate <= 0):
+            raise ValueError(f"CommandGuard max_rate must be > 0 (inf: no limit), got {self.max_rate}")
         self.last_safe = np.zeros_like(self.tau_max) if initial is None else np.asarray(initial, dtype=float).copy()
+        self.has_previous = initial is not None
+
+    def reset(self, initial=None):
+        """Forget the previous command: the next accepted command is not rate limited; the held command is
+        ``initial`` (zeros by default)."""
+        self.last_safe = np.zeros_like(self.tau_max) if initial is None else np.asarray(initial, dtype=float).copy()
+        self.has_previous = False
 
     def check_finite(self, status, fault, **arrays):
         """``False`` (and the fault written into ``status``) when any of ``arrays`` is not finite."""
@@ -55,13 +92,29 @@ class CommandGuard:
         """The last safe command (a copy)."""
         return self.last_safe.copy()
 
-    def accept(self, tau, status):
-        """Clamp ``tau`` (nv,) to the effort bounds and remember it as the last safe command; a non-finite
-        ``tau`` is refused (fault ``nonfinite_command``) and the last safe command returned."""
+    def limit_rate(self, tau, dt, status):
+        """``τ_prev + clip(τ - τ_prev, -τ̇_max Δt, τ̇_max Δt)`` (nv,) for the time ``dt`` (s) since the
+        previous command; ``status.rate_limited`` marks the joints that were cut. No previous command, or a
+        ``dt`` that is not finite: ``tau`` unchanged; ``dt < 0`` counts as 0 (hold the previous command)."""
+        if not self.has_previous or dt is None or not np.isfinite(dt):
+            status.rate_limited = np.zeros(tau.shape, dtype=bool)
+            return tau
+        step = self.max_rate * max(float(dt), 0.0)
+        delta = tau - self.last_safe
+        status.rate_limited = np.abs(delta) > step
+        return self.last_safe + np.clip(delta, -step, step)
+
+    def accept(self, tau, status, dt=None):
+        """Clamp ``tau`` (nv,) to the effort bounds, limit its change over the ``dt`` seconds since the
+        previous command to the rate bounds (:meth:`limit_rate`; ``dt`` None: no rate limit) and remember
+        it as the last safe command; a non-finite ``tau`` is refused (fault ``nonfinite_command``) and the
+        last safe command returned."""
         tau = np.asarray(tau, dtype=float)
         if not self.check_finite(status, "nonfinite_command", tau=tau):
             return self.hold()
         status.saturated = np.abs(tau) > self.tau_max
         tau = np.clip(tau, -self.tau_max, self.tau_max)
+        tau = self.limit_rate(tau, dt, status)
         self.last_safe = tau.copy()
+        self.has_previous = True
         return tau
