@@ -1,0 +1,486 @@
+"""``robodyn bench soak``: simulator, estimator and inverse_dynamics at 1 kHz for a long run (issue #9).
+
+Three node processes (``robodyn node ...`` with ``config/panda.yaml``, started as in
+:mod:`robodyn_ros.benchmarks.nodes`) in an isolated ROS domain:
+
+* ``simulator``: Panda, RK4, 1 kHz, ``real_time_factor`` 1.0; the config's 2 kg payload is attached at
+  simulated ``PAYLOAD_ATTACH_TIME`` = 5 s (``payload.attach_time``) so the estimator has something to learn;
+* ``inverse_dynamics``: computed torque on the config's generator reference, using the estimator's payload;
+* ``estimator``: payload (wrist wrench) and base parameters (joint torques), decimation 1.
+
+The simulator and the controller ask for SCHED_FIFO 50 (the control path, as in ``bench nodes``); the
+estimator runs SCHED_OTHER (it learns in the background; a FIFO process that cannot keep up with 1 kHz on a
+2-core machine would starve the control path until the kernel's RT throttling steps in). This process runs
+the monitor node (SCHED_FIFO 40 when granted) on an EventsExecutor, subscribed to ``/joint_states``,
+``/effort_controller/commands``, ``/inverse_dynamics/tracking_error`` (published right after each command,
+carrying the state's stamp), ``/estimator/payload``, ``/estimator/base_parameters`` and ``/diagnostics``.
+
+Per window (``window_seconds``, 60 s for the 30-minute run) it records: joint states received by the
+monitor vs. expected (by wall time at 1 kHz and by the span of their stamps; the difference of the two is the
+simulator falling behind real time, the stamp gaps are transport drops), states the controller answered,
+commands received, NaN / |tau| > effort-limit commands, the controller latency (state callback -> command
+published, p50/p99/max from the node's /diagnostics: a rolling window of its last 10 000 states, averaged
+over the diagnostics messages of the window; max is the max), the monitor's round trip (joint state received
+here -> the controller's answer to that stamp received here: two DDS hops plus the controller), the RSS of
+every process (``/proc/<pid>/status`` VmRSS; psutil is not needed) and whether a node process exited.
+
+Verdict (issue #9 acceptance):
+1. ``no_bad_torques``: zero commands with a NaN or |tau_i| > effort_limit_i over the whole run;
+2. ``no_crashes``: every node process still running at the end;
+3. ``memory_growth``: each node's RSS growth from the first window after warm-up to the last window
+   below ``memory_growth_limit`` (5 %);
+4. ``latency_no_worse``: the controller's p99 (node diagnostics) averaged over the last ``3`` windows is no
+   worse than averaged over the first 3 windows after warm-up, up to ``latency_tolerance`` (20 %: the
+   window-to-window spread of p99 on the shared 2-core machine; the strict comparison is reported too).
+
+Usage: ``robodyn bench soak --minutes 30 --report docs/soak_report.json`` (docs/SOAK.md);
+``run(minutes=...)`` from Python. Not in the default test run; test/test_soak_short.py runs ~20 s.
+"""
+from __future__ import annotations
+
+import json as _json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .nodes import RT_PRIORITY
+
+RATE = 1000
+PAYLOAD_ATTACH_TIME = 5.0
+START_TIMEOUT = 240.0
+MONITOR_PRIORITY = 40
+NODE_KINDS = ("simulator", "estimator", "inverse_dynamics")
+REALTIME_NODES = ("simulator", "inverse_dynamics")
+NODE_PARAMS = {
+    "simulator": {"real_time_factor": 1.0, "rate": float(RATE), "payload.attach_time": PAYLOAD_ATTACH_TIME},
+    "estimator": {},
+    "inverse_dynamics": {},
+}
+
+
+def _set_fifo(priority):
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        return True
+    except (PermissionError, OSError, AttributeError):
+        return False
+
+
+def _set_other():
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (PermissionError, OSError, AttributeError):
+        pass
+
+
+def _start_node(kind, params, log_path, realtime):
+    """``robodyn node kind`` as a child process; stderr to ``log_path`` (a pipe would fill up and block
+    the node over a long run)."""
+    from ..ros.launch_description_data import config_file
+
+    args = [sys.executable, "-m", "robodyn_ros.ros.node_main", kind, "--ros-args", "--params-file",
+            config_file("panda"), "--log-level", "warn"]
+    for name, value in params.items():
+        args += ["-p", f"{name}:={value}"]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OPENBLAS_NUM_THREADS="1")
+    log = open(log_path, "w")
+    # a child inherits this process's SCHED_FIFO: the non-realtime node is put back to SCHED_OTHER
+    preexec = (lambda: _set_fifo(RT_PRIORITY)) if realtime else _set_other
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=log, preexec_fn=preexec)
+    log.close()
+    return proc
+
+
+def _stop(proc):
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=15.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def rss_kib(pid):
+    """Resident set size of process ``pid`` in KiB (``/proc/<pid>/status`` VmRSS); None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _is_realtime(pid):
+    try:
+        return os.sched_getscheduler(pid) == os.SCHED_FIFO
+    except OSError:
+        return None
+
+
+def _tail(path, chars=1500):
+    try:
+        with open(path) as f:
+            return f.read()[-chars:]
+    except OSError:
+        return ""
+
+
+def _percentile_ms(values_ns, p):
+    return round(float(np.percentile(np.asarray(values_ns) / 1e6, p)), 3) if len(values_ns) else None
+
+
+def _effort_limits_command_order():
+    """The Panda's effort limits (7,) in command order (config's joints = the arm joints in chain order)."""
+    from ..model import Model
+    from ..robots import bundled_robot_info
+
+    info = bundled_robot_info("panda")
+    model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
+    return np.array([model.effort_limit[model.joint_names.index(j)] for j in info["arm_joints"]])
+
+
+class _Monitor:
+    """The soak process's node: counts, checks and times everything the three nodes publish."""
+
+    def __init__(self, context, effort_limit):
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from geometry_msgs.msg import InertiaStamped
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        from ..ros import qos
+
+        self.node = rclpy.create_node("soak_monitor", context=context)
+        self.effort_limit = effort_limit
+        self.sent_ns = {}        # joint-state stamp (ns) -> monotonic receipt here (ns); pruned per window
+        self.diagnostics = {}    # node -> latest values
+        self.payload = None
+        self.base_parameters = None
+        self.bad_examples = []
+        self.reset_window()
+        self.total = {"states": 0, "commands": 0, "answers": 0, "nan": 0, "over_limit": 0}
+        self.node.create_subscription(JointState, "/joint_states", self._on_state, qos.SENSOR_INPUT_QOS)
+        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", self._on_command,
+                                      qos.COMMAND_QOS)
+        self.node.create_subscription(Float64MultiArray, "/inverse_dynamics/tracking_error", self._on_answer,
+                                      qos.ESTIMATE_QOS)
+        self.node.create_subscription(InertiaStamped, "/estimator/payload", self._on_payload, qos.ESTIMATE_QOS)
+        self.node.create_subscription(Float64MultiArray, "/estimator/base_parameters", self._on_base,
+                                      qos.ESTIMATE_QOS)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos.DIAGNOSTICS_QOS)
+
+    def reset_window(self):
+        self.w_states = 0
+        self.w_first_stamp = None
+        self.w_last_stamp = None
+        self.w_gaps = 0
+        self.w_commands = 0
+        self.w_answers = 0
+        self.w_nan = 0
+        self.w_over = 0
+        self.w_max_abs_ratio = 0.0
+        self.w_round_trip = []
+        self.w_id_diag = []
+
+    def _on_state(self, msg):
+        now = time.monotonic_ns()
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if self.w_last_stamp is not None and stamp - self.w_last_stamp > 1_500_000_000 // RATE:
+            self.w_gaps += round((stamp - self.w_last_stamp) * RATE / 1e9) - 1
+        if self.w_first_stamp is None:
+            self.w_first_stamp = stamp
+        self.w_last_stamp = stamp
+        self.w_states += 1
+        self.sent_ns[stamp] = now
+
+    def _on_command(self, msg):
+        tau = np.frombuffer(msg.data, dtype=float) if len(msg.data) else np.zeros(0)
+        self.w_commands += 1
+        if tau.shape != self.effort_limit.shape or not np.isfinite(tau).all():
+            self.w_nan += 1
+            if len(self.bad_examples) < 10:
+                self.bad_examples.append({"kind": "nan_or_length", "tau": [float(x) for x in tau]})
+            return
+        ratio = float(np.max(np.abs(tau) / self.effort_limit))
+        self.w_max_abs_ratio = max(self.w_max_abs_ratio, ratio)
+        if ratio > 1.0:
+            self.w_over += 1
+            if len(self.bad_examples) < 10:
+                self.bad_examples.append({"kind": "over_limit", "tau": [float(x) for x in tau]})
+
+    def _on_answer(self, msg):
+        now = time.monotonic_ns()
+        self.w_answers += 1
+        stamp = int(round(msg.data[0] * 1e9))
+        # the controller's stamp went through float64 seconds: look up the exact key, then +-1 us
+        received = self.sent_ns.pop(stamp, None)
+        if received is None:
+            for d in (-1000, 1000, -1, 1):
+                received = self.sent_ns.pop(stamp + d, None)
+                if received is not None:
+                    break
+        if received is not None:
+            self.w_round_trip.append(now - received)
+
+    def _on_payload(self, msg):
+        self.payload = {"mass": float(msg.inertia.m),
+                        "com": [msg.inertia.com.x, msg.inertia.com.y, msg.inertia.com.z],
+                        "frame_id": msg.header.frame_id}
+
+    def _on_base(self, msg):
+        self.base_parameters = {"count": len(msg.data),
+                                "labels": [d.label for d in msg.layout.dim][:len(msg.data)]}
+
+    def _on_diagnostics(self, msg):
+        for status in msg.status:
+            name = status.name.split(":")[0]
+            values = {kv.key: kv.value for kv in status.values}
+            values["_level"] = int.from_bytes(status.level, "little") if isinstance(status.level, bytes) \
+                else int(status.level)
+            values["_message"] = status.message
+            self.diagnostics[name] = values
+            if name == "inverse_dynamics":
+                self.w_id_diag.append(values)
+
+    def prune(self, older_than_ns):
+        """Forget joint states received before ``older_than_ns`` (never answered: dropped)."""
+        stale = [k for k, v in self.sent_ns.items() if v < older_than_ns]
+        for k in stale:
+            del self.sent_ns[k]
+        return len(stale)
+
+
+def _float(values, key):
+    try:
+        return float(values[key])
+    except (KeyError, TypeError, ValueError):
+        return float("nan")
+
+
+def _window_record(index, t_start, t_end, mon, procs, unanswered, warmup):
+    wall = t_end - t_start
+    stamp_span = ((mon.w_last_stamp - mon.w_first_stamp) / 1e9) if mon.w_states > 1 else 0.0
+    expected_stamps = int(round(stamp_span * RATE)) + 1 if mon.w_states else 0
+    diag = mon.w_id_diag
+    p50 = [_float(d, "latency_p50_us") for d in diag]
+    p99 = [_float(d, "latency_p99_us") for d in diag]
+    mx = [_float(d, "latency_max_us") for d in diag]
+    rec = {
+        "window": index, "warmup": warmup, "t_end_s": round(t_end, 1), "wall_s": round(wall, 3),
+        "states_expected_wall": int(round(wall * RATE)), "states_received": mon.w_states,
+        "states_expected_stamps": expected_stamps, "states_dropped_transport": mon.w_gaps,
+        "simulator_lag_steps": int(round(wall * RATE)) - expected_stamps,
+        "answers_received": mon.w_answers, "states_unanswered": unanswered,
+        "commands_received": mon.w_commands, "nan_commands": mon.w_nan, "over_limit_commands": mon.w_over,
+        "max_abs_tau_over_limit": round(mon.w_max_abs_ratio, 4),
+        "controller_p50_ms": round(float(np.nanmean(p50)) / 1e3, 4) if p50 else None,
+        "controller_p99_ms": round(float(np.nanmean(p99)) / 1e3, 4) if p99 else None,
+        "controller_max_ms": round(float(np.nanmax(mx)) / 1e3, 4) if mx else None,
+        "round_trip_p50_ms": _percentile_ms(mon.w_round_trip, 50),
+        "round_trip_p99_ms": _percentile_ms(mon.w_round_trip, 99),
+        "round_trip_max_ms": round(max(mon.w_round_trip) / 1e6, 3) if mon.w_round_trip else None,
+        "rss_kib": {kind: rss_kib(p.pid) for kind, p in procs.items()} | {"monitor": rss_kib(os.getpid())},
+        "alive": {kind: p.poll() is None for kind, p in procs.items()},
+        "load_average_1min": round(os.getloadavg()[0], 2),
+    }
+    return rec
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def verdict(windows, exits, memory_growth_limit=0.05, latency_tolerance=0.20, compare_windows=3):
+    """The four acceptance criteria of issue #9 from the window records; returns a dict of
+    ``{criterion: {"pass": bool, ...measured}}`` plus ``"pass"`` (all four)."""
+    measured = [w for w in windows if not w["warmup"]] or windows
+    out = {}
+    nan = sum(w["nan_commands"] for w in windows)
+    over = sum(w["over_limit_commands"] for w in windows)
+    out["no_bad_torques"] = {"pass": nan == 0 and over == 0, "nan_commands": nan, "over_limit_commands": over,
+                             "max_abs_tau_over_limit": max(w["max_abs_tau_over_limit"] for w in windows)}
+    out["no_crashes"] = {"pass": not exits, "exited": exits}
+    first, last = measured[0]["rss_kib"], measured[-1]["rss_kib"]
+    growth = {k: (round((last[k] - first[k]) / first[k], 4) if first.get(k) and last.get(k) else None)
+              for k in first}
+    nodes_growth = [growth[k] for k in NODE_KINDS]
+    out["memory_growth"] = {"pass": all(g is not None and g < memory_growth_limit for g in nodes_growth),
+                            "limit": memory_growth_limit, "growth": growth,
+                            "from_window": measured[0]["window"], "to_window": measured[-1]["window"],
+                            "rss_first_kib": first, "rss_last_kib": last}
+    k = max(1, min(compare_windows, len(measured) // 2))
+    start = _mean([w["controller_p99_ms"] for w in measured[:k]])
+    end = _mean([w["controller_p99_ms"] for w in measured[-k:]])
+    rt_start = _mean([w["round_trip_p99_ms"] for w in measured[:k]])
+    rt_end = _mean([w["round_trip_p99_ms"] for w in measured[-k:]])
+    out["latency_no_worse"] = {
+        "pass": bool(np.isfinite(start) and np.isfinite(end) and end <= start * (1.0 + latency_tolerance)),
+        "windows_compared": k, "tolerance": latency_tolerance,
+        "controller_p99_start_ms": round(start, 4), "controller_p99_end_ms": round(end, 4),
+        "strictly_no_worse": bool(end <= start),
+        "round_trip_p99_start_ms": round(rt_start, 3), "round_trip_p99_end_ms": round(rt_end, 3),
+        "round_trip_within_tolerance": bool(rt_end <= rt_start * (1.0 + latency_tolerance)),
+    }
+    out["pass"] = all(out[c]["pass"] for c in ("no_bad_torques", "no_crashes", "memory_growth",
+                                               "latency_no_worse"))
+    return out
+
+
+def _git(*args):
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _spin_for(executor, seconds):
+    end = time.monotonic() + seconds
+    while (remaining := end - time.monotonic()) > 0:
+        executor.spin_once(timeout_sec=min(0.05, remaining))
+
+
+def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds=None,
+        memory_growth_limit=0.05, latency_tolerance=0.20):
+    """Soak for ``minutes`` (after the nodes are up); returns the report dict, writes it to ``report`` (a
+    path) when given, prints a table unless ``json``. Windows default to min(60 s, run / 10), warm-up to
+    min(60 s, run / 5)."""
+    import rclpy
+
+    from ..ros.testing import isolated_ros_domain, make_executor, spin_until
+
+    total = float(minutes) * 60.0
+    window_seconds = float(window_seconds or min(60.0, total / 10.0))
+    warmup_seconds = float(warmup_seconds if warmup_seconds is not None else min(60.0, total / 5.0))
+    realtime = _set_fifo(MONITOR_PRIORITY)
+    result = {
+        "issue": 9, "minutes": minutes, "rate_hz": RATE, "window_seconds": window_seconds,
+        "warmup_seconds": warmup_seconds, "payload_attach_time_s": PAYLOAD_ATTACH_TIME,
+        "git_head": _git("rev-parse", "HEAD"), "git_status_short": _git("status", "--short").splitlines(),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
+                    "load_average_start": [round(x, 2) for x in os.getloadavg()]},
+        "monitor_realtime": realtime, "node_params": NODE_PARAMS,
+    }
+    effort_limit = _effort_limits_command_order()
+    result["effort_limit"] = effort_limit.tolist()
+    log_dir = tempfile.mkdtemp(prefix="robodyn_soak_")
+    procs, logs = {}, {}
+    windows, exits = [], {}
+    with isolated_ros_domain() as domain_id:
+        result["ros_domain_id"] = domain_id
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain_id)
+        monitor = executor = None
+        try:
+            monitor = _Monitor(context, effort_limit)
+            executor = make_executor("events", context)
+            executor.add_node(monitor.node)
+            for kind in NODE_KINDS:
+                logs[kind] = os.path.join(log_dir, f"{kind}.log")
+                procs[kind] = _start_node(kind, NODE_PARAMS[kind], logs[kind], kind in REALTIME_NODES)
+            t_launch = time.monotonic()
+            ready = spin_until(executor, lambda: ("inverse_dynamics" in monitor.diagnostics
+                                                  and "estimator" in monitor.diagnostics
+                                                  and monitor.w_commands > 100)
+                               or any(p.poll() is not None for p in procs.values()), START_TIMEOUT)
+            dead = {k: p.returncode for k, p in procs.items() if p.poll() is not None}
+            if not ready or dead:
+                raise RuntimeError(f"nodes did not come up in {START_TIMEOUT:.0f} s (exited: {dead}); logs: "
+                                   + "; ".join(f"{k}: {_tail(v, 600)}" for k, v in logs.items()))
+            result["startup_seconds"] = round(time.monotonic() - t_launch, 1)
+            result["realtime_granted"] = {k: _is_realtime(p.pid) for k, p in procs.items()}
+            monitor.reset_window()
+            monitor.sent_ns.clear()
+            t0 = time.monotonic()
+            n_windows = max(1, int(round(total / window_seconds)))
+            for index in range(n_windows):
+                t_start = time.monotonic() - t0
+                _spin_for(executor, t0 + (index + 1) * window_seconds - time.monotonic())
+                t_end = time.monotonic() - t0
+                unanswered = monitor.prune(time.monotonic_ns() - 500_000_000)   # older than 0.5 s
+                rec = _window_record(index, t_start, t_end, monitor, procs, unanswered,
+                                     warmup=t_end <= warmup_seconds + 1e-6)
+                for kind, alive in rec["alive"].items():
+                    if not alive and kind not in exits:
+                        exits[kind] = {"returncode": procs[kind].returncode, "window": index,
+                                       "log_tail": _tail(logs[kind])}
+                for key in ("nan", "over_limit", "states", "commands", "answers"):
+                    src = {"nan": "nan_commands", "over_limit": "over_limit_commands", "states": "states_received",
+                           "commands": "commands_received", "answers": "answers_received"}[key]
+                    monitor.total[key] += rec[src]
+                windows.append(rec)
+                if not json:
+                    print(_format_row(rec), flush=True)
+                monitor.reset_window()
+            # the estimator's state at the end: one more diagnostics / payload message
+            _spin_for(executor, 1.0)
+            result["estimator_end"] = {
+                "payload_estimate": monitor.payload, "payload_true_mass": 2.0,
+                "payload_mass_error": (round(monitor.payload["mass"] - 2.0, 4) if monitor.payload else None),
+                "base_parameter_count": monitor.base_parameters["count"] if monitor.base_parameters else None,
+                "diagnostics": monitor.diagnostics.get("estimator"),
+            }
+            result["inverse_dynamics_end_diagnostics"] = monitor.diagnostics.get("inverse_dynamics")
+            result["simulator_end_diagnostics"] = monitor.diagnostics.get("simulator")
+            result["bad_command_examples"] = monitor.bad_examples
+            result["totals"] = dict(monitor.total)
+        finally:
+            for kind, p in procs.items():
+                if p.poll() is not None and kind not in exits and windows:
+                    exits[kind] = {"returncode": p.returncode, "window": len(windows), "log_tail": _tail(logs[kind])}
+                _stop(p)
+            if executor is not None:
+                if monitor is not None:
+                    executor.remove_node(monitor.node)
+                executor.shutdown()
+            if monitor is not None:
+                monitor.node.destroy_node()
+            context.try_shutdown()
+    result["windows"] = windows
+    result["node_exits"] = exits
+    result["node_log_tails"] = {k: _tail(v, 800) for k, v in logs.items()}
+    result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    result["verdict"] = verdict(windows, exits, memory_growth_limit, latency_tolerance)
+    if report:
+        with open(report, "w") as f:
+            _json.dump(result, f, indent=1)
+            f.write("\n")
+    if not json:
+        v = result["verdict"]
+        for name in ("no_bad_torques", "no_crashes", "memory_growth", "latency_no_worse"):
+            print(f"{name:18s} {'PASS' if v[name]['pass'] else 'FAIL'}  "
+                  + ", ".join(f"{k}={val}" for k, val in v[name].items() if k != "pass" and not isinstance(val, dict)))
+        print(f"verdict: {'PASS' if v['pass'] else 'FAIL'}")
+    return result
+
+
+def _format_row(w):
+    rss = " ".join(f"{k[:3]}={v / 1024:.1f}M" if v else f"{k[:3]}=?" for k, v in w["rss_kib"].items())
+    return (f"[{w['window']:3d}{'w' if w['warmup'] else ' '}] t={w['t_end_s']:7.1f}s states {w['states_received']}/"
+            f"{w['states_expected_wall']} gaps {w['states_dropped_transport']} unanswered {w['states_unanswered']} "
+            f"cmds {w['commands_received']} bad {w['nan_commands'] + w['over_limit_commands']} "
+            f"ctl p50/p99/max {w['controller_p50_ms']}/{w['controller_p99_ms']}/{w['controller_max_ms']} ms "
+            f"rt p50/p99 {w['round_trip_p50_ms']}/{w['round_trip_p99_ms']} ms {rss} load {w['load_average_1min']}")
+
+
+if __name__ == "__main__":
+    out = run(minutes=float(sys.argv[1]) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else 30,
+              json="--json" in sys.argv)
+    if "--json" in sys.argv:
+        print(_json.dumps(out))
