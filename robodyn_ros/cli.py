@@ -73,7 +73,10 @@ def cmd_node(args):
 
 def cmd_bench(args):
     mod = importlib.import_module(f"robodyn_ros.benchmarks.{args.which}")
-    result = mod.run(json=args.json)
+    if args.which == "soak":
+        result = mod.run(minutes=args.minutes, json=args.json, report=args.report)
+    else:
+        result = mod.run(json=args.json)
     if args.json:
         print(json.dumps(result))
     return 0
@@ -95,8 +98,10 @@ def build_parser():
     node.add_argument("rest", nargs=argparse.REMAINDER)
     node.set_defaults(func=cmd_node)
     bench = sub.add_parser("bench", help="benchmark tables against Pinocchio")
-    bench.add_argument("which", nargs="?", default="kernels", choices=["kernels", "mpc", "nodes"])
+    bench.add_argument("which", nargs="?", default="kernels", choices=["kernels", "mpc", "nodes", "soak"])
     bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    bench.add_argument("--minutes", type=float, default=30.0, help="soak only: run length (default 30)")
+    bench.add_argument("--report", metavar="PATH", help="soak only: write the JSON report to PATH")
     bench.set_defaults(func=cmd_bench)
     return p
 
