@@ -13,6 +13,22 @@ goes through the same filter (same delay). Then
   base parameters incl. armature and friction); without the wrench the payload is the change of the
   last body's parameters explaining the change of beta.
 
+Faults (README "Fault injection"):
+
+* payload removed or added: the CUSUM / outlier-run detector re-opens the payload covariance and the
+  estimate re-converges to the new payload (zero after a removal); each event is counted
+  (``payload_changes``) and reported in ``/diagnostics`` (``last_payload_change``,
+  ``last_payload_change_mass_before``, and the status message for one second);
+* a saturated F/T sensor: a wrench sample with any |f_i| >= ``wrench_saturation.force`` or
+  |t_i| >= ``wrench_saturation.torque`` (0: off) never enters the wrench filter, and the payload RLS pauses
+  until the filter has settled again (``settle_time`` = 3 / ``filter.cutoff`` after the last saturated
+  sample); likewise a joint torque at ``effort_saturation`` times the URDF effort limit pauses the
+  base-parameter RLS. Counted as ``wrench_saturated`` / ``effort_saturated``;
+* time: a joint state or wrench whose stamp repeats or goes back by at most ``time_jump_threshold`` is
+  dropped (counted as ``dropped_stamps``, throttled warning); a jump of more than ``time_jump_threshold``
+  either way (simulation reset, bag loop, a gap) restarts the filters and the publishing schedule and
+  keeps the estimate (``time_jumps``); after every filter (re)start the RLS waits ``settle_time``.
+
 Publishes at ``publish_rate`` (joint-state time): ``payload_topic`` (geometry_msgs/InertiaStamped,
 ``frame_id`` the wrist link, or the last body's link without the wrench), ``base_parameters_topic``
 (Float64MultiArray, one labelled layout dimension per base parameter) and ``/diagnostics``.
@@ -40,6 +56,7 @@ from . import qos
 from .base_node import RobodynNode
 
 COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction
+PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
 
 
 def payload_prior_variance(mass_std, length=0.2):
@@ -83,7 +100,15 @@ class EstimatorNode(RobodynNode):
         self.samples = 0
         self.updates = 0
         self.last_publish = None
-        self.payload_events = []      # stamps of detected payload changes
+        self.payload_events = []      # (stamp, payload mass before) of detected payload changes
+        self.settle_time = 3.0 / c["filter.cutoff"]
+        saturation = np.array([c["wrench_saturation.force"]] * 3 + [c["wrench_saturation.torque"]] * 3)
+        self.wrench_limit = np.where(saturation > 0.0, saturation, np.inf)
+        fraction = c["effort_saturation"]
+        limit = np.asarray(model.effort_limit, dtype=float)
+        self.effort_limit = np.where((fraction > 0.0) & (limit > 0.0), fraction * limit, np.inf)
+        self.wrench_saturated = self.effort_saturated = 0
+        self.dropped_stamps = self.time_jumps = 0
         self._rate_window = (time.monotonic(), 0)
         self.update_rate_hz = 0.0
         self._cache = {}
@@ -96,13 +121,31 @@ class EstimatorNode(RobodynNode):
             self.sub(WrenchStamped, c["wrench_topic"], self._on_wrench, qos.SENSOR_INPUT_QOS)
 
     def start(self):
+        self._restart_time()
+
+    def _restart_time(self):
+        """Forget the time-dependent state (filters, stamps, publishing schedule, saturation pauses); the
+        estimate and its covariance are kept."""
         self.joint_filter.reset()
         self.wrench_filter.reset()
         self._last_t = None
-        self._last_wrench_t = None
+        self._last_wrench_t = None      # stamp of the last wrench fed to the wrench filter
+        self.latest_wrench = None
+        self.last_publish = None
+        self._settled_at = None         # joint-state time from which the filters have settled
+        self._wrench_settled_at = None
+        self._wrench_clean_at = -np.inf  # joint-state time after which the last saturated wrench has decayed
+        self._effort_clean_at = -np.inf
+
+    def _drop_stamp(self, kind, t, previous):
+        self.dropped_stamps += 1
+        self.reject(f"{kind}_stamp", rm.MessageRejected(
+            f"{kind} stamp {t:.6f} s is not after the previous {previous:.6f} s (duplicate or out of order)"))
 
     # ------------------------------------------------------------------------------------- messages
     def _on_wrench(self, msg):
+        if not self.active:
+            return
         try:
             t, frame_id, w = rm.wrench_stamped_to_array(msg)
             if frame_id and frame_id != self.robot.wrist_link:
@@ -110,6 +153,18 @@ class EstimatorNode(RobodynNode):
                                          f"'{self.robot.wrist_link}'")
         except rm.MessageRejected as exc:
             self.reject("wrench", exc)
+            return
+        if self.latest_wrench is not None:
+            previous = self.latest_wrench[0]
+            if previous - self.config["time_jump_threshold"] <= t <= previous:
+                self._drop_stamp("wrench", t, previous)
+                return
+        if np.any(np.abs(w) >= self.wrench_limit):
+            # a clipped sample is wrong by an unknown amount: keep it out of the filter and pause the RLS
+            self.wrench_saturated += 1
+            self._wrench_clean_at = t + self.settle_time
+            self.warn_throttled("wrench_saturated", f"F/T sensor saturated ({self.wrench_saturated} samples so "
+                                f"far): |w| = {np.round(np.abs(w), 3).tolist()}; payload estimation paused")
             return
         self.latest_wrench = (t, w)
 
@@ -120,15 +175,23 @@ class EstimatorNode(RobodynNode):
             t, q, v, tau = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._cache)
             if tau is None and self.base is not None:
                 raise rm.MessageRejected("JointState.effort is empty (the torque estimator needs efforts)")
-            if self._last_t is not None and t <= self._last_t:
-                raise rm.MessageRejected(f"JointState stamp {t:.6f} s is not after the previous {self._last_t:.6f} s")
         except rm.MessageRejected as exc:
             self.reject("joint_states", exc)
             return
+        if self._last_t is not None:
+            step = t - self._last_t
+            if abs(step) > self.config["time_jump_threshold"]:
+                self.time_jumps += 1
+                self.warn_throttled("time_jump", f"joint-state time jumped by {step:+.3f} s (simulation reset, "
+                                    "bag loop or gap): filters restarted, estimate kept")
+                self._restart_time()
+            elif step <= 0.0:
+                self._drop_stamp("joint_states", t, self._last_t)
+                return
+        self._last_t = t
         self.samples += 1
         if (self.samples - 1) % self.config["decimation"]:
             return
-        self._last_t = t
         self.update(t, q, v, tau)
         if self.last_publish is None or t - self.last_publish >= 1.0 / self.config["publish_rate"] - 1e-9:
             self.last_publish = t
@@ -136,32 +199,60 @@ class EstimatorNode(RobodynNode):
 
     # ------------------------------------------------------------------------------------ estimation
     def update(self, t, q, v, tau):
+        """One (decimated) joint state at time t: filters, then the RLS updates that the faults allow
+        (module docstring)."""
+        if self._settled_at is None:
+            self._settled_at = t + self.settle_time
+        if tau is not None and np.any(np.abs(tau) >= self.effort_limit):
+            self.effort_saturated += 1
+            self._effort_clean_at = t + self.settle_time
         q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
+        settled = t >= self._settled_at
         if self.wrench_rls is not None and self.latest_wrench is not None:
             t_w, w = self.latest_wrench
-            if self._last_wrench_t is None or t_w >= self._last_wrench_t:
+            threshold = self.config["time_jump_threshold"]
+            if self._last_wrench_t is not None and t_w < self._last_wrench_t - threshold:
+                self.wrench_filter.reset()          # the sensor's clock jumped back: restart its filter
+                self._last_wrench_t = None
+            if self._last_wrench_t is None or t_w > self._last_wrench_t:
+                if self._last_wrench_t is None:
+                    self._wrench_settled_at = t + self.settle_time
                 self._last_wrench_t = t_w
                 self._w_f = self.wrench_filter.update(t_w, w)[0]
-            w_f = self._w_f
-            Y = self.wrench_regressor(q_f, v_f, a_f)
-            if self.wrench_rls.beta.size == 16:
-                Y = np.hstack([Y, np.eye(6)])
-            if self.wrench_rls.update(Y, w_f).change_detected:
-                self.payload_events.append(t)
-                self.get_logger().info(f"payload change detected at t = {t:.3f} s")
-        if self.base is not None:
+            fresh = abs(t - t_w) <= threshold       # same timeline as the joint states
+            if settled and fresh and t >= self._wrench_settled_at and t >= self._wrench_clean_at:
+                self._update_payload(t, q_f, v_f, a_f, self._w_f)
+        if self.base is not None and settled and t >= self._effort_clean_at:
             Y_full = np.concatenate([self.kernels.regressor(q_f, v_f, a_f),
                                      batch_joint_parameter_regressor(None, v_f, a_f, COULOMB_WIDTH)[0]], axis=1)
+            mass_before = self.payload_parameters()[0] if self.wrench_rls is None else None
             result = self.base_rls.update(self.base.reduce(Y_full), tau_f)
             if result.change_detected and self.wrench_rls is None:
-                self.payload_events.append(t)
-                self.get_logger().info(f"payload change detected from joint torques at t = {t:.3f} s")
+                self._payload_changed(t, mass_before, "joint torques")
         self.updates += 1
         start, count = self._rate_window
         now = time.monotonic()
         if now - start >= 1.0:
             self.update_rate_hz = (self.updates - count) / (now - start)
             self._rate_window = (now, self.updates)
+
+    def _update_payload(self, t, q_f, v_f, a_f, w_f):
+        """Payload RLS update on the filtered wrench w_f (6,) with the filtered joint state."""
+        Y = self.wrench_regressor(q_f, v_f, a_f)
+        if self.wrench_rls.beta.size == 16:
+            Y = np.hstack([Y, np.eye(6)])
+        mass_before = float(self.wrench_rls.beta[0])
+        if self.wrench_rls.update(Y, w_f).change_detected:
+            self._payload_changed(t, mass_before, "the wrist wrench")
+
+    def _payload_changed(self, t, mass_before, source):
+        """Record a detected payload change; alarms within PAYLOAD_EVENT_WINDOW of the previous one are the
+        same physical event (the detector may re-alarm while the estimate is still moving)."""
+        if self.payload_events and 0.0 <= t - self.payload_events[-1][0] <= PAYLOAD_EVENT_WINDOW:
+            return
+        self.payload_events.append((float(t), float(mass_before)))
+        self.get_logger().info(f"payload change detected from {source} at t = {t:.3f} s "
+                               f"(payload mass before: {mass_before:.3f} kg)")
 
     def payload_parameters(self):
         """Payload parameters (10,) about ``payload_frame`` (the wrist link, or the last body)."""
@@ -181,11 +272,21 @@ class EstimatorNode(RobodynNode):
                 self._base_msg = rm.make_float64_multiarray(self.base_rls.beta, labels=self.base.names)
             self._base_msg.data = array("d", np.ascontiguousarray(self.base_rls.beta, dtype=float).tobytes())
             self.base_pub.publish(self._base_msg)
+        level, text, values = self.diagnostic_status(self._last_t, pi)
+        self.diag_pub.publish(rm.make_diagnostic_array(stamp, f"{self.get_name()}: online estimation", level, text,
+                                                       values, hardware_id=self.robot.name))
+
+    def diagnostic_status(self, t, pi=None):
+        """``(level, message, values)`` of the node's /diagnostics status at joint-state time t."""
+        pi = self.payload_parameters() if pi is None else pi
         values = {"updates": self.updates, "update_rate_hz": float(self.update_rate_hz),
                   "decimation": self.config["decimation"], "payload_mass": float(pi[0]),
                   "payload_changes": len(self.payload_events),
-                  "rejected_messages": sum(self.rejected.values())}
+                  "rejected_messages": sum(n for kind, n in self.rejected.items() if not kind.endswith("_stamp")),
+                  "dropped_stamps": self.dropped_stamps, "time_jumps": self.time_jumps,
+                  "wrench_saturated": self.wrench_saturated, "effort_saturated": self.effort_saturated}
         level, text = "OK", "estimating"
+        notes = []
         if self.wrench_rls is not None:
             values["payload_mass_std"] = float(self.wrench_rls.std[0])
             values["wrench_covariance_trace"] = float(np.trace(self.wrench_rls.P))
@@ -196,8 +297,22 @@ class EstimatorNode(RobodynNode):
             # excitation: how much the last update shrank the covariance relative to its bound
             values["base_covariance_fraction_of_bound"] = float(np.trace(self.base_rls.P) / self.base_rls.trace_max)
         if self.payload_events:
-            values["last_payload_change"] = float(self.payload_events[-1])
-        if self.rejected:
-            level, text = "WARN", f"dropped malformed messages: {dict(self.rejected)}"
-        self.diag_pub.publish(rm.make_diagnostic_array(stamp, f"{self.get_name()}: online estimation", level, text,
-                                                       values, hardware_id=self.robot.name))
+            t_change, mass_before = self.payload_events[-1]
+            values["last_payload_change"] = t_change
+            values["last_payload_change_mass_before"] = mass_before
+            if t is not None and 0.0 <= t - t_change <= 1.0:
+                notes.append(f"payload change detected at t = {t_change:.3f} s (mass before {mass_before:.3f} kg, "
+                             f"now {float(pi[0]):.3f} kg)")
+        paused = [what for what, until in (("wrench saturated", self._wrench_clean_at),
+                                           ("effort saturated", self._effort_clean_at))
+                  if t is not None and t < until]
+        if paused:
+            level = "WARN"
+            notes.append(f"estimation paused: {', '.join(paused)}")
+        malformed = {kind: n for kind, n in self.rejected.items() if not kind.endswith("_stamp")}
+        if malformed:
+            level = "WARN"
+            notes.append(f"dropped malformed messages: {malformed}")
+        if notes:
+            text = "; ".join(notes)
+        return level, text, values

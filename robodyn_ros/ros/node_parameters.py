@@ -135,6 +135,15 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
     P("publish_rate", float, 100.0, "Rate of the payload, base-parameter and diagnostics messages "
       "(in joint-state time), Hz.", range=(0.1, 1000.0)),
+    P("wrench_saturation.force", float, 0.0, "F/T sensor force range, N: a wrench with any |f_i| at or beyond "
+      "it is saturated and kept out of the payload estimate (0: off).", range=(0.0, None)),
+    P("wrench_saturation.torque", float, 0.0, "F/T sensor torque range, N m: a wrench with any |t_i| at or "
+      "beyond it is saturated and kept out of the payload estimate (0: off).", range=(0.0, None)),
+    P("effort_saturation", float, 1.0, "A joint torque at or beyond this fraction of the URDF effort limit is "
+      "saturated and kept out of the base-parameter estimate (0: off).", range=(0.0, None)),
+    P("time_jump_threshold", float, 0.5, "A stamp more than this many seconds before or after the previous one "
+      "is a clock jump (simulation reset, bag loop, gap): filters restart, estimate kept; a repeated or "
+      "slightly older stamp is dropped.", range=(1e-3, None)),
 )
 
 # ------------------------------------------------------------------------------------------------- mpc
