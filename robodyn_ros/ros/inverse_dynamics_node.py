@@ -10,6 +10,16 @@ in ``slotine_li`` mode it also resets the adapted estimate). Watchdog: without a
 ``state_timeout`` wall seconds the node stops commanding motion and publishes ``g(q_last)``
 (``gravity_hold``) or zeros, until states come back. Also publishes ``~/tracking_error``
 (Float64MultiArray ``[stamp, q - q_d]``, labelled).
+
+Every torque this node (and the mpc node's ``output: commands``) publishes goes through
+:class:`TorqueOutput` (issue #9): clamped to the URDF effort limits, rate limited to ``max_torque_rate``
+(:func:`robodyn_ros.control.command_guard.torque_rate_bounds`), a non-finite torque replaced by the last
+safe command. Joint-state stamps are checked by :class:`StampGate`: a duplicated stamp or one older than
+the newest accepted (out of order, by less than ``state_timeout``) is dropped with a throttled warning; a
+jump backwards by ``state_timeout`` or more (bag loop, simulator reset), or any older stamp once the
+watchdog has fired, is a time reset: the node re-bases its reference time so that the reference continues
+where it was, forgets the per-step time differences (Slotine-Li's adaptation step, the rate limiter's
+stamp interval) and the MPC solution of the old time line, and warns once per reset.
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from ..control import ComputedTorqueController, ConstantReference, GravityCompensation, SlotineLiController
+from ..control.command_guard import CommandGuard, ControlStatus, effort_bounds, torque_rate_bounds
 from ..control.kernel_dynamics import KernelDynamics
 from ..control.mpc import MPCSolution
 from ..control.reference import fourier_reference
@@ -68,6 +79,138 @@ def mpc_solution_from_message(msg, nv, tau_max):
                            dt=dt, tau_max=tau_max)
 
 
+class StampGate:
+    """Classifies joint-state stamps against the newest accepted one (module docstring):
+    :meth:`classify` returns ``"first"``, ``"new"`` (later than the newest), ``"duplicate"`` (equal: drop),
+    ``"older"`` (earlier by less than ``reset_gap`` s while not stale: drop) or ``"reset"`` (earlier by
+    ``reset_gap`` or more, or earlier at all while ``stale``); only first, new and reset are accepted."""
+
+    def __init__(self):
+        self.newest = None
+
+    def classify(self, t, reset_gap, stale):
+        if self.newest is None:
+            verdict = "first"
+        elif t > self.newest:
+            verdict = "new"
+        elif t == self.newest:
+            return "duplicate"
+        elif stale or self.newest - t >= reset_gap:
+            verdict = "reset"
+        else:
+            return "older"
+        self.newest = t
+        return verdict
+
+
+class TorqueOutput:
+    """The last stage before the command topic of ``node`` (a RobodynNode with ``state_timeout``,
+    ``stale_action``, ``max_torque_rate`` and ``command_topic`` parameters): stamp checks, the stale-state
+    watchdog, and the :class:`CommandGuard` (clamp to ``tau_max`` (nv,), rate limit, hold on non-finite).
+
+    ``gravity(q)`` (nv,) is the gravity-hold torque (None: hold zeros). The rate limiter's Δt is the
+    stamp difference to the previous state-driven command when it lies in (0, state_timeout], else (first
+    command after a gap, a reset, a watchdog command) the steady wall time since the previous command."""
+
+    def __init__(self, node, tau_max, gravity):
+        self.node = node
+        self.gravity = gravity
+        self.guard = CommandGuard(tau_max, max_rate=torque_rate_bounds(tau_max, node.config["max_torque_rate"]))
+        self.publisher = node.pub(Float64MultiArray, node.config["command_topic"], qos.COMMAND_QOS)
+        self.gate = StampGate()
+        self.commands = self.non_finite = self.rate_limited = self.saturated = 0
+        self.dropped = {"duplicate": 0, "older": 0}
+        self.time_resets = 0
+        self.start()
+
+    def start(self):
+        """Forget everything of the previous activation (no previous command, no state yet)."""
+        self.guard.reset()
+        self.gate.newest = None
+        self.stale = False
+        self.last_state_wall = None
+        self.q_last = None
+        self._command_stamp = None
+        self._command_wall = None
+
+    def set_max_torque_rate(self, value):
+        self.guard.max_rate = torque_rate_bounds(self.guard.tau_max, value)
+
+    def accept_state(self, t, q):
+        """The stamp verdict of a valid joint state at ``t`` with positions ``q`` (nv,): ``None`` when it is
+        dropped (duplicate or out of order: counted, throttled warning), else ``"first"``, ``"new"`` or
+        ``"reset"`` (the caller re-bases its time; warned about once per reset). An accepted state feeds
+        the watchdog."""
+        node, timeout = self.node, self.node.config["state_timeout"]
+        newest = self.gate.newest
+        verdict = self.gate.classify(t, timeout, self.stale)
+        if verdict in ("duplicate", "older"):
+            self.dropped[verdict] += 1
+            node.warn_throttled(f"stamp_{verdict}", f"dropped joint state with {verdict} stamp {t:.6f} s (newest "
+                                f"{newest:.6f} s; {self.dropped[verdict]} so far)")
+            return None
+        if verdict == "reset":
+            self.time_resets += 1
+            self._command_stamp = None
+            node.get_logger().warning(f"joint-state time jumped back from {newest:.6f} s to {t:.6f} s (reset "
+                                      f"#{self.time_resets}, bag loop or simulator reset?): re-basing time")
+        self.last_state_wall = time.monotonic()
+        self.q_last = q
+        if self.stale:
+            node.get_logger().info("joint states are back: resuming control")
+            self.stale = False
+        return verdict
+
+    def publish(self, tau, stamp=None):
+        """Guard and publish the model-order torque ``tau`` (nv,) answering the state at ``stamp`` (None:
+        a watchdog command); returns the published torque (model order)."""
+        now = time.monotonic()
+        dt = None
+        if stamp is not None and self._command_stamp is not None \
+                and 0.0 < stamp - self._command_stamp <= self.node.config["state_timeout"]:
+            dt = stamp - self._command_stamp
+        elif self._command_wall is not None:
+            dt = now - self._command_wall
+        status = ControlStatus()
+        if not np.all(np.isfinite(tau)):
+            self.non_finite += 1
+        tau = self.guard.accept(tau, status, dt)
+        self.saturated += bool(np.any(status.saturated))
+        self.rate_limited += bool(np.any(status.rate_limited))
+        if stamp is not None:
+            self._command_stamp = stamp
+        self._command_wall = now
+        self.commands += 1
+        self.publisher.publish(rm.make_float64_multiarray(self.node.robot.to_command(tau)))
+        return tau
+
+    def on_watchdog(self):
+        """Timer callback: once no state was accepted for ``state_timeout`` wall seconds, publish the
+        ``stale_action`` torque (gravity at the last measured q, or zeros) through the guard."""
+        node = self.node
+        if not node.active or self.last_state_wall is None:
+            return
+        age = time.monotonic() - self.last_state_wall
+        if age < node.config["state_timeout"]:
+            return
+        if not self.stale:
+            node.get_logger().warning(f"no valid joint state for {age * 1e3:.0f} ms (timeout "
+                                      f"{node.config['state_timeout'] * 1e3:.0f} ms): "
+                                      f"{node.config['stale_action']} until they come back")
+            self.stale = True
+        if node.config["stale_action"] == "gravity_hold" and self.q_last is not None and self.gravity is not None:
+            tau = self.gravity(self.q_last)
+        else:
+            tau = np.zeros(len(self.guard.tau_max))
+        self.publish(tau)
+
+    def diagnostic_values(self):
+        return {"commands": self.commands, "stale": self.stale, "non_finite_commands": self.non_finite,
+                "saturated_commands": self.saturated, "rate_limited_commands": self.rate_limited,
+                "dropped_duplicate_stamps": self.dropped["duplicate"], "dropped_older_stamps": self.dropped["older"],
+                "time_resets": self.time_resets}
+
+
 class InverseDynamicsNode(RobodynNode):
     kind = "inverse_dynamics"
 
@@ -80,14 +223,12 @@ class InverseDynamicsNode(RobodynNode):
         self.reference = None
         self.trajectory = None
         self.t0 = None
-        self.last_state_wall = None
-        self.q_last = None
-        self.stale = False
-        self.commands = 0
-        self.non_finite_commands = 0
+        self._t_prev = None
         self.payload_updates = 0
         self.mpc = None
-        self.command_pub = self.pub(Float64MultiArray, c["command_topic"], qos.COMMAND_QOS)
+        gravity = None if c["gravity_compensated_by_robot"] else \
+            (lambda q: self.functions.gravity(q, self.controller_parameters()))
+        self.output = TorqueOutput(self, effort_bounds(model), gravity)
         self.error_pub = self.pub(Float64MultiArray, "~/tracking_error", qos.ESTIMATE_QOS)
         # the labelled layout is built once: 8 MultiArrayDimension objects per message cost ~0.1 ms
         self._error_msg = rm.make_float64_multiarray(np.zeros(model.nv + 1), labels=["stamp"] + list(self.robot.joints))
@@ -123,12 +264,20 @@ class InverseDynamicsNode(RobodynNode):
         for name in ("kp", "kd"):
             if name in changed and hasattr(self.controller, name):
                 setattr(self.controller, name, np.full(self.robot.model.nv, float(changed[name])))
+        if "max_torque_rate" in changed:
+            self.output.set_max_torque_rate(changed["max_torque_rate"])
+
+    # the watchdog's and the output stage's state, read by diagnostics and tests
+    stale = property(lambda self: self.output.stale)
+    q_last = property(lambda self: self.output.q_last)
+    commands = property(lambda self: self.output.commands)
+    non_finite_commands = property(lambda self: self.output.non_finite)
 
     def start(self):
         self.t0 = None
-        self.last_state_wall = None
-        self.stale = False
-        self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self._on_watchdog, steady=True)
+        self._t_prev = None
+        self.output.start()
+        self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self.output.on_watchdog, steady=True)
 
     def stop(self):
         if self._watchdog is not None:
@@ -161,26 +310,27 @@ class InverseDynamicsNode(RobodynNode):
         if state is None:
             return
         t, q, v = state
-        self.last_state_wall = time.monotonic()
-        if self.stale:
-            self.get_logger().info("joint states are back: resuming control")
-            self.stale = False
+        newest = self.output.gate.newest
+        verdict = self.output.accept_state(t, q)
+        if verdict is None:
+            return
+        if verdict == "reset":
+            self._rebase_time(t - newest)
         if self.t0 is None:
             self.t0 = t
-        self.q_last = q
         q_d, v_d, a_d = self.desired(t, q)
         mode = self.config["mode"]
         if mode == "gravity_compensation":
             tau, status = self.controller.compute(q, v, q_d)
         elif mode == "slotine_li":
-            dt = t - self._t_prev if getattr(self, "_t_prev", None) is not None else 0.0
+            dt = t - self._t_prev if self._t_prev is not None else 0.0
             tau, status = self.controller.compute(q, v, q_d, v_d, a_d, min(max(dt, 0.0), 0.01))
         elif mode == "mpc" and self.mpc is not None:
             tau = self.mpc[1].torque(np.concatenate([q, v]), t - self.mpc[0])
         else:  # computed torque, also in mode mpc until the first solution arrives
             tau, status = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
-        self.publish_command(tau)
+        self.output.publish(tau, t)
         self.latency_ns[self.states_received % LATENCY_WINDOW] = time.perf_counter_ns() - start
         self.states_received += 1
         error = np.empty(len(q) + 1)
@@ -188,30 +338,16 @@ class InverseDynamicsNode(RobodynNode):
         self._error_msg.data = array("d", error.tobytes())
         self.error_pub.publish(self._error_msg)
 
-    def publish_command(self, tau):
-        if not np.isfinite(tau).all():
-            self.non_finite_commands += 1
-            tau = np.zeros_like(tau)
-        self.commands += 1
-        self.command_pub.publish(rm.make_float64_multiarray(self.robot.to_command(tau)))
-
-    def _on_watchdog(self):
-        if not self.active or self.last_state_wall is None:
-            return
-        age = time.monotonic() - self.last_state_wall
-        if age < self.config["state_timeout"]:
-            return
-        if not self.stale:
-            self.get_logger().warning(f"no valid joint state for {age * 1e3:.0f} ms (timeout "
-                                      f"{self.config['state_timeout'] * 1e3:.0f} ms): "
-                                      f"{self.config['stale_action']} until they come back")
-            self.stale = True
-        if self.config["stale_action"] == "gravity_hold" and self.q_last is not None \
-                and not self.config["gravity_compensated_by_robot"]:
-            tau = self.functions.gravity(self.q_last, self.controller_parameters())
-        else:
-            tau = np.zeros(self.robot.model.nv)
-        self.publish_command(tau)
+    def _rebase_time(self, jump):
+        """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times so that the
+        desired motion continues where it was, forget the Slotine-Li step and the MPC solution of the old
+        time line."""
+        if self.t0 is not None:
+            self.t0 += jump
+        if self.trajectory is not None:
+            self.trajectory = (self.trajectory[0], self.trajectory[1] + jump)
+        self._t_prev = None
+        self.mpc = None
 
     def latency_percentiles_us(self):
         """(p50, p99, max) of the state -> command latency over the last LATENCY_WINDOW states, us."""
@@ -228,11 +364,10 @@ class InverseDynamicsNode(RobodynNode):
         level = "WARN" if self.stale or self.rejected else "OK"
         text = "joint states stale: holding" if self.stale else (
             f"dropped malformed messages: {dict(self.rejected)}" if self.rejected else "controlling")
-        values = {"mode": self.config["mode"], "states_received": self.states_received, "commands": self.commands,
+        values = {"mode": self.config["mode"], "states_received": self.states_received,
                   "latency_p50_us": p50, "latency_p99_us": p99, "latency_max_us": worst,
-                  "latency_window": min(self.states_received, LATENCY_WINDOW), "stale": self.stale,
-                  "payload_updates": self.payload_updates, "non_finite_commands": self.non_finite_commands,
-                  "rejected_messages": sum(self.rejected.values())}
+                  "latency_window": min(self.states_received, LATENCY_WINDOW), **self.output.diagnostic_values(),
+                  "payload_updates": self.payload_updates, "rejected_messages": sum(self.rejected.values())}
         self.diag_pub.publish(rm.make_diagnostic_array(self.get_clock().now().to_msg(),
                                                        f"{self.get_name()}: inverse dynamics", level, text, values,
                                                        hardware_id=self.robot.name))
@@ -247,7 +382,7 @@ class InverseDynamicsNode(RobodynNode):
         except rm.MessageRejected as exc:
             self.reject("joint_trajectory", exc)
             return
-        start = traj.start_stamp if traj.start_stamp > 0 else (self._t_prev if getattr(self, "_t_prev", None) else 0.0)
+        start = traj.start_stamp if traj.start_stamp > 0 else (self._t_prev if self._t_prev else 0.0)
         self.trajectory = (traj, start)
 
     def _on_payload(self, msg):
@@ -267,6 +402,13 @@ class InverseDynamicsNode(RobodynNode):
 
     def _on_mpc(self, msg):
         try:
-            self.mpc = mpc_solution_from_message(msg, self.robot.model.nv, self.controller.guard.tau_max)
+            t0, solution = mpc_solution_from_message(msg, self.robot.model.nv, self.controller.guard.tau_max)
         except rm.MessageRejected as exc:
             self.reject("mpc_solution", exc)
+            return
+        newest = self.output.gate.newest
+        if newest is not None and t0 > newest + self.config["state_timeout"]:
+            self.warn_throttled("mpc_future", f"dropped MPC solution of t = {t0:.3f} s, ahead of the newest joint "
+                                f"state ({newest:.3f} s): planned before a time reset")
+            return
+        self.mpc = (t0, solution)

@@ -8,6 +8,15 @@ mode ``mpc``, which applies ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate
 ``output: commands`` does that here and publishes the torques itself. Also ``~/solve_time``
 (std_msgs/Float64, s) and ``/diagnostics`` (solve time, iterations, status). The estimator's payload
 updates the model of the next solve.
+
+``output: commands`` goes through the same output stage as the inverse_dynamics node
+(:class:`~robodyn_ros.ros.inverse_dynamics_node.TorqueOutput`): effort clamp, ``max_torque_rate``, the
+``state_timeout`` watchdog (``stale_action``: gravity of the MPC model at the last q, or zeros; no solves
+while stale), and the joint-state stamp checks (duplicates and out-of-order stamps dropped; a jump back is a
+time reset: the reference time is re-based so that it continues, the solution of the old time line is
+dropped). A solve that misses ``time_limit`` returns the MPC's fallback (``fallback_shifted`` /
+``fallback_gravity``): it is applied like a solution, and the diagnostics turn WARN with the status and the
+count of fallbacks.
 """
 from __future__ import annotations
 
@@ -24,7 +33,7 @@ from ..control.reference import fourier_reference
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
-from .inverse_dynamics_node import inertia_stamped_to_body_parameters
+from .inverse_dynamics_node import TorqueOutput, inertia_stamped_to_body_parameters
 
 
 def solution_to_array(t_state, solution):
@@ -49,24 +58,41 @@ class MpcNode(RobodynNode):
         self.t0 = None
         self.solution = None
         self.solves = 0
+        self.fallbacks = 0
         self._cache = {}
         self.solution_pub = self.pub(Float64MultiArray, c["solution_topic"], qos.ESTIMATE_QOS)
         self.solve_time_pub = self.pub(Float64, "~/solve_time", qos.ESTIMATE_QOS)
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
-        self.command_pub = self.pub(Float64MultiArray, c["command_topic"], qos.COMMAND_QOS) \
-            if c["output"] == "commands" else None
+        self.output = TorqueOutput(self, self.mpc.tau_max, self._gravity) if c["output"] == "commands" else None
         self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
         if c["use_estimates"]:
             self.sub(InertiaStamped, c["payload_topic"], self._on_payload, qos.ESTIMATE_QOS, group=self.service_group)
         self._timer = None
 
     def start(self):
+        self.state = None
+        self.t0 = None
+        self.solution = None
         self._timer = self.timer(1.0 / self.config["rate"], self._solve)
+        self._watchdog = None
+        if self.output is not None:
+            self.output.start()
+            self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self.output.on_watchdog, steady=True)
 
     def stop(self):
-        if self._timer is not None:
-            self.destroy_entity(self._timer)
-            self._timer = None
+        for name in ("_timer", "_watchdog"):
+            if getattr(self, name, None) is not None:
+                self.destroy_entity(getattr(self, name))
+                setattr(self, name, None)
+
+    def apply_live(self, changed):
+        if "max_torque_rate" in changed and self.output is not None:
+            self.output.set_max_torque_rate(changed["max_torque_rate"])
+
+    def _gravity(self, q):
+        """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
+        x = np.concatenate([q, np.zeros_like(q)])
+        return np.asarray(self.mpc.ocp.gravity(x, self.mpc.theta), dtype=float).reshape(-1)
 
     def _on_state(self, msg):
         if not self.active:
@@ -75,20 +101,29 @@ class MpcNode(RobodynNode):
         if state is None:
             return
         t, q, v = state
+        if self.output is not None:
+            newest = self.output.gate.newest
+            verdict = self.output.accept_state(t, q)
+            if verdict is None:
+                return
+            if verdict == "reset":
+                self.t0 = None if self.t0 is None else self.t0 + (t - newest)
+                self.solution = None
         if self.t0 is None:
             self.t0 = t
         self.state = (t, q, v)
-        if self.command_pub is not None and self.solution is not None:
+        if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
-            self.command_pub.publish(rm.make_float64_multiarray(self.robot.to_command(tau)))
+            self.output.publish(tau, t)
 
     def _solve(self):
-        if not self.active or self.state is None:
+        if not self.active or self.state is None or (self.output is not None and self.output.stale):
             return
         t, q, v = self.state
         solution = self.mpc.solve(q, v, self.reference, t - self.t0)
         self.solution = (t, solution)
         self.solves += 1
+        self.fallbacks += solution.status.startswith("fallback")
         msg = Float64MultiArray()
         msg.data = array("d", solution_to_array(t, solution).tobytes())
         self.solution_pub.publish(msg)
@@ -97,7 +132,8 @@ class MpcNode(RobodynNode):
         self.diag_pub.publish(rm.make_diagnostic_array(
             rm.seconds_to_time(t), f"{self.get_name()}: model predictive control", level, solution.status,
             {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
-             "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves},
+             "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
+             "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {})},
             hardware_id=self.robot.name))
 
     def _on_payload(self, msg):

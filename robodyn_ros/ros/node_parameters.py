@@ -59,6 +59,9 @@ SIMULATOR = ROBOT + TOPICS + (
     P("publish_clock", bool, True, "Publish rosgraph_msgs/Clock on /clock."),
     P("clock_rate", float, 1000.0, "Rate of /clock messages in simulated time, Hz (each costs every "
       "use_sim_time node a callback).", range=(1.0, 20000.0)),
+    P("publish_decimation", int, 1, "Publish joint states, the wrench and /clock after every n-th step only "
+      "(1: every step, as a robot's 1 kHz joint_state_broadcaster; in lockstep, n steps per command).",
+      range=(1, 1000)),
     P("command_timeout", float, 0.1, "Simulated seconds without a command after which the simulator applies "
       "zero torque and warns.", range=(0.0, 1e6), live=True),
     P("initial_positions", list[float], [], "Initial joint positions (joint order); empty: the bundled home."),
@@ -84,6 +87,9 @@ SIMULATOR = ROBOT + TOPICS + (
 )
 
 # ------------------------------------------------------------------------------------ inverse dynamics
+TORQUE_RATE_HELP = ("Torque rate limit of the published commands, N m/s per joint (after clamping to the URDF "
+                    "effort limits); 0 or .inf: no limit; < 0: each joint's effort limit per 10 ms. Franka's "
+                    "libfranka limits the commanded torque rate to 1000 N m/s.")
 CONTROL_MODES = ("computed_torque", "gravity_compensation", "slotine_li", "mpc")
 INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("mode", str, "computed_torque", "Control law.", choices=CONTROL_MODES),
@@ -107,6 +113,7 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "stops commanding motion (stale_action).", range=(0.001, 10.0), live=True),
     P("stale_action", str, "gravity_hold", "Command while joint states are stale.",
       choices=("gravity_hold", "zero"), live=True),
+    P("max_torque_rate", float, -1.0, TORQUE_RATE_HELP, range=(None, None), live=True),
     P("use_estimates", bool, True, "Add the estimator's payload (payload_topic) to the model live."),
     P("payload_min_mass", float, 0.05, "Payload estimates lighter than this (kg) count as no payload: the "
       "first moments and inertias of a near-zero mass are mostly noise.", range=(0.0, None), live=True),
@@ -151,6 +158,11 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("rate", float, 100.0, "Solve rate, Hz.", range=(1.0, 1000.0)),
     P("output", str, "feedforward", "Publish torque commands itself (at the joint-state rate) or "
       "feedforward + gains for the inverse_dynamics node (mode mpc).", choices=("commands", "feedforward")),
+    P("state_timeout", float, 0.05, "output commands: wall seconds without a valid joint state after which "
+      "the node stops commanding motion (stale_action).", range=(0.001, 10.0)),
+    P("stale_action", str, "gravity_hold", "output commands: command while joint states are stale.",
+      choices=("gravity_hold", "zero"), live=True),
+    P("max_torque_rate", float, -1.0, "output commands: " + TORQUE_RATE_HELP, range=(None, None), live=True),
     P("solution_topic", str, "/mpc/solution", "MPC feedforward + gains topic.", read_only=True),
     P("horizon", int, 20, "Horizon N (intervals).", range=(2, 200)),
     P("dt", float, 0.01, "Interval, s.", range=(1e-4, 1.0)),
