@@ -6,7 +6,9 @@ N = 20 intervals of 10 ms, compiled problem functions, all three solvers in the 
    target and holding it; the wall time of every ``solve`` call (shift, linearisation, QP, LQR gains)
    gives the median and 95th percentile.
 2. fatrop and ipopt converged (tol 1e-6) on the same problem at every 10th state of that closed loop,
-   each warm-started by shifting its own previous solution; median wall time per solve and iterations.
+   each warm-started by shifting its own previous solution; median (and p95) wall time per solve,
+   iterations, and where the time goes: the NLP functions' share from CasADi's solver stats
+   (``fatrop_profile``, ``ipopt_profile``: median ms and calls of ``nlp_jac_g``, ``nlp_hess_l``, ...).
 
 Wall times are what a control loop sees; the CPU time of the same calls is reported alongside, since on
 a shared machine the difference is other processes' load (``load_average_1min``).
@@ -69,11 +71,26 @@ def closed_loop(model, mpc, plant, reference, periods, sim_dt=1e-3):
     return states, np.array(times), np.array(cpu), statuses
 
 
+def evaluation_profile(stats_list):
+    """Where a converged solve spends its time, from CasADi's solver stats of each solve: medians over
+    the solves of the wall time (ms) and number of calls of each NLP function (``nlp_f``, ``nlp_g``,
+    ``nlp_grad_f``, ``nlp_jac_g``, ``nlp_hess_l``) and of their sum ``functions_ms``; the rest of a solve
+    is the solver's own linear algebra and bookkeeping."""
+    names = sorted({k[len("t_wall_"):] for st in stats_list for k in st if k.startswith("t_wall_nlp_")})
+    out = {"functions_ms": float(np.median([sum(st.get("t_wall_" + n, 0.0) for n in names)
+                                            for st in stats_list]) * 1e3)}
+    for n in names:
+        out[n + "_ms"] = float(np.median([st.get("t_wall_" + n, 0.0) for st in stats_list]) * 1e3)
+        out[n + "_calls"] = float(np.median([st.get("n_call_" + n, 0) for st in stats_list]))
+    return out
+
+
 def converged_solves(model, solver, states, reference, config):
-    """Median wall time (s) and iterations of ``solver`` on the given states (warm start by shift)."""
+    """Wall times (s), CPU times (s), iterations, statuses of ``solver`` on the given states (warm start
+    by shift), and the :func:`evaluation_profile` of the solves."""
     mpc = ModelPredictiveController(model, MPCConfig(**{**vars(config), "solver": solver}))
     mpc.solve(states[0][1], states[0][2], reference, states[0][0])        # first call: load, warm up
-    times, cpu, iters, statuses = [], [], [], []
+    times, cpu, iters, statuses, stats = [], [], [], [], []
     for t, q, v in states:
         start_cpu = time.process_time()
         sol = mpc.solve(q, v, reference, t)
@@ -81,7 +98,8 @@ def converged_solves(model, solver, states, reference, config):
         times.append(sol.solve_time)
         iters.append(sol.iterations)
         statuses.append(sol.status)
-    return np.array(times), np.array(cpu), np.array(iters), statuses
+        stats.append(dict(mpc.last_solver_stats))
+    return np.array(times), np.array(cpu), np.array(iters), statuses, evaluation_profile(stats)
 
 
 def run(json: bool = False) -> dict:
@@ -99,8 +117,8 @@ def run(json: bool = False) -> dict:
     states, rti_times, rti_cpu, rti_status = closed_loop(model, rti, plant, reference, 300)
     sample = states[::10]
     start = time.perf_counter()
-    fat_times, fat_cpu, fat_iters, fat_status = converged_solves(model, "fatrop", sample, reference, config)
-    ipo_times, ipo_cpu, ipo_iters, ipo_status = converged_solves(model, "ipopt", sample, reference, config)
+    fat_times, fat_cpu, fat_iters, fat_status, fat_prof = converged_solves(model, "fatrop", sample, reference, config)
+    ipo_times, ipo_cpu, ipo_iters, ipo_status, ipo_prof = converged_solves(model, "ipopt", sample, reference, config)
     build += time.perf_counter() - start - fat_times.sum() - ipo_times.sum()
     final_error = float(np.abs(states[-1][1] - PANDA_TARGET).max())
     result = {
@@ -109,9 +127,11 @@ def run(json: bool = False) -> dict:
         "rti_max_ms": float(rti_times.max() * 1e3), "rti_solves": int(rti_times.size),
         "rti_fallbacks": int(sum(s.startswith("fallback") for s in rti_status)),
         "rti_final_max_error_rad": final_error,
-        "fatrop_median_ms": float(np.median(fat_times) * 1e3), "fatrop_median_iterations": float(np.median(fat_iters)),
+        "fatrop_median_ms": float(np.median(fat_times) * 1e3), "fatrop_p95_ms": float(np.percentile(fat_times, 95) * 1e3),
+        "fatrop_median_iterations": float(np.median(fat_iters)),
         "fatrop_converged": int(sum(s == "solved" for s in fat_status)), "fatrop_solves": len(fat_status),
-        "ipopt_median_ms": float(np.median(ipo_times) * 1e3), "ipopt_median_iterations": float(np.median(ipo_iters)),
+        "ipopt_median_ms": float(np.median(ipo_times) * 1e3), "ipopt_p95_ms": float(np.percentile(ipo_times, 95) * 1e3),
+        "ipopt_median_iterations": float(np.median(ipo_iters)),
         "ipopt_converged": int(sum(s == "solved" for s in ipo_status)), "ipopt_solves": len(ipo_status),
         "fatrop_over_ipopt": float(np.median(fat_times) / np.median(ipo_times)),
         "compile_seconds": build,
@@ -119,6 +139,8 @@ def run(json: bool = False) -> dict:
         "rti_median_cpu_ms": float(np.median(rti_cpu) * 1e3), "rti_p95_cpu_ms": float(np.percentile(rti_cpu, 95) * 1e3),
         "fatrop_median_cpu_ms": float(np.median(fat_cpu) * 1e3), "ipopt_median_cpu_ms": float(np.median(ipo_cpu) * 1e3),
         "load_average_1min": float(os.getloadavg()[0]), "cpu_count": os.cpu_count(),
+        # medians of the time spent in (and calls of) the NLP functions per converged solve
+        "fatrop_profile": fat_prof, "ipopt_profile": ipo_prof,
     }
     if not json:
         print(f"MPC on the Panda ({model.nv} DoF), N = {config.horizon}, dt = {config.dt * 1e3:.0f} ms, compiled")
@@ -131,6 +153,10 @@ def run(json: bool = False) -> dict:
         print(f"  ipopt converged:      median {result['ipopt_median_ms']:.2f} ms, "
               f"{result['ipopt_median_iterations']:.0f} iterations, "
               f"{result['ipopt_converged']}/{result['ipopt_solves']} converged")
+        for name, prof in (("fatrop", fat_prof), ("ipopt", ipo_prof)):
+            calls = ", ".join(f"{k[4:-3]} {prof[k]:.2f} ms ({prof[k[:-3] + '_calls']:.0f} calls)"
+                              for k in prof if k.startswith("nlp_") and k.endswith("_ms"))
+            print(f"  {name} in NLP functions: median {prof['functions_ms']:.2f} ms per solve: {calls}")
         print(f"  fatrop / ipopt: {result['fatrop_over_ipopt']:.2f}; building/loading took {build:.1f} s")
         print(f"  CPU time of the same calls (medians): RTI {result['rti_median_cpu_ms']:.2f} ms "
               f"(p95 {result['rti_p95_cpu_ms']:.2f}), fatrop {result['fatrop_median_cpu_ms']:.2f} ms, "

@@ -372,6 +372,7 @@ class ModelPredictiveController:
         self._solution = None
         self._qp_solvers = {}
         self._nlp = None
+        self.last_solver_stats = {}         # CasADi's stats of the last fatrop/ipopt solve (profiling)
         if cfg.solver == "rti":                                 # build the solvers now, not in the first solve
             self._qp_solver(self.ocp.rti_qp.sparsity_out(0), self.ocp.rti_qp.sparsity_out(2))
         else:
@@ -526,7 +527,7 @@ class ModelPredictiveController:
         ng = self.ocp.nx * (self.ocp.N + 1)
         args = dict(x0=w0, p=p, lbx=self.lbw, ubx=self.ubw, lbg=np.zeros(ng), ubg=np.zeros(ng))
         res = self._nlp(**args)
-        stats = self._nlp.stats()
+        stats = self.last_solver_stats = self._nlp.stats()
         if not stats.get("success", False):
             return None, str(stats.get("return_status", "failed")), int(stats.get("iter_count", 0))
         return np.asarray(res["x"]).reshape(-1), str(stats.get("return_status", "")), int(stats.get("iter_count", 0))
