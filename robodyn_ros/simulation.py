@@ -96,10 +96,13 @@ class Simulator:
     any attached payload. Fixed-base models with 1-DoF joints. ``wrench_regressor(q, v, a) -> Y_b``
     (6, 10) of ``sensor_link`` (e.g. :class:`robodyn_ros.sensor_wrench.SensorWrenchRegressor`, compiled)
     replaces the NumPy forward pass in :meth:`true_wrench`, which costs milliseconds per sample.
+    ``step_function`` (:class:`robodyn_ros.simulation_step.CompiledStep` of ``model`` and the configured
+    integrator) makes :meth:`step` one compiled call (the same arithmetic, to rounding; the robot's and
+    payload's parameters are its input, so ``forward_dynamics`` then serves only callers of it).
     """
 
     def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None,
-                 wrench_regressor=None):
+                 wrench_regressor=None, step_function=None):
         if model.nq != model.nv:
             raise ModelError("the simulator handles fixed-base models (nq == nv)")
         self.model = model
@@ -115,6 +118,11 @@ class Simulator:
         self.payload = None
         self.sensor_link = sensor_link
         self.wrench_regressor = wrench_regressor
+        if step_function is not None and (step_function.integrator != self.config.integrator
+                                          or step_function.nv != model.nv):
+            raise ModelError(f"step_function integrates with {step_function.integrator!r} for nv = "
+                             f"{step_function.nv}, the simulator {self.config.integrator!r} for nv = {model.nv}")
+        self.step_function = step_function
         self._pi_sensor = None   # (payload, its parameters about the sensor frame), cached
         if sensor_link is not None:
             model.body_index(sensor_link)
@@ -176,6 +184,13 @@ class Simulator:
             tau = self.model.check_vector("tau_command", tau_command, self.model.nv)
         except ValueError as exc:   # ModelError too; strings, ragged lists, complex, huge ints included
             raise ModelError(f"torque command must be {self.model.nv} finite numbers: {exc}") from None
+        if self.step_function is not None:
+            q, v, a, self.tau_command, finite = self.step_function.step(self.q, self.v, tau, self._pi, self.config)
+            if not finite:
+                raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+            self.q, self.v, self.a = q, v, a
+            self.t += self.config.dt
+            return
         self.tau_command = np.clip(tau, -self._effort, self._effort)
         h, q, v = self.config.dt, self.q, self.v
         if self.config.integrator == "rk4":

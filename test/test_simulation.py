@@ -113,3 +113,57 @@ def test_effort_limits_clamp_commands(panda):
     sim = Simulator(panda)
     sim.step(np.full(7, 1e6))
     assert_close(sim.tau_command, panda.effort_limit, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------- compiled whole step
+@pytest.fixture(scope="module")
+def compiled_steps():
+    """The Panda with Coulomb friction (so the tanh term is traced) and its compiled RK4 and Euler steps."""
+    from robodyn_ros.simulation_step import CompiledStep
+
+    model = rd.Model.from_urdf(PANDA, locked_joints=LOCK).with_friction(viscous=0.3, coulomb=0.8)
+    return model, {name: CompiledStep(model, name) for name in ("rk4", "semi_implicit_euler")}
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler"])
+def test_compiled_step_matches_python_step(compiled_steps, integrator, rng):
+    """One C call per step agrees with the Python Simulator.step to rounding, in the free interior, beyond
+    both joint limits (the stops active), with a payload attached (other parameters, same function),
+    with effort clamping, and with sign(v) instead of tanh (coulomb_smoothing 0)."""
+    model, steps = compiled_steps
+    load = Payload.box("panda_link8", 2.5, com=(0.01, 0.0, 0.06))
+    for smoothing in (1e-3, 0.0):
+        cfg = SimulatorConfig(integrator=integrator, limit_stiffness=800.0, limit_damping=8.0,
+                              coulomb_smoothing=smoothing)
+        for k in range(6):
+            q0 = model.random_configuration(rng)
+            if k in (1, 2):                       # beyond the upper / lower limits of three joints
+                q0[[0, 3, 6]] = (model.upper if k == 1 else model.lower)[[0, 3, 6]] + (0.02 if k == 1 else -0.02)
+            v0, tau = rng.normal(size=7), rng.normal(size=7) * (400.0 if k == 3 else 20.0)
+            python = Simulator(model, cfg, q0=q0, v0=v0)
+            compiled = Simulator(model, cfg, q0=q0, v0=v0, step_function=steps[integrator])
+            if k >= 4:
+                python.attach_payload(load), compiled.attach_payload(load)
+            for _ in range(3):
+                python.step(tau), compiled.step(tau)
+            assert_close(compiled.q, python.q, rtol=0, atol=1e-12)
+            assert_close(compiled.v, python.v, rtol=0, atol=1e-12)
+            assert_close(compiled.a, python.a, rtol=1e-12, atol=1e-10)
+            assert_close(compiled.tau_command, python.tau_command, rtol=0, atol=0)
+            assert compiled.t == python.t
+
+
+def test_compiled_step_refuses_like_python(compiled_steps):
+    model, steps = compiled_steps
+    sim = Simulator(model, step_function=steps["rk4"])
+    q = sim.q.copy()
+    for bad in (np.full(7, np.nan), np.zeros(6)):
+        with pytest.raises(rd.ModelError):
+            sim.step(bad)
+    assert np.array_equal(sim.q, q)
+    fast = Simulator(model, SimulatorConfig(dt=0.1), v0=np.full(7, 1e90), step_function=steps["rk4"])
+    with pytest.raises(rd.ModelError, match="diverged"):
+        fast.step(np.zeros(7))            # v^2 terms overflow in the later RK4 stages
+    assert np.array_equal(fast.v, np.full(7, 1e90)) and fast.t == 0.0
+    with pytest.raises(rd.ModelError, match="integrates"):
+        Simulator(model, SimulatorConfig(integrator="rk4"), step_function=steps["semi_implicit_euler"])
