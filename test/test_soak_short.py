@@ -7,14 +7,14 @@ Numbers: 20 s measured after start-up, windows of 2 s, the first 4 s warm-up.
 * all three node processes alive at the end;
 * RSS growth of each node from the first window after warm-up (t = 6 s) to the last (t = 20 s) below 10 %
   (the 30-minute run uses 5 %). Looser over 14 s because this window is still early (first payload update,
-  first estimator publishes of every message type allocate); measured 0.0-0.1 % here with RSS ~140-175 MB,
-  so the bound trips on any leak above ~1 MB/s (e.g. 1 kB kept per 1 kHz message);
+  first estimator publishes of every message type allocate); measured 0.0-2.1 % here with RSS ~140-180 MB,
+  so the bound trips on a leak above ~1.3 MB/s (e.g. 1.3 kB kept per 1 kHz message); slower leaks need the long run;
 * the controller's p99 latency (its /diagnostics, rolling 10 000 states) averaged over the last 3 windows
   no worse than over the first 3 after warm-up, within 20 % (soak.verdict's tolerance).
 One test function (not a module fixture shared by several): under pytest-xdist (-n 2) every worker would
 run its own copy of a module fixture, i.e. two soaks at once on the 2 shared cores.
 Also: the loop ran at all (commands >= 25 % of 20 000 states: the machine's 2 cores are shared; measured
-~60 % under load 10) and the estimator published a payload estimate.
+60-99.5 % under load 10-17) and the estimator published a payload estimate.
 """
 import pytest
 

@@ -55,7 +55,7 @@ RATE = 1000
 PAYLOAD_ATTACH_TIME = 5.0
 START_TIMEOUT = 240.0
 MONITOR_PRIORITY = 40
-NODE_KINDS = ("simulator", "estimator", "inverse_dynamics")
+NODE_KINDS = ("simulator", "estimator", "inverse_dynamics")   # report order; started controller first
 REALTIME_NODES = ("simulator", "inverse_dynamics")
 NODE_PARAMS = {
     "simulator": {"real_time_factor": 1.0, "rate": float(RATE), "payload.attach_time": PAYLOAD_ATTACH_TIME},
@@ -194,6 +194,7 @@ class _Monitor:
         self.w_max_abs_ratio = 0.0
         self.w_round_trip = []
         self.w_id_diag = []
+        self.w_tracking_max = 0.0
 
     def _on_state(self, msg):
         now = time.monotonic_ns()
@@ -225,6 +226,8 @@ class _Monitor:
         now = time.monotonic_ns()
         self.w_answers += 1
         stamp = int(round(msg.data[0] * 1e9))
+        if len(msg.data) > 1:
+            self.w_tracking_max = max(self.w_tracking_max, float(np.max(np.abs(np.frombuffer(msg.data)[1:]))))
         # the controller's stamp went through float64 seconds: look up the exact key, then +-1 us
         received = self.sent_ns.pop(stamp, None)
         if received is None:
@@ -236,7 +239,10 @@ class _Monitor:
             self.w_round_trip.append(now - received)
 
     def _on_payload(self, msg):
-        self.payload = {"mass": float(msg.inertia.m),
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        newest = (self.w_last_stamp or 0) / 1e9
+        self.payload = {"mass": float(msg.inertia.m), "stamp": stamp,
+                        "behind_newest_joint_state_s": round(newest - stamp, 3) if newest else None,
                         "com": [msg.inertia.com.x, msg.inertia.com.y, msg.inertia.com.z],
                         "frame_id": msg.header.frame_id}
 
@@ -286,6 +292,9 @@ def _window_record(index, t_start, t_end, mon, procs, unanswered, warmup):
         "answers_received": mon.w_answers, "states_unanswered": unanswered,
         "commands_received": mon.w_commands, "nan_commands": mon.w_nan, "over_limit_commands": mon.w_over,
         "max_abs_tau_over_limit": round(mon.w_max_abs_ratio, 4),
+        "tracking_error_max_rad": round(mon.w_tracking_max, 4),
+        "estimator_payload_mass": mon.payload["mass"] if mon.payload else None,
+        "estimator_behind_s": mon.payload["behind_newest_joint_state_s"] if mon.payload else None,
         "controller_p50_ms": round(float(np.nanmean(p50)) / 1e3, 4) if p50 else None,
         "controller_p99_ms": round(float(np.nanmean(p99)) / 1e3, 4) if p99 else None,
         "controller_max_ms": round(float(np.nanmax(mx)) / 1e3, 4) if mx else None,
@@ -392,12 +401,17 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
             executor.add_node(monitor.node)
             for kind in NODE_KINDS:
                 logs[kind] = os.path.join(log_dir, f"{kind}.log")
-                procs[kind] = _start_node(kind, NODE_PARAMS[kind], logs[kind], kind in REALTIME_NODES)
             t_launch = time.monotonic()
-            ready = spin_until(executor, lambda: ("inverse_dynamics" in monitor.diagnostics
-                                                  and "estimator" in monitor.diagnostics
-                                                  and monitor.w_commands > 100)
+            # controller and estimator first, the simulator once the controller is active: a simulator that
+            # steps before anyone commands it applies zero torque and the arm falls into its joint-limit stops
+            for kind in ("inverse_dynamics", "estimator"):
+                procs[kind] = _start_node(kind, NODE_PARAMS[kind], logs[kind], kind in REALTIME_NODES)
+            ready = spin_until(executor, lambda: "inverse_dynamics" in monitor.diagnostics
                                or any(p.poll() is not None for p in procs.values()), START_TIMEOUT)
+            if ready and not any(p.poll() is not None for p in procs.values()):
+                procs["simulator"] = _start_node("simulator", NODE_PARAMS["simulator"], logs["simulator"], True)
+                ready = spin_until(executor, lambda: ("estimator" in monitor.diagnostics and monitor.w_commands > 100)
+                                   or any(p.poll() is not None for p in procs.values()), START_TIMEOUT)
             dead = {k: p.returncode for k, p in procs.items() if p.poll() is not None}
             if not ready or dead:
                 raise RuntimeError(f"nodes did not come up in {START_TIMEOUT:.0f} s (exited: {dead}); logs: "
@@ -414,7 +428,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
                 t_end = time.monotonic() - t0
                 unanswered = monitor.prune(time.monotonic_ns() - 500_000_000)   # older than 0.5 s
                 rec = _window_record(index, t_start, t_end, monitor, procs, unanswered,
-                                     warmup=t_end <= warmup_seconds + 1e-6)
+                                     warmup=t_start < warmup_seconds - 1e-6)   # began inside the warm-up
                 for kind, alive in rec["alive"].items():
                     if not alive and kind not in exits:
                         exits[kind] = {"returncode": procs[kind].returncode, "window": index,
