@@ -126,6 +126,36 @@ def test_batch_equals_per_call(compiled, rng):
     assert k.rnea_batch(Q[:0], V[:0], A[:0]).shape == (0, m.nv)
 
 
+def test_batch_threads_give_identical_results_and_write_into_out(compiled, rng):
+    """Rows split over threads (enough rows that every thread gets a block) equal the one-thread result
+    bit for bit; ``out=`` arrays are filled and returned; bad ``threads`` / ``out`` raise."""
+    _, m, k, *_ = compiled
+    n = 3000
+    Q = np.array([m.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+    for name in ("rnea", "regressor", "rnea_derivatives", "aba_derivatives"):
+        batch = getattr(k, name + "_batch")
+        one = batch(Q, V, A, threads=1)
+        one = one if isinstance(one, tuple) else (one,)
+        for threads in (2, 3):
+            out = tuple(np.full_like(x, np.nan) for x in one)
+            returned = batch(Q, V, A, out=out if len(out) > 1 else out[0], threads=threads)
+            returned = returned if isinstance(returned, tuple) else (returned,)
+            for r, o, x in zip(returned, out, one):
+                assert r is o
+                np.testing.assert_array_equal(o, x, err_msg=f"{name} threads={threads}")
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        k.rnea_batch(Q, V, A, threads=0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'threads'"):
+        k.rnea(Q[0], V[0], A[0], threads=2)
+    with pytest.raises(TypeError, match="both positionally and as out="):
+        k.rnea_batch(Q, V, A, np.empty((n, m.nv)), out=np.empty((n, m.nv)))
+    with pytest.raises(ValueError, match="out= holds 1 arrays, expected 3"):
+        k.rnea_derivatives_batch(Q, V, A, out=(np.empty((n, m.nv, m.nv)),))
+    with pytest.raises(ValueError, match="output 0"):
+        k.rnea_batch(Q, V, A, out=np.empty((n - 1, m.nv)))
+
+
 def test_inputs_are_converted_and_outputs_can_be_given(compiled, rng):
     _, m, k, *_ = compiled
     q, v, a = random_state(m, rng)

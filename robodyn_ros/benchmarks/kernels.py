@@ -3,13 +3,20 @@ on Panda, UR5 and Talos (fixed base, 44 DoF: ``talos_full_v2.urdf``), all measur
 
 Per call: the best of 7 interleaved repeats (ours, Pinocchio's, ours, ...) of a timed loop of each function from Python on one random state
 (ours: ``Kernels.<name>(q, v, a)``; Pinocchio: ``pinocchio.<algorithm>(model, data, q, v, a)``).
-Batch: ours is ``Kernels.<name>_batch`` over N samples in one call, writing into preallocated output
-arrays (as Pinocchio's loop writes into its ``Data``; the time with freshly allocated outputs, which adds
-the page faults of up to 400 MB, is reported too); Pinocchio's is a Python loop over the same rows
-(timed on the first ``min(N, 20 000)`` rows, the per-sample cost of a loop being flat).
+Batch: both sides produce the same N stored results in preallocated (N, ...) arrays. Ours is
+``Kernels.<name>_batch(Q, V, A, out=...)`` over N samples in one call (rows split over
+``threads`` POSIX threads, default ``$ROBODYN_THREADS`` or the CPUs available; the time with freshly
+allocated outputs, which adds the page faults of up to 400 MB, and the single-thread time are reported
+too). Pinocchio's is the loop a user writes to get N results: ``OUT[i] = pinocchio.<algorithm>(model,
+data, Q[i], V[i], A[i])``, copying each result out of ``Data`` before the next call overwrites it (for
+``rnea_derivatives`` the three matrices ``dtau_dq, dtau_dv, M``; Pinocchio fills only ``M``'s upper
+triangle, which we do not charge it for completing). The loop is timed on the first
+``min(N, 20 000)`` rows (its per-sample cost is flat) and ours on all N rows; the two are repeated
+alternately ``BATCH_REPEAT`` times and the best of each kept, so that load changes hit both alike.
 N is 100 000 unless the outputs would exceed 400 MB (matrix outputs of Talos), then as many as fit.
 Ratio ``ours / pinocchio`` (below 1: we are faster); batch ``speedup = pinocchio / ours``.
-Pinocchio is optional: without it, our times alone and a note.
+Pinocchio is optional: without it, our times alone and a note. ``robots`` (or ``$ROBODYN_BENCH_ROBOTS``,
+comma-separated) restricts the robots measured.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ BATCH = ("rnea", "regressor", "rnea_derivatives")
 BATCH_N = 100_000
 BATCH_BYTES = 400e6
 PIN_LOOP_MAX = 20_000
+BATCH_REPEAT = 3
 
 
 def robots_root():
@@ -153,35 +161,73 @@ def bench_robot(name, path, pin, rng):
         else:
             entry["per_call_us"][fn] = {"ours": _per_call_seconds(lambda: call(q, v, a))[0] * 1e6}
     for fn in BATCH:
-        out_size = {"rnea": model.nv, "regressor": model.nv * 10 * model.nbodies,
-                    "rnea_derivatives": 3 * model.nv * model.nv}[fn]
-        n = int(min(BATCH_N, BATCH_BYTES // (8 * out_size)))
-        Q = np.array([model.random_configuration(rng) for _ in range(n)])
-        V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
-        batch = getattr(k, fn + "_batch")
-        fresh = timeit.timeit(lambda: batch(Q, V, A), number=1) / n * 1e6
-        outs = batch(Q, V, A)
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        ours = min(timeit.repeat(lambda: batch(Q, V, A, *outs), number=1, repeat=3)) / n * 1e6
-        outs = None  # free the preallocated outputs before the next function
-        row = {"N": n, "ours_per_sample_us": ours, "ours_fresh_output_per_sample_us": fresh}
-        if fn in pin_calls:
-            m = min(n, PIN_LOOP_MAX)
-            Qp, Vp, Ap = (np.zeros((m, model.nv)) for _ in range(3))
-            Qp[:, perm], Vp[:, perm], Ap[:, perm] = Q[:m], V[:m], A[:m]
-            call = pin_calls[fn]
-
-            def loop():
-                for i in range(m):
-                    call(Qp[i], Vp[i], Ap[i])
-            theirs = timeit.timeit(loop, number=1) / m * 1e6
-            row.update(pinocchio_loop_samples=m, pinocchio_loop_per_sample_us=theirs, speedup=theirs / ours)
-        entry["batch"][fn] = row
+        entry["batch"][fn] = _bench_batch(model, k, fn, pin_calls.get(fn), perm, rng)
     return entry
 
 
-def run(json: bool = False) -> dict:
-    """Measure everything, print a table unless ``json``, and return the results as a dict."""
+def _bench_batch(model, k, fn, pin_call, perm, rng):
+    """Per-sample µs of ``<fn>_batch`` and of Pinocchio's storing Python loop (module docstring)."""
+    shapes = {"rnea": ((model.nv,),), "regressor": ((model.nv, 10 * model.nbodies),),
+              "rnea_derivatives": ((model.nv, model.nv),) * 3}[fn]
+    out_size = sum(int(np.prod(s)) for s in shapes)
+    n = int(min(BATCH_N, BATCH_BYTES // (8 * out_size)))
+    Q = np.array([model.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
+    batch = getattr(k, fn + "_batch")
+    fresh = timeit.timeit(lambda: batch(Q, V, A), number=1) / n * 1e6
+    outs = tuple(np.empty((n,) + s) for s in shapes)
+    out = outs if len(outs) > 1 else outs[0]
+    single = min(timeit.repeat(lambda: batch(Q, V, A, out=out, threads=1), number=1, repeat=BATCH_REPEAT)) / n * 1e6
+    row = {"N": n, "threads": _default_threads(), "ours_fresh_output_per_sample_us": fresh,
+           "ours_one_thread_per_sample_us": single}
+    ours, theirs = float("inf"), float("inf")
+    loop = None
+    if pin_call is not None:
+        m = min(n, PIN_LOOP_MAX)
+        Qp, Vp, Ap = (np.zeros((m, model.nv)) for _ in range(3))
+        Qp[:, perm], Vp[:, perm], Ap[:, perm] = Q[:m], V[:m], A[:m]
+        stored = tuple(np.empty((m,) + s) for s in shapes)
+
+        if len(shapes) == 1:
+            (OUT,) = stored
+
+            def loop():
+                for i in range(m):
+                    OUT[i] = pin_call(Qp[i], Vp[i], Ap[i])
+        else:
+            D_Q, D_V, D_A = stored
+
+            def loop():
+                for i in range(m):
+                    D_Q[i], D_V[i], D_A[i] = pin_call(Qp[i], Vp[i], Ap[i])
+    for _ in range(BATCH_REPEAT):
+        ours = min(ours, timeit.timeit(lambda: batch(Q, V, A, out=out), number=1) / n * 1e6)
+        if loop is not None:
+            theirs = min(theirs, timeit.timeit(loop, number=1) / m * 1e6)
+    outs = out = None  # free the preallocated outputs before the next function
+    row["ours_per_sample_us"] = ours
+    if loop is not None:
+        row.update(pinocchio_loop_samples=m, pinocchio_loop_per_sample_us=theirs, speedup=theirs / ours,
+                   speedup_one_thread=theirs / single)
+    return row
+
+
+def _default_threads():
+    """Threads a batch call uses by default (mirrors the binding's rdk_default_threads)."""
+    env = os.environ.get("ROBODYN_THREADS", "")
+    if env.strip().isdigit() and int(env) >= 1:
+        return min(int(env), 64)
+    try:
+        return min(len(os.sched_getaffinity(0)), 64)
+    except AttributeError:  # pragma: no cover - not Linux
+        return min(os.cpu_count() or 1, 64)
+
+
+def run(json: bool = False, robots=None) -> dict:
+    """Measure everything (or only ``robots``, names of ``ROBOTS``), print a table unless ``json``, and
+    return the results as a dict."""
+    if robots is None and os.environ.get("ROBODYN_BENCH_ROBOTS"):
+        robots = [r.strip() for r in os.environ["ROBODYN_BENCH_ROBOTS"].split(",") if r.strip()]
     pin = _pinocchio()
     result = {"pinocchio": getattr(pin, "__version__", None), "notes": [], "robots": {}}
     if pin is None:
@@ -194,6 +240,8 @@ def run(json: bool = False) -> dict:
         return result
     rng = np.random.default_rng(0)
     for name, rel in ROBOTS.items():
+        if robots is not None and name not in robots:
+            continue
         path = os.path.join(root, rel)
         if not os.path.isfile(path):
             result["notes"].append(f"{name}: {path} missing")
@@ -219,9 +267,13 @@ def format_table(result):
         for fn, row in r["per_call_us"].items():
             theirs = f"{row['pinocchio']:13.3f} {row['ratio']:7.2f}" if "pinocchio" in row else f"{'n/a':>13s} {'':>7s}"
             lines.append(f"  {fn:24s} {row['ours']:10.3f} {theirs}")
-        lines.append(f"  {'batch (per sample)':24s} {'N':>8s} {'ours µs':>10s} {'pin loop µs':>12s} {'speedup':>8s}")
+        lines.append(f"  {'batch (per sample)':24s} {'N':>8s} {'ours µs':>10s} {'1 thread':>9s} {'pin loop µs':>12s}"
+                     f" {'speedup':>8s} {'1 thread':>9s}")
         for fn, row in r["batch"].items():
-            theirs = (f"{row['pinocchio_loop_per_sample_us']:12.3f} {row['speedup']:8.1f}"
-                      if "speedup" in row else f"{'n/a':>12s} {'':>8s}")
-            lines.append(f"  {fn + '_batch':24s} {row['N']:8d} {row['ours_per_sample_us']:10.3f} {theirs}")
+            theirs = (f"{row['pinocchio_loop_per_sample_us']:12.3f} {row['speedup']:8.1f} {row['speedup_one_thread']:9.1f}"
+                      if "speedup" in row else f"{'n/a':>12s} {'':>8s} {'':>9s}")
+            lines.append(f"  {fn + '_batch':24s} {row['N']:8d} {row['ours_per_sample_us']:10.3f} "
+                         f"{row['ours_one_thread_per_sample_us']:9.3f} {theirs}")
+        lines.append(f"  (batch: ours with {next(iter(r['batch'].values()), {}).get('threads', '?')} thread(s) and with 1;"
+                     " Pinocchio's Python loop stores every result into an (N, ...) array, as ours does)")
     return "\n".join(lines)

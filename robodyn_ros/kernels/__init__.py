@@ -14,7 +14,10 @@ arrays without a copy): ``rnea(q, v, a)`` (nv,), ``aba(q, v, tau)`` (nv,), ``crb
 tangent space), ``rnea_time_derivatives(q, v, a, jerk)`` -> ``tau_dot`` (nv,).
 Batch forms ``rnea_batch``, ``aba_batch``, ``crba_batch``, ``regressor_batch``,
 ``rnea_derivatives_batch``, ``aba_derivatives_batch`` take (N, n) arrays and return (N, ...) arrays.
-Every function also accepts its output array(s) as extra positional arguments and writes into them.
+Every function also accepts its output array(s) as extra positional arguments or as ``out=`` (one array,
+or a tuple of arrays) and writes into them. Batch forms split their rows over POSIX threads:
+``threads=`` per call, else ``$ROBODYN_THREADS``, else the CPUs this process may use (at most 64); small
+batches use fewer threads, and the results are bit-identical whatever the count.
 Wrong shapes raise ``ValueError`` naming the argument; values are not checked (NaN in, NaN out): that is
 the job of the public functions in :mod:`robodyn_ros.numeric`.
 

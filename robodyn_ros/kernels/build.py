@@ -44,8 +44,8 @@ try:
 except ImportError:  # pragma: no cover - non-POSIX: the atomic rename alone keeps the cache consistent
     fcntl = None
 
-CFLAGS = ("-O2", "-march=native", "-fPIC", "-fno-math-errno", "-fvisibility=hidden", "-w")
-BIG_KERNEL_CFLAGS = ("-O1", "-march=native", "-fPIC", "-fno-math-errno", "-fvisibility=hidden", "-w")
+CFLAGS = ("-O2", "-march=native", "-fPIC", "-fno-math-errno", "-fvisibility=hidden", "-pthread", "-w")
+BIG_KERNEL_CFLAGS = ("-O1", "-march=native", "-fPIC", "-fno-math-errno", "-fvisibility=hidden", "-pthread", "-w")
 BIG_KERNEL_INSTRUCTIONS = 60000
 
 
@@ -168,7 +168,7 @@ def compile_module(kernel_set, key, compiler, attributes, jobs=None, report=None
                 timings[fname] = seconds
         tmp_lib = os.path.join(tmp, "module.so")
         objects = [s[:-2] + ".o" for s in sources + [module_c]]
-        timings["link"] = _run(compiler + ["-shared", "-o", tmp_lib] + objects + ["-lm"], tmp)
+        timings["link"] = _run(compiler + ["-shared", "-pthread", "-o", tmp_lib] + objects + ["-lm"], tmp)
         report_tmp = os.path.join(tmp, "report.json")
         with open(report_tmp, "w") as fh:
             json.dump(dict(report or {}, compile_times=timings, compile_wall_seconds=time.perf_counter() - start), fh)

@@ -1,12 +1,17 @@
 """C sources of a kernel module: one CasADi-generated translation unit per kernel (compiled in parallel)
 and a CPython extension module that binds them.
 
-The binding is a table of ``METH_FASTCALL`` functions. A call checks each argument once: a C-contiguous,
+The binding is a table of ``METH_FASTCALL | METH_KEYWORDS`` functions. A call checks each argument once: a C-contiguous,
 aligned float64 NumPy array of the right shape is used in place (the fast path); anything else is
 converted with ``PyArray_FROMANY`` and its shape checked, raising ``ValueError`` naming the argument.
-The outputs are fresh NumPy arrays (or caller-provided ones, passed as extra positional arguments), and
-the kernel's scratch space lives on the C stack, so a call allocates nothing but the returned arrays.
-Batch forms take (N, n) arrays, loop over the rows in C and release the GIL while they do.
+The outputs are fresh uninitialised NumPy arrays that the kernel fills completely (or caller-provided
+ones, passed as extra positional arguments or as ``out=`` (one array, or a tuple of them)), and the
+kernel's scratch space lives on the C stack, so a call allocates nothing but the returned arrays.
+Batch forms take (N, n) arrays, loop over the rows in C and release the GIL while they do. The rows are
+split into contiguous blocks, one per POSIX thread (``threads=`` keyword, else ``$ROBODYN_THREADS``, else
+the CPUs this process may run on, at most ``RDK_MAX_THREADS``; fewer when a block would hold less than
+about ``RDK_MIN_BLOCK_FLOPS`` operations, so small batches do not pay for thread creation). Each row is
+computed by the same code on its own stack whatever the thread count, so results are bit-identical.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import re
 import casadi as ca
 
 # Bump when the generated code or the binding changes: it is part of the disk-cache key.
-GENERATOR_VERSION = "4"
+GENERATOR_VERSION = "5"
 
 _PRELUDE = r"""
 #define PY_SSIZE_T_CLEAN
@@ -24,8 +29,139 @@ _PRELUDE = r"""
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #include <string.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 
 typedef long long casadi_int;
+
+#define RDK_MAX_THREADS 64
+#define RDK_MAX_ARGS 8
+#define RDK_THREAD_STACK_BYTES ((size_t)64 << 20)
+
+typedef void (*rdk_eval_fn)(const double **in, double **out);
+
+/* Rows [begin, end) of a batch: row r of input k starts at in[k] + r * in_size[k], likewise outputs. */
+typedef struct {
+    rdk_eval_fn eval;
+    int nin, nout;
+    const double *in[RDK_MAX_ARGS];
+    double *out[RDK_MAX_ARGS];
+    npy_intp in_size[RDK_MAX_ARGS], out_size[RDK_MAX_ARGS];
+    npy_intp begin, end;
+} rdk_block;
+
+static void *rdk_run_block(void *arg)
+{
+    const rdk_block *b = (const rdk_block *)arg;
+    const double *row_in[RDK_MAX_ARGS];
+    double *row_out[RDK_MAX_ARGS];
+    for (npy_intp r = b->begin; r < b->end; r++) {
+        for (int k = 0; k < b->nin; k++) row_in[k] = b->in[k] + r * b->in_size[k];
+        for (int k = 0; k < b->nout; k++) row_out[k] = b->out[k] + r * b->out_size[k];
+        b->eval(row_in, row_out);
+    }
+    return NULL;
+}
+
+/* Threads when the caller does not say: $ROBODYN_THREADS, else the CPUs of this process's affinity mask. */
+static int rdk_default_threads(void)
+{
+    const char *env = getenv("ROBODYN_THREADS");
+    int n = 0;
+    if (env != NULL && *env) n = atoi(env);
+    if (n < 1) {
+#ifdef CPU_COUNT
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+        if (n < 1) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    }
+    if (n < 1) n = 1;
+    return n > RDK_MAX_THREADS ? RDK_MAX_THREADS : n;
+}
+
+/* All rows of *proto, split into contiguous blocks over up to `threads` threads (the calling one
+   included), at least `min_rows` rows per block. A thread that cannot be created has its block run by
+   the caller. Called without the GIL. */
+static void rdk_parallel_rows(const rdk_block *proto, npy_intp rows, int threads, npy_intp min_rows)
+{
+    rdk_block blocks[RDK_MAX_THREADS];
+    pthread_t tid[RDK_MAX_THREADS];
+    int started[RDK_MAX_THREADS] = {0};
+    npy_intp most = rows / (min_rows > 0 ? min_rows : 1);
+    if (threads > most) threads = (int)most;
+    if (threads > RDK_MAX_THREADS) threads = RDK_MAX_THREADS;
+    if (threads < 1) threads = 1;
+    for (int t = 0; t < threads; t++) {
+        blocks[t] = *proto;
+        blocks[t].begin = rows * t / threads;
+        blocks[t].end = rows * (t + 1) / threads;
+    }
+    if (threads > 1) {
+        pthread_attr_t attr;
+        int attr_ok = pthread_attr_init(&attr) == 0;
+        if (attr_ok) pthread_attr_setstacksize(&attr, RDK_THREAD_STACK_BYTES);
+        for (int t = 1; t < threads; t++)
+            started[t] = pthread_create(&tid[t], attr_ok ? &attr : NULL, rdk_run_block, &blocks[t]) == 0;
+        if (attr_ok) pthread_attr_destroy(&attr);
+    }
+    rdk_run_block(&blocks[0]);
+    for (int t = 1; t < threads; t++) {
+        if (started[t]) pthread_join(tid[t], NULL);
+        else rdk_run_block(&blocks[t]);
+    }
+}
+
+/* Keyword arguments: out= (one array, or a tuple/list of nout arrays) and, for batch forms, threads=
+   (int >= 1, or None for the default). Fills given[0..nout) (borrowed) and *threads. */
+static int rdk_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int nin, int nout, int batch,
+                        const char *fname, PyObject **given, int *threads)
+{
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (int k = 0; k < nout; k++) given[k] = nargs > nin ? args[nin + k] : NULL;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
+        if (PyUnicode_CompareWithASCIIString(key, "out") == 0) {
+            if (nargs > nin) {
+                PyErr_Format(PyExc_TypeError, "%s(): outputs given both positionally and as out=", fname);
+                return -1;
+            }
+            if (value == Py_None) continue;
+            if (PyTuple_Check(value) || PyList_Check(value)) {
+                PyObject *seq = PySequence_Fast(value, "out");
+                if (seq == NULL) return -1;
+                if (PySequence_Fast_GET_SIZE(seq) != nout) {
+                    PyErr_Format(PyExc_ValueError, "%s(): out= holds %zd arrays, expected %d", fname,
+                                 PySequence_Fast_GET_SIZE(seq), nout);
+                    Py_DECREF(seq);
+                    return -1;
+                }
+                for (int k = 0; k < nout; k++) given[k] = PySequence_Fast_GET_ITEM(seq, k);  /* kept alive by value */
+                Py_DECREF(seq);
+            } else if (nout == 1) {
+                given[0] = value;
+            } else {
+                PyErr_Format(PyExc_ValueError, "%s(): out= must be a tuple of %d arrays", fname, nout);
+                return -1;
+            }
+        } else if (batch && PyUnicode_CompareWithASCIIString(key, "threads") == 0) {
+            if (value == Py_None) continue;
+            long t = PyLong_AsLong(value);
+            if (t == -1 && PyErr_Occurred()) return -1;
+            if (t < 1) {
+                PyErr_Format(PyExc_ValueError, "%s(): threads must be >= 1, got %ld", fname, t);
+                return -1;
+            }
+            *threads = t > RDK_MAX_THREADS ? RDK_MAX_THREADS : (int)t;
+        } else {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname, key);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 /* Data pointer of a float64 array of shape (n,) [rows < 0] or (rows, n) [rows >= 0, -1 = any rows].
    Fast path: the argument itself. Otherwise a converted copy owned through *owner. */
@@ -190,12 +326,14 @@ def _evaluator(spec):
     return "\n".join(lines)
 
 
-def _wrapper(spec, batch):
-    """C source of the Python-facing function for ``spec`` (per call, or its ``_batch`` form)."""
+def _wrapper(spec, batch, min_rows=1):
+    """C source of the Python-facing function for ``spec`` (per call, or its ``_batch`` form, whose rows
+    are split over threads in blocks of at least ``min_rows``)."""
     fname = spec.name + ("_batch" if batch else "")
     nin, nout = len(spec.inputs), len(spec.outputs)
-    lines = [f"static PyObject *py_{fname}(PyObject *self, PyObject *const *args, Py_ssize_t nargs)", "{"]
-    lines.append(f"    const double *in[{nin}]; double *res[{nout}];")
+    lines = [f"static PyObject *py_{fname}(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)", "{"]
+    lines.append("    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);")
+    lines.append(f"    const double *in[{nin}]; double *res[{nout}]; PyObject *given[{nout}]; int threads = 0;")
     lines.append(f"    PyObject *owner[{nin}] = {{0}}; PyObject *out[{nout}] = {{0}}; PyObject *result = NULL;")
     lines.append("    npy_intp rows = -1;")
     lines.append(f"    if (nargs != {nin} && nargs != {nin + nout}) {{")
@@ -203,26 +341,29 @@ def _wrapper(spec, batch):
     lines.append(f'        PyErr_Format(PyExc_TypeError, "{fname}() takes {nin} arguments ({names}) and optionally '
                  f'{nout} output array(s), got %zd", nargs);')
     lines.append("        return NULL;\n    }")
+    lines.append(f'    if (rdk_keywords(args, nargs, kwnames, {nin}, {nout}, {int(batch)}, "{fname}", given, &threads) < 0) '
+                 "return NULL;")
     for k, (name, n) in enumerate(spec.inputs):
         lines.append(f'    if (rdk_input(args[{k}], {int(batch)}, &rows, {n}, "{fname}", "{name}", &in[{k}], &owner[{k}]) < 0) '
                      "goto done;")
     for k, shape in enumerate(spec.outputs):
         dims = (["rows"] if batch else []) + [str(d) for d in shape]
         lines.append(f"    {{ npy_intp dims[] = {{{', '.join(dims)}}};")
-        lines.append(f'      if (rdk_output(nargs > {nin} ? args[{nin + k}] : NULL, {len(dims)}, dims, "{fname}", {k}, '
-                     f"&out[{k}]) < 0) goto done;")
+        lines.append(f'      if (rdk_output(given[{k}], {len(dims)}, dims, "{fname}", {k}, &out[{k}]) < 0) goto done;')
         lines.append(f"      res[{k}] = (double *)PyArray_DATA((PyArrayObject *)out[{k}]); }}")
     if not batch:
         lines.append(f"    rdk_{spec.name}_eval(in, res);")
     else:
-        lines.append("    Py_BEGIN_ALLOW_THREADS")
-        lines.append("    for (npy_intp r = 0; r < rows; r++) {")
-        ins = ", ".join(f"in[{k}] + r * {n}" for k, (_, n) in enumerate(spec.inputs))
-        outs = ", ".join(f"res[{k}] + r * {_size(shape)}" for k, shape in enumerate(spec.outputs))
-        lines.append(f"        const double *row_in[{nin}] = {{{ins}}}; double *row_out[{nout}] = {{{outs}}};")
-        lines.append(f"        rdk_{spec.name}_eval(row_in, row_out);")
-        lines.append("    }")
-        lines.append("    Py_END_ALLOW_THREADS")
+        lines.append(f"    {{ rdk_block block = {{rdk_{spec.name}_eval, {nin}, {nout}}};")
+        for k, (_, n) in enumerate(spec.inputs):
+            lines.append(f"      block.in[{k}] = in[{k}]; block.in_size[{k}] = {n};")
+        for k, shape in enumerate(spec.outputs):
+            lines.append(f"      block.out[{k}] = res[{k}]; block.out_size[{k}] = {_size(shape)};")
+        lines.append("      block.begin = 0; block.end = rows;")
+        lines.append("      if (threads < 1) threads = rdk_default_threads();")
+        lines.append("      Py_BEGIN_ALLOW_THREADS")
+        lines.append(f"      rdk_parallel_rows(&block, rows, threads, {min_rows});")
+        lines.append("      Py_END_ALLOW_THREADS }")
     if nout == 1:
         lines.append("    result = out[0]; out[0] = NULL;")
     else:
@@ -232,6 +373,19 @@ def _wrapper(spec, batch):
     lines += [f"    Py_XDECREF(out[{k}]);" for k in range(nout)]
     lines.append("    return result;\n}\n")
     return "\n".join(lines)
+
+
+# A thread's block of rows holds at least this many arithmetic operations (about 100 µs of work here),
+# so that creating the thread (tens of µs) stays small against it.
+RDK_MIN_BLOCK_FLOPS = 200_000
+
+
+def _min_block_rows(spec):
+    """Rows per thread below which a batch is not split further (composites: every row is large)."""
+    if spec.function is None:
+        return 1
+    from .symbolic import flop_count
+    return max(1, -(-RDK_MIN_BLOCK_FLOPS // max(flop_count(spec.function), 1)))
 
 
 def _size(shape):
@@ -259,9 +413,11 @@ def module_source(kernel_set, module_name, attributes):
     for spec in kernel_set.specs:
         for batch in (False, True) if spec.batch else (False,):
             fname = spec.name + ("_batch" if batch else "")
-            parts.append(_wrapper(spec, batch))
-            doc = f"{fname}({', '.join(n.upper() if batch else n for n, _ in spec.inputs)})"
-            methods.append(f'    {{"{fname}", (PyCFunction)(void (*)(void))py_{fname}, METH_FASTCALL, "{doc}"}},')
+            parts.append(_wrapper(spec, batch, _min_block_rows(spec)))
+            doc = f"{fname}({', '.join(n.upper() if batch else n for n, _ in spec.inputs)}, *, out=None"
+            doc += ", threads=None)" if batch else ")"
+            methods.append(f'    {{"{fname}", (PyCFunction)(void (*)(void))py_{fname}, METH_FASTCALL | METH_KEYWORDS, '
+                           f'"{doc}"}},')
     parts.append("static PyMethodDef rdk_methods[] = {\n" + "\n".join(methods) + "\n    {NULL, NULL, 0, NULL}\n};")
     parts.append(f'static struct PyModuleDef rdk_module = {{PyModuleDef_HEAD_INIT, "{module_name}", '
                  '"Compiled robodyn_ros kernels for one model.", -1, rdk_methods};')

@@ -56,14 +56,23 @@ class InterpretedKernels:
     def _batch(self, spec):
         fname = spec.name + "_batch"
 
-        def kernel(*args):
+        def kernel(*args, out=None, threads=None):
+            """``threads`` is accepted for the compiled signature's sake; CasADi evaluates row by row."""
             if len(args) != len(spec.inputs):
                 raise TypeError(f"{fname}() takes {len(spec.inputs)} arguments, got {len(args)}")
+            if threads is not None and threads < 1:
+                raise ValueError(f"{fname}(): threads must be >= 1, got {threads}")
             ins, rows = [], None
             for (n, k), x in zip(spec.inputs, args):
                 ins.append(_as_input(fname, n, x, k, rows=rows))
                 rows = ins[-1].shape[0]
             outs = [np.empty((rows,) + shape) for shape in spec.outputs]
+            if out is not None:
+                given = (out,) if len(spec.outputs) == 1 and not isinstance(out, (tuple, list)) else tuple(out)
+                if len(given) != len(outs) or any(not isinstance(g, np.ndarray) or g.shape != o.shape
+                                                  or g.dtype != np.float64 for g, o in zip(given, outs)):
+                    raise ValueError(f"{fname}(): out= must hold {len(outs)} float64 array(s) of the results' shapes")
+                outs = list(given)
             for r in range(rows):
                 for o, value in zip(outs, self._evaluate(spec, [x[r] for x in ins])):
                     o[r] = value
