@@ -14,9 +14,12 @@
    achieved (from its /diagnostics) and whether it kept up (>= 95 % of 1000 / decimation).
 3. simulator: the simulator node of the Panda (7 DoF, RK4, 1 kHz steps, publishing joint states, wrench
    and /clock every step) running as fast as possible without a controller for ``SIM_SECONDS`` wall
-   seconds: ``simulator_realtime_factor`` = simulated / wall time; ``simulator_step_realtime_factor``
-   is the library's ``Simulator.step`` alone (compiled ABA, RK4: five dynamics evaluations per step), and
-   ``..._semi_implicit_euler`` the same with the two-evaluation integrator.
+   seconds: ``simulator_realtime_factor`` = simulated / wall time, ``..._per_cpu_second`` = simulated
+   time / CPU time of the spinning thread (what the node does with a core to itself: on the shared
+   2-core machine the wall figure mostly measures the other jobs); ``simulator_step_realtime_factor`` is
+   the library's ``Simulator.step`` alone with the node's compiled whole step (RK4, one C call per step;
+   ``..._python``: the Python step on the compiled ABA, five calls), ``..._semi_implicit_euler`` the same
+   with the two-evaluation integrator (best of 5 runs of 1000 steps each).
 Measured 2026-11-23 on the project machine (2 shared cores, load 2-6, SCHED_FIFO granted):
 id_node_p99_latency_ms 0.46-0.87 (p50 0.24-0.35), id_node_dropped 0 of 10 000, round trip p99 1.4-2.3 ms;
 estimator 885-1000 Hz at decimation 1 (just keeps up or not, depending on load), 200 Hz at decimation 5;
@@ -241,19 +244,31 @@ def bench_simulator(context):
         if not bring_up(node):
             raise RuntimeError("simulator did not configure")
         up.spin_until(lambda: node.sim.t > 0.05, 30.0)
-        t0, wall0 = node.sim.t, time.monotonic()
+        t0, wall0, cpu0 = node.sim.t, time.monotonic(), time.thread_time()
         up.spin_until(lambda: False, SIM_SECONDS)
         node_factor = (node.sim.t - t0) / (time.monotonic() - wall0)
+        node_cpu_factor = (node.sim.t - t0) / (time.thread_time() - cpu0)
         steps = node.steps
-        from ..simulation import Simulator
-        sim = Simulator(model, node.sim.config, node.robot.home, forward_dynamics=node._robot_dynamics)
-        tau = KernelDynamics(model, node.kernels).gravity(sim.q, model.inertial_parameters())
-        step_factor = _steps_per_real_second(sim, tau)
         from dataclasses import replace
-        euler = Simulator(model, replace(node.sim.config, integrator="semi_implicit_euler"), node.robot.home,
-                          forward_dynamics=node._robot_dynamics)
-        euler_factor = _steps_per_real_second(euler, tau)
-    return round(node_factor, 2), round(step_factor, 2), round(euler_factor, 2), steps
+
+        from ..simulation import Simulator
+        from ..simulation_step import CompiledStep
+        tau = KernelDynamics(model, node.kernels).gravity(node.robot.home, model.inertial_parameters())
+        factors = {}
+        for integrator in ("rk4", "semi_implicit_euler"):
+            config = replace(node.sim.config, integrator=integrator)
+            for name, step_function in (("python", None), ("compiled", CompiledStep(model, integrator))):
+                sim = Simulator(model, config, node.robot.home, forward_dynamics=node._robot_dynamics,
+                                step_function=step_function)
+                factors[integrator, name] = round(_steps_per_real_second(sim, tau), 2)
+    return {"simulator_realtime_factor": round(node_factor, 2),
+            "simulator_realtime_factor_per_cpu_second": round(node_cpu_factor, 2),
+            "simulator_compiled_step": node.sim.step_function is not None,
+            "simulator_step_realtime_factor": factors["rk4", "compiled"],
+            "simulator_step_realtime_factor_python": factors["rk4", "python"],
+            "simulator_step_realtime_factor_semi_implicit_euler": factors["semi_implicit_euler", "compiled"],
+            "simulator_step_realtime_factor_semi_implicit_euler_python": factors["semi_implicit_euler", "python"],
+            "simulator_steps": steps}
 
 
 def _steps_per_real_second(sim, tau, steps=1000, repeats=5):
@@ -287,9 +302,7 @@ def run(json=False):
                 result[f"estimator_keeps_up_decimation_{decimation}"] = bool(rate >= 0.95 * RATE / decimation)
             result["estimator_rate_hz"] = max(result["estimator_rate_hz_decimation_1"],
                                               result["estimator_rate_hz_decimation_5"])
-            (result["simulator_realtime_factor"], result["simulator_step_realtime_factor"],
-             result["simulator_step_realtime_factor_semi_implicit_euler"], result["simulator_steps"]) = \
-                bench_simulator(context)
+            result.update(bench_simulator(context))
         finally:
             context.try_shutdown()
     result["load_average_1min_end"] = round(os.getloadavg()[0], 2)

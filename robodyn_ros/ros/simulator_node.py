@@ -9,14 +9,23 @@ Timing: ``real_time_factor > 0`` steps on a wall timer, catching up whole steps;
 possible, in ``lockstep`` stepping as soon as a command answers the last published state (or after
 ``lockstep_timeout`` wall seconds). Stamps are simulated time (plus the wall time at activation when
 ``/clock`` is not published). A command older than ``command_timeout`` simulated seconds is replaced by
-zero torque, with a warning. Forward dynamics: the compiled ABA of the robot and, when a payload is
-configured, of the robot with the payload (both compiled on configure).
+zero torque, with a warning. ``publish_decimation`` k > 1 publishes the joint states, the wrench and
+``/clock`` after every k-th step only (in lockstep, k steps per command). Dynamics: one compiled function
+per step (:class:`robodyn_ros.simulation_step.CompiledStep`, robot and payload parameters as its input,
+compiled on configure; the Python step on the compiled ABA if no C compiler works).
+
+Speed: the wrench and clock messages are built once and refilled in place, the JointState is rebuilt per
+step from preallocated arrays; as fast as possible without lockstep, a timer of period ``FREE_RUN_PERIOD``
+steps for ``FREE_RUN_BURST`` wall seconds per callback, so the executor runs between bursts but hardly
+idles.
 """
 from __future__ import annotations
 
 import time
+from array import array
 
 import numpy as np
+from builtin_interfaces.msg import Time
 from geometry_msgs.msg import WrenchStamped
 from rosgraph_msgs.msg import Clock as ClockMsg
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -24,16 +33,20 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
+from ..control.compiled_functions import CompileError
 from ..errors import ModelError
 from ..kernels import compile_kernels
 from ..sensor_wrench import SensorWrenchRegressor
 from ..simulation import Payload, SensorNoise, Simulator, SimulatorConfig
+from ..simulation_step import CompiledStep
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 
 CLOCK_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 MAX_CATCH_UP_STEPS = 50
+FREE_RUN_PERIOD = 1e-4   # s: the free-running timer is due again as soon as a burst ends
+FREE_RUN_BURST = 1e-3    # s of stepping per free-running callback
 
 
 def stable_limit_stops(model, kernels, q, dt):
@@ -67,9 +80,15 @@ class SimulatorNode(RobodynNode):
                                      wrench_bias=tuple(c["wrench_bias"]), seed=c["noise.seed"],
                                      limit_stiffness=stiffness if c["limits.stiffness"] < 0 else c["limits.stiffness"],
                                      limit_damping=damping if c["limits.damping"] < 0 else c["limits.damping"])
+        try:
+            step_function = CompiledStep(model, sim_config.integrator)
+        except CompileError as exc:
+            self.get_logger().warning(f"stepping in Python (no compiled step): {exc}")
+            step_function = None
         self.sim = Simulator(model, sim_config, q0, forward_dynamics=self._robot_dynamics,
                              sensor_link=robot.wrist_link,
-                             wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link))
+                             wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link),
+                             step_function=step_function)
         if self.payload is not None:
             self.sim.attach_payload(self.payload)      # validates the link, then compile its dynamics
             self.payload_kernels = compile_kernels(model.with_inertial_parameters(self.sim.inertial_parameters),
@@ -92,8 +111,17 @@ class SimulatorNode(RobodynNode):
         self.sub(Float64MultiArray, c["command_topic"], self._on_command, qos.COMMAND_QOS)
         self.srv(Trigger, "~/attach_payload", self._on_attach)
         self.srv(Trigger, "~/detach_payload", self._on_detach)
-        self._clock_msg = ClockMsg()
         self._next_clock = 0.0
+        self._make_messages()
+
+    def _make_messages(self):
+        """The wrench and clock messages, built once (``publish_state`` refills them), and the joint arrays."""
+        robot, n = self.robot, self.robot.model.nv
+        fields = [array("d", bytes(8 * n)) for _ in range(3)]
+        self._joint_q, self._joint_v, self._joint_tau = (np.frombuffer(f, dtype=np.float64) for f in fields)
+        self._wrench_msg = WrenchStamped()
+        self._wrench_msg.header.frame_id = robot.wrist_link
+        self._clock_msg = ClockMsg()
 
     def _robot_dynamics(self, q, v, tau, pi):
         return self.kernels.aba(q, v, tau)
@@ -114,7 +142,7 @@ class SimulatorNode(RobodynNode):
         elif c["lockstep"]:
             self._timer = self.timer(max(c["lockstep_timeout"], 1e-3) / 2.0, self._on_lockstep_tick, steady=True)
         else:
-            self._timer = self.timer(1e-3, self._on_free_run_tick, steady=True)
+            self._timer = self.timer(FREE_RUN_PERIOD, self._on_free_run_tick, steady=True)
 
     def stop(self):
         if self._timer is not None:
@@ -134,16 +162,25 @@ class SimulatorNode(RobodynNode):
 
     def _on_lockstep_tick(self):
         if time.monotonic() - self.last_step_wall >= self.config["lockstep_timeout"]:
-            self.step_and_publish()
+            self.step_to_next_publish()
 
     def _on_free_run_tick(self):
-        end = time.monotonic() + 0.8e-3
-        while time.monotonic() < end and self.active:
+        end = time.monotonic() + FREE_RUN_BURST
+        while self.active:
             self.step_and_publish()
+            if self.last_step_wall >= end:
+                break
+
+    def step_to_next_publish(self):
+        """Step until the state is published (one step unless ``publish_decimation`` > 1)."""
+        for _ in range(self.config["publish_decimation"]):
+            if self.step_and_publish():
+                return
 
     def step_and_publish(self):
+        """One step; publishes the state after every ``publish_decimation``-th. Returns whether it did."""
         if not self.active:
-            return
+            return False
         sim, c = self.sim, self.config
         if c["payload.attach_time"] >= 0.0 and self.payload is not None and sim.payload is None \
                 and not self._auto_attached and sim.t + 1e-12 >= c["payload.attach_time"]:
@@ -162,21 +199,32 @@ class SimulatorNode(RobodynNode):
             self.warn_throttled("diverged", f"simulation step failed: {exc}")
         self.steps += 1
         self.last_step_wall = time.monotonic()
+        if self.steps % c["publish_decimation"]:
+            return False
         self.publish_state()
+        return True
 
     def publish_state(self):
-        robot, sim = self.robot, self.sim
-        stamp = rm.seconds_to_time(sim.t + self.stamp_offset)
+        sim, order = self.sim, self.robot.command_order
+        sec, nanosec = divmod(round((sim.t + self.stamp_offset) * 1e9), 1_000_000_000)
+        stamp = Time(sec=sec, nanosec=nanosec)
+        self._wrench_msg.header.stamp = self._clock_msg.clock = stamp
         m = sim.measure_joints()
-        order = robot.command_order
-        self.joint_pub.publish(rm.make_joint_state(stamp, robot.joints, m.q[order], m.v[order], m.tau[order]))
+        np.take(m.q, order, out=self._joint_q)
+        np.take(m.v, order, out=self._joint_v)
+        np.take(m.tau, order, out=self._joint_tau)
+        # a fresh JointState per step: refilling one preallocated message made the closed loop diverge
+        # in test_nodes (not understood yet); the arrays are still filled without allocation
+        self.joint_pub.publish(rm.make_joint_state(stamp, self.robot.joints, self._joint_q, self._joint_v,
+                                                   self._joint_tau))
         if self.steps % 100 == 0:  # the wrench costs ~0.1 ms: computed only while someone listens
             self._wrench_listeners = self.wrench_pub.get_subscription_count()
         if self._wrench_listeners:
-            self.wrench_pub.publish(rm.array_to_wrench_stamped(stamp, robot.wrist_link, sim.measure_wrench()))
+            f, t = self._wrench_msg.wrench.force, self._wrench_msg.wrench.torque
+            f.x, f.y, f.z, t.x, t.y, t.z = sim.measure_wrench().tolist()
+            self.wrench_pub.publish(self._wrench_msg)
         if self.clock_pub is not None and sim.t + 1e-9 >= self._next_clock:
             self._next_clock = sim.t + 1.0 / self.config["clock_rate"]
-            self._clock_msg.clock = stamp
             self.clock_pub.publish(self._clock_msg)
         self.awaiting_command = True
 
@@ -195,7 +243,7 @@ class SimulatorNode(RobodynNode):
             self.command_timed_out = False
         if self.active and self.config["real_time_factor"] == 0.0 and self.config["lockstep"] and self.awaiting_command:
             self.awaiting_command = False
-            self.step_and_publish()
+            self.step_to_next_publish()
 
     # --------------------------------------------------------------------------------------- payload
     def attach(self):
