@@ -117,16 +117,17 @@ def test_launch_file_and_bringup_start_the_same_nodes_with_the_same_parameters(l
 
 
 def test_every_launch_file_reads_the_shared_table():
+    """Each launch file is the shared builder called with its own name (so it starts the table's nodes)."""
     import ast
 
     for launch in LAUNCHES:
         tree = ast.parse(open(os.path.join(LAUNCH_DIR, f"{launch}.launch.py")).read())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                    and node.module == "robodyn_ros.ros.launch_description_data" for alias in node.names}
-        assert {"launch_nodes", "launch_parameters", "config_file"} <= imported
-        constant = [node.value.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
-                    and getattr(node.targets[0], "id", "") == "LAUNCH"]
-        assert constant == [launch]
+                    and node.module == "robodyn_ros.ros.launch_actions" for alias in node.names}
+        assert imported == {"launch_description"}
+        calls = [node.args[0].value for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 and getattr(node.func, "id", "") == "launch_description"]
+        assert calls == [launch]
     assert sorted(f[:-len(".launch.py")] for f in os.listdir(LAUNCH_DIR) if f.endswith(".launch.py")) == sorted(LAUNCHES)
 
 
@@ -144,5 +145,7 @@ def test_real_launch_description_where_launch_ros_is_installed(launch):
         entity.visit(context)
     from launch_ros.actions import LifecycleNode
 
-    actions = module.launch_setup(context)
+    from robodyn_ros.ros.launch_actions import launch_setup
+
+    actions = launch_setup(context, launch)
     assert sum(isinstance(a, LifecycleNode) for a in actions) == len(LAUNCHES[launch])

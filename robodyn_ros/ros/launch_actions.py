@@ -1,0 +1,48 @@
+"""The one launch description behind ``launch/*.launch.py`` (``ros2 launch`` on a ROS install).
+
+Every launch file is ``launch_description(<name>)``: its lifecycle nodes come from
+:data:`robodyn_ros.ros.launch_description_data.LAUNCHES` (the table the in-process bringup of pip users
+reads too) with ``config/<robot>.yaml``; a launch listed in ``RECORDED_TOPICS`` also runs
+``ros2 bag record`` of those topics into the folder of its ``bag`` argument. ``launch``/``launch_ros`` are
+imported when a description is built, so this module imports anywhere (test stand-ins included).
+"""
+from robodyn_ros.ros.launch_description_data import (PACKAGE, RECORDED_TOPICS, config_file, launch_nodes,
+                                                     launch_parameters)
+
+
+def _truthy(text):
+    return text.strip().lower() in ("true", "1", "yes", "on")
+
+
+def launch_setup(context, launch):
+    """The actions of launch ``launch`` for the performed arguments ``robot``, ``use_sim_time`` (and ``bag``):
+    one ``LifecycleNode`` per table entry with the robot's YAML then the entry's overrides."""
+    from launch.actions import ExecuteProcess
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import LifecycleNode
+
+    robot = LaunchConfiguration("robot").perform(context)
+    use_sim_time = _truthy(LaunchConfiguration("use_sim_time").perform(context))
+    params_file = config_file(robot)
+    actions = [LifecycleNode(package=PACKAGE, executable=entry.executable, name=entry.name, namespace="",
+                             output="screen", parameters=[params_file, launch_parameters(entry, use_sim_time)])
+               for entry in launch_nodes(launch)]
+    if launch in RECORDED_TOPICS:
+        bag = LaunchConfiguration("bag").perform(context)
+        actions.append(ExecuteProcess(cmd=["ros2", "bag", "record", "-o", bag, *RECORDED_TOPICS[launch]],
+                                      output="screen"))
+    return actions
+
+
+def launch_description(launch):
+    """``LaunchDescription`` of launch ``launch`` (a key of ``LAUNCHES``): its arguments and one
+    ``OpaqueFunction`` running :func:`launch_setup`."""
+    from launch import LaunchDescription
+    from launch.actions import DeclareLaunchArgument, OpaqueFunction
+
+    arguments = [DeclareLaunchArgument("robot", default_value="panda", description="bundled robot: panda, ur5, iiwa"),
+                 DeclareLaunchArgument("use_sim_time", default_value="false")]
+    if launch in RECORDED_TOPICS:
+        arguments.append(DeclareLaunchArgument("bag", default_value=f"{launch}_bag",
+                                               description="output folder of ros2 bag record"))
+    return LaunchDescription(arguments + [OpaqueFunction(function=lambda context: launch_setup(context, launch))])
