@@ -184,6 +184,11 @@ class Simulator:
             tau = self.model.check_vector("tau_command", tau_command, self.model.nv)
         except ValueError as exc:   # ModelError too; strings, ragged lists, complex, huge ints included
             raise ModelError(f"torque command must be {self.model.nv} finite numbers: {exc}") from None
+        self.step_validated(tau)
+
+    def step_validated(self, tau):
+        """:meth:`step` with ``tau`` (nv,) float64 already known to be finite and in range (validated once
+        on receipt, as the simulator node does with each command): the per-step check costs a few µs."""
         if self.step_function is not None:
             q, v, a, self.tau_command, finite = self.step_function.step(self.q, self.v, tau, self._pi, self.config)
             if not finite:
@@ -216,17 +221,28 @@ class Simulator:
     # ----------------------------------------------------------------------------------------- sensors
     def measure_joints(self):
         """Joint positions, velocities and efforts with the configured noise and quantisation."""
-        n, c = self.config.noise, self.config
-        q = self.q + (self.rng.normal(0.0, n.position, self.model.nq) if n.position > 0 else 0.0)
-        if n.encoder_resolution > 0:
-            q = np.round(q / n.encoder_resolution) * n.encoder_resolution
-        v = self.v + (self.rng.normal(0.0, n.velocity, self.model.nv) if n.velocity > 0 else 0.0)
-        tau = self.tau_command.copy()
-        if c.effort_measurement == "link_side":
-            tau = tau - (self.model.viscous * self.v + self.model.coulomb * np.tanh(self.v / max(c.coulomb_smoothing, 1e-12)))
-        if n.effort > 0:
-            tau = tau + self.rng.normal(0.0, n.effort, self.model.nv)
+        q, v, tau = np.empty(self.model.nq), np.empty(self.model.nv), np.empty(self.model.nv)
+        self.measure_joints_into(q, v, tau)
         return JointMeasurement(self.t, q, v, tau)
+
+    def measure_joints_into(self, q, v, tau):
+        """:meth:`measure_joints` written into ``q`` (nq,), ``v``, ``tau`` (nv,) float64 arrays (e.g. views of
+        a message's fields), without allocating when there is no noise; returns the time ``t``."""
+        n, c = self.config.noise, self.config
+        np.copyto(q, self.q)
+        if n.position > 0:
+            q += self.rng.normal(0.0, n.position, self.model.nq)
+        if n.encoder_resolution > 0:
+            np.multiply(np.round(q / n.encoder_resolution), n.encoder_resolution, out=q)
+        np.copyto(v, self.v)
+        if n.velocity > 0:
+            v += self.rng.normal(0.0, n.velocity, self.model.nv)
+        np.copyto(tau, self.tau_command)
+        if c.effort_measurement == "link_side":
+            tau -= self.model.viscous * self.v + self.model.coulomb * np.tanh(self.v / max(c.coulomb_smoothing, 1e-12))
+        if n.effort > 0:
+            tau += self.rng.normal(0.0, n.effort, self.model.nv)
+        return self.t
 
     def true_wrench(self):
         """Noise-free wrench (6,) ``[f; n]`` the sensor transmits to the load, in the sensor frame."""

@@ -62,6 +62,8 @@ SIMULATOR = ROBOT + TOPICS + (
     P("publish_decimation", int, 1, "Publish joint states, the wrench and /clock after every n-th step only "
       "(1: every step, as a robot's 1 kHz joint_state_broadcaster; in lockstep, n steps per command).",
       range=(1, 1000)),
+    P("step_thread", bool, True, "Step in a thread of its own (real time: absolute-deadline sleeps; as fast as "
+      "possible without lockstep: back to back) instead of on executor timers.", read_only=True),
     P("command_timeout", float, 0.1, "Simulated seconds without a command after which the simulator applies "
       "zero torque and warns.", range=(0.0, 1e6), live=True),
     P("initial_positions", list[float], [], "Initial joint positions (joint order); empty: the bundled home."),

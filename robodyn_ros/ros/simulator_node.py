@@ -14,13 +14,27 @@ zero torque, with a warning. ``publish_decimation`` k > 1 publishes the joint st
 per step (:class:`robodyn_ros.simulation_step.CompiledStep`, robot and payload parameters as its input,
 compiled on configure; the Python step on the compiled ABA if no C compiler works).
 
-Speed: the wrench and clock messages are built once and refilled in place, the JointState is rebuilt per
-step from preallocated arrays; as fast as possible without lockstep, a timer of period ``FREE_RUN_PERIOD``
-steps for ``FREE_RUN_BURST`` wall seconds per callback, so the executor runs between bursts but hardly
-idles.
+Stepping: with ``step_thread`` (default), real time and as fast as possible without lockstep step in a
+thread of their own (the executor then only serves commands, services and parameters): real time sleeps
+until the absolute wall time of the next step (no executor wake-up per step, which cost ~200 µs of CPU
+per step on the timer), catching up whole steps and dropping wall time when more than
+``MAX_CATCH_UP_STEPS`` behind, exactly as the timer callback does; as fast as possible steps back to back.
+Steps, payload changes and deactivation are serialised by one lock. Without ``step_thread`` (and always
+in lockstep) the executor's timers step: real time on a timer of one step's wall period, as fast as
+possible in bursts of ``FREE_RUN_BURST`` wall seconds on a ``FREE_RUN_PERIOD`` timer.
+
+Speed: the JointState, wrench and clock messages are built once and refilled in place, the joint fields
+through NumPy views of the messages' own ``array('d')`` buffers (rclpy serialises in ``publish``, so a
+refilled message never changes one already sent). Note: with ``ROS_PYTHON_CHECK_FIELDS`` unset (the
+default), assigning an ``array('d')`` to a message field COPIES it, so a message whose fields were
+assigned once from preallocated arrays keeps publishing their values at assignment time: the views must
+be taken of the message's fields after assignment (``_make_messages``). The wrench and ``/clock`` are
+computed and published only while someone subscribes (counted every ``LISTENER_CHECK_STEPS`` steps).
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from array import array
 
@@ -47,6 +61,7 @@ CLOCK_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 MAX_CATCH_UP_STEPS = 50
 FREE_RUN_PERIOD = 1e-4   # s: the free-running timer is due again as soon as a burst ends
 FREE_RUN_BURST = 1e-3    # s of stepping per free-running callback
+LISTENER_CHECK_STEPS = 100  # steps between two counts of the wrench and /clock subscribers
 
 
 def stable_limit_stops(model, kernels, q, dt):
@@ -95,8 +110,14 @@ class SimulatorNode(RobodynNode):
                                                    register=False)
             self.sim.detach_payload()
         self.command = np.zeros(model.nv)
+        self._zero_command = np.zeros(model.nv)
         self._auto_attached = False
         self._wrench_listeners = 1
+        self._clock_listeners = 1
+        self._lock = threading.Lock()     # one step, a payload change or a stop at a time
+        self._thread = None
+        self._thread_id = None
+        self._running = False
         self.last_command_time = 0.0
         self.commands_received = 0
         self.command_timed_out = False
@@ -115,13 +136,25 @@ class SimulatorNode(RobodynNode):
         self._make_messages()
 
     def _make_messages(self):
-        """The wrench and clock messages, built once (``publish_state`` refills them), and the joint arrays."""
+        """The JointState, wrench and clock messages, built once (``publish_state`` refills them), sharing
+        one stamp; ``_joint_q``, ``_joint_v``, ``_joint_tau`` (nv,) are views of the JointState's own fields
+        (taken after assignment: the field setters copy), ``_measured`` the model-order scratch arrays."""
         robot, n = self.robot, self.robot.model.nv
-        fields = [array("d", bytes(8 * n)) for _ in range(3)]
-        self._joint_q, self._joint_v, self._joint_tau = (np.frombuffer(f, dtype=np.float64) for f in fields)
+        self._stamp = Time()
+        self._joint_msg = rm.make_joint_state(self._stamp, robot.joints, np.zeros(n), np.zeros(n), np.zeros(n))
+        self._joint_msg.header.stamp = self._stamp
+        self._joint_q, self._joint_v, self._joint_tau = (
+            np.frombuffer(f, dtype=np.float64) for f in (self._joint_msg.position, self._joint_msg.velocity,
+                                                         self._joint_msg.effort))
+        order = np.asarray(robot.command_order)
+        self._identity_order = bool(np.array_equal(order, np.arange(n)))
+        self._measured = (self._joint_q, self._joint_v, self._joint_tau) if self._identity_order else \
+            (np.zeros(n), np.zeros(n), np.zeros(n))
         self._wrench_msg = WrenchStamped()
         self._wrench_msg.header.frame_id = robot.wrist_link
+        self._wrench_msg.header.stamp = self._stamp
         self._clock_msg = ClockMsg()
+        self._clock_msg.clock = self._stamp
 
     def _robot_dynamics(self, q, v, tau, pi):
         return self.kernels.aba(q, v, tau)
@@ -136,7 +169,14 @@ class SimulatorNode(RobodynNode):
         self.last_command_time = self.sim.t
         self._wall_start, self._sim_start = time.monotonic(), self.sim.t
         self.publish_state()
-        if c["real_time_factor"] > 0.0:
+        threaded = c["step_thread"] and (c["real_time_factor"] > 0.0 or not c["lockstep"])
+        if threaded:
+            self._running = True
+            loop = self._real_time_loop if c["real_time_factor"] > 0.0 else self._free_run_loop
+            self._thread = threading.Thread(target=self._thread_main, args=(loop,), name="simulator_step",
+                                            daemon=True)
+            self._thread.start()
+        elif c["real_time_factor"] > 0.0:
             self._timer = self.timer(min(1.0 / c["rate"] / c["real_time_factor"], 0.001), self._on_real_time_tick,
                                      steady=True)
         elif c["lockstep"]:
@@ -145,11 +185,66 @@ class SimulatorNode(RobodynNode):
             self._timer = self.timer(FREE_RUN_PERIOD, self._on_free_run_tick, steady=True)
 
     def stop(self):
+        self._running = False
+        if self._thread is not None:
+            if self._thread is not threading.current_thread():
+                self._thread.join(timeout=5.0)
+            self._thread = None
         if self._timer is not None:
             self.destroy_entity(self._timer)
             self._timer = None
 
+    def destroy_node(self):
+        self.active = False
+        self.stop()
+        return super().destroy_node()
+
+    def stepping_cpu_seconds(self):
+        """CPU seconds (user + system) used so far by the stepping thread (None without one): what the
+        simulator costs a core, apart from the executor thread serving commands."""
+        if self._thread_id is None:
+            return None
+        try:
+            with open(f"/proc/self/task/{self._thread_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
     # -------------------------------------------------------------------------------------- stepping
+    def _thread_main(self, loop):
+        self._thread_id = threading.get_native_id()
+        try:
+            loop()
+        except Exception as exc:  # noqa: BLE001 - e.g. the context shut down under a publish: stop stepping
+            if self._running and self.context.ok():
+                self.get_logger().error(f"stepping thread stopped: {type(exc).__name__}: {exc}")
+        finally:
+            self._running = False
+
+    def _real_time_loop(self):
+        """Real time in the stepping thread: the timer's catch-up (``_on_real_time_tick``), then a sleep
+        until the absolute wall time at which the next step is due."""
+        dt, factor = self.sim.config.dt, self.config["real_time_factor"]
+        while self._running:
+            with self._lock:
+                if not self._running:
+                    break
+                self._on_real_time_tick()
+                due = self._wall_start + (self.sim.t + dt - self._sim_start) / factor
+            delay = due - time.monotonic()
+            if delay > 0.0:
+                time.sleep(min(delay, 0.05))
+
+    def _free_run_loop(self):
+        """As fast as possible in the stepping thread: steps back to back."""
+        lock, step = self._lock, self.step_and_publish
+        while self._running:
+            with lock:
+                if not self._running:
+                    break
+                step()
+
     def _on_real_time_tick(self):
         target = self._sim_start + (time.monotonic() - self._wall_start) * self.config["real_time_factor"]
         steps = int((target - self.sim.t) / self.sim.config.dt + 1e-9)
@@ -186,15 +281,15 @@ class SimulatorNode(RobodynNode):
                 and not self._auto_attached and sim.t + 1e-12 >= c["payload.attach_time"]:
             self._auto_attached = True
             self.attach()
-        tau = self.command
+        tau = self.command                 # validated on receipt (_on_command)
         if sim.t - self.last_command_time > c["command_timeout"]:
             if not self.command_timed_out:
                 self.get_logger().warning(f"no command for {sim.t - self.last_command_time:.3f} s (timeout "
                                           f"{c['command_timeout']} s): applying zero torque")
             self.command_timed_out = True
-            tau = np.zeros_like(tau)
+            tau = self._zero_command
         try:
-            sim.step(tau)
+            sim.step_validated(tau)
         except ModelError as exc:
             self.warn_throttled("diverged", f"simulation step failed: {exc}")
         self.steps += 1
@@ -205,25 +300,26 @@ class SimulatorNode(RobodynNode):
         return True
 
     def publish_state(self):
-        sim, order = self.sim, self.robot.command_order
-        sec, nanosec = divmod(round((sim.t + self.stamp_offset) * 1e9), 1_000_000_000)
-        stamp = Time(sec=sec, nanosec=nanosec)
-        self._wrench_msg.header.stamp = self._clock_msg.clock = stamp
-        m = sim.measure_joints()
-        np.take(m.q, order, out=self._joint_q)
-        np.take(m.v, order, out=self._joint_v)
-        np.take(m.tau, order, out=self._joint_tau)
-        # a fresh JointState per step: refilling one preallocated message made the closed loop diverge
-        # in test_nodes (not understood yet); the arrays are still filled without allocation
-        self.joint_pub.publish(rm.make_joint_state(stamp, self.robot.joints, self._joint_q, self._joint_v,
-                                                   self._joint_tau))
-        if self.steps % 100 == 0:  # the wrench costs ~0.1 ms: computed only while someone listens
+        """Refill the three messages in place (one shared stamp) and publish them (module docstring)."""
+        sim = self.sim
+        self._stamp.sec, self._stamp.nanosec = divmod(round((sim.t + self.stamp_offset) * 1e9), 1_000_000_000)
+        q, v, tau = self._measured
+        sim.measure_joints_into(q, v, tau)
+        if not self._identity_order:
+            order = self.robot.command_order
+            np.take(q, order, out=self._joint_q)
+            np.take(v, order, out=self._joint_v)
+            np.take(tau, order, out=self._joint_tau)
+        self.joint_pub.publish(self._joint_msg)
+        if self.steps % LISTENER_CHECK_STEPS == 0:  # the wrench costs ~0.1 ms: computed only while someone listens
             self._wrench_listeners = self.wrench_pub.get_subscription_count()
+            if self.clock_pub is not None:
+                self._clock_listeners = self.clock_pub.get_subscription_count()
         if self._wrench_listeners:
             f, t = self._wrench_msg.wrench.force, self._wrench_msg.wrench.torque
             f.x, f.y, f.z, t.x, t.y, t.z = sim.measure_wrench().tolist()
             self.wrench_pub.publish(self._wrench_msg)
-        if self.clock_pub is not None and sim.t + 1e-9 >= self._next_clock:
+        if self.clock_pub is not None and self._clock_listeners and sim.t + 1e-9 >= self._next_clock:
             self._next_clock = sim.t + 1.0 / self.config["clock_rate"]
             self.clock_pub.publish(self._clock_msg)
         self.awaiting_command = True
@@ -256,14 +352,16 @@ class SimulatorNode(RobodynNode):
 
     def _on_attach(self, request, response):
         try:
-            self.attach()
+            with self._lock:       # between two steps of the stepping thread
+                self.attach()
             response.success, response.message = True, f"attached {self.payload.mass} kg at t = {self.sim.t:.3f} s"
         except ModelError as exc:
             response.success, response.message = False, str(exc)
         return response
 
     def _on_detach(self, request, response):
-        self.sim.detach_payload()
-        self.sim.forward_dynamics = self._robot_dynamics
+        with self._lock:
+            self.sim.detach_payload()
+            self.sim.forward_dynamics = self._robot_dynamics
         response.success, response.message = True, f"detached at t = {self.sim.t:.3f} s"
         return response
