@@ -5,10 +5,8 @@ estimator is killed and restarted, then the controller: the other nodes keep run
 publishing joint states, the controller keeps commanding, nobody exits), and the restarted node
 resynchronises by itself (the estimator publishes payload estimates again, the controller commands again,
 finite and within the URDF effort limits)."""
-import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -17,12 +15,11 @@ from geometry_msgs.msg import InertiaStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
+from robodyn_ros.benchmarks.nodes import start_node_process
 from robodyn_ros.ros import qos
-from robodyn_ros.ros.launch_description_data import config_file
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
 from robodyn_ros.ros.testing import make_executor, ros_context, spin_until
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # light settings for a shared 2-core machine: 500 Hz real-time simulation, 100 Hz estimator updates
 PARAMS = {
     "simulator": {"rate": 500.0, "real_time_factor": 1.0, "publish_clock": False},
@@ -31,15 +28,16 @@ PARAMS = {
 }
 START_TIMEOUT = 60.0   # s for a node process to come up (imports, URDF, cached kernels); ~3-5 s on an idle machine, a minute when other processes hog the CPU
 OUTAGE = 2.0           # s that the killed node stays down; the others must still publish in its second half
+# what each node publishes (a Listener series), how many messages of each series must arrive in the second
+# half of another node's outage (500 Hz nominal; lenient for a loaded machine), and how many the restarted
+# node must publish again
+OUTPUT = {"simulator": "states", "inverse_dynamics": "commands", "estimator": "payloads"}
+MIN_DURING_OUTAGE = {"states": 20, "commands": 20, "payloads": 5}
+MIN_AFTER_RESTART = {"estimator": 10, "inverse_dynamics": 100}
 
 
 def start(kind):
-    args = [sys.executable, "-m", "robodyn_ros.ros.node_main", kind, "--ros-args", "--params-file",
-            config_file("panda"), "--log-level", "warn"]
-    for name, value in PARAMS[kind].items():
-        args += ["-p", f"{name}:={value}"]
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OPENBLAS_NUM_THREADS="1")
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return start_node_process(kind, PARAMS[kind])
 
 
 def stop(proc):
@@ -74,6 +72,33 @@ class Listener:
         return [x for x in series if (x[0] if isinstance(x, tuple) else x) > t0]
 
 
+def kill_and_restart(kind, procs, listener, spin):
+    """SIGKILL node ``kind``; during the second half of its ``OUTAGE`` the other nodes keep publishing
+    (``MIN_DURING_OUTAGE``) and stay alive, nothing comes from ``kind`` from 0.2 s after the kill on;
+    restarted, it publishes again (``MIN_AFTER_RESTART``, finite). Returns what it published after the
+    restart ((monotonic time, message value) pairs)."""
+    others = [k for k in procs if k != kind]
+    series = lambda k: getattr(listener, OUTPUT[k])  # noqa: E731
+    procs[kind].send_signal(signal.SIGKILL)
+    procs[kind].wait()
+    t_kill = time.monotonic()
+    spin(lambda: False, OUTAGE)
+    late = {k: len(Listener.since(series(k), t_kill + OUTAGE / 2)) for k in others}
+    print(f"{kind} down, its last {OUTAGE / 2} s: {late} received")
+    assert all(procs[k].poll() is None for k in others), {k: procs[k].poll() for k in others}
+    assert all(n >= MIN_DURING_OUTAGE[OUTPUT[k]] for k, n in late.items()), late
+    assert not Listener.since(series(kind), t_kill + 0.2)
+    procs[kind] = start(kind)
+    t_restart = time.monotonic()
+    assert spin(lambda: len(Listener.since(series(kind), t_restart)) >= MIN_AFTER_RESTART[kind], START_TIMEOUT), \
+        stop(procs[kind])
+    back = Listener.since(series(kind), t_restart)
+    print(f"{kind} publishing again {back[0][0] - t_restart:.2f} s after its restart")
+    assert all(np.isfinite(value).all() for _, value in back)
+    assert all(p.poll() is None for p in procs.values())
+    return back
+
+
 def test_killed_estimator_and_controller_restart_while_the_others_keep_running():
     robot = load_robot(resolve_node_config("inverse_dynamics", {"robot": "panda"}))
     limit = np.abs(robot.to_command(robot.model.effort_limit))
@@ -90,49 +115,14 @@ def test_killed_estimator_and_controller_restart_while_the_others_keep_running()
                 {k: (p.poll(), len(x)) for (k, p), x in zip(procs.items(), (listener.states, listener.payloads,
                                                                            listener.commands))}
             spin(lambda: False, 0.5)
-            alive = lambda *kinds: all(procs[k].poll() is None for k in kinds)  # noqa: E731
 
-            # --- the estimator is killed: simulator and controller carry on
-            procs["estimator"].send_signal(signal.SIGKILL)
-            procs["estimator"].wait()
-            t_kill = time.monotonic()
-            spin(lambda: False, OUTAGE)
-            states, commands = (Listener.since(listener.states, t_kill + OUTAGE / 2),
-                                Listener.since(listener.commands, t_kill + OUTAGE / 2))
-            print(f"estimator down, its last {OUTAGE / 2} s: {len(states)} joint states, {len(commands)} commands received")
-            assert alive("simulator", "inverse_dynamics")
-            assert len(states) >= 20 and len(commands) >= 20      # 500 Hz nominal; lenient for a loaded machine
-            assert not Listener.since(listener.payloads, t_kill + 0.2)
-            # --- restarted: it publishes estimates again (resynchronised on the live joint states)
-            procs["estimator"] = start("estimator")
-            t_restart = time.monotonic()
-            assert spin(lambda: len(Listener.since(listener.payloads, t_restart)) >= 10, START_TIMEOUT), \
-                stop(procs["estimator"])
-            back = Listener.since(listener.payloads, t_restart)
-            print(f"estimator publishing again {back[0][0] - t_restart:.2f} s after its restart")
-            assert all(np.isfinite(m) for _, m in back) and alive("simulator", "inverse_dynamics", "estimator")
-
-            # --- the controller is killed: the simulator (zero torque after its command timeout) and the
-            # estimator carry on
-            procs["inverse_dynamics"].send_signal(signal.SIGKILL)
-            procs["inverse_dynamics"].wait()
-            t_kill = time.monotonic()
-            spin(lambda: False, OUTAGE)
-            states, payloads = (Listener.since(listener.states, t_kill + OUTAGE / 2),
-                                Listener.since(listener.payloads, t_kill + OUTAGE / 2))
-            print(f"controller down, its last {OUTAGE / 2} s: {len(states)} joint states, {len(payloads)} estimates received")
-            assert alive("simulator", "estimator") and len(states) >= 20 and len(payloads) >= 5
-            assert not Listener.since(listener.commands, t_kill + 0.2)
-            # --- restarted: it commands again, finite and within the effort limits
-            procs["inverse_dynamics"] = start("inverse_dynamics")
-            t_restart = time.monotonic()
-            assert spin(lambda: len(Listener.since(listener.commands, t_restart)) >= 100, START_TIMEOUT), \
-                stop(procs["inverse_dynamics"])
-            back = np.array([c for _, c in Listener.since(listener.commands, t_restart)])
-            print(f"controller commanding again {Listener.since(listener.commands, t_restart)[0][0] - t_restart:.2f} s "
-                  f"after its restart; max |command| / limit {np.max(np.abs(back) / limit):.3f}")
+            for kind in ("estimator", "inverse_dynamics"):
+                back = kill_and_restart(kind, procs, listener, spin)
+            # the restarted controller commands finite torques within the effort limits
+            back = np.array([c for _, c in back])
+            print(f"max |command| / limit after the restart {np.max(np.abs(back) / limit):.3f}")
             assert back.shape[1] == 7 and np.isfinite(back).all() and np.all(np.abs(back) <= limit * (1 + 1e-9))
-            assert alive("simulator", "estimator", "inverse_dynamics")
+            assert all(p.poll() is None for p in procs.values())
         finally:
             results = {kind: stop(proc) for kind, proc in procs.items()}
             executor.remove_node(listener.node)

@@ -19,6 +19,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from conftest import assert_close
+from robodyn_ros.benchmarks.nodes import start_node_process
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
 from robodyn_ros.kernels import compile_kernels
 from robodyn_ros.ros import qos
@@ -28,7 +29,6 @@ from robodyn_ros.ros.messages import make_joint_state
 from robodyn_ros.ros.node_main import bring_up
 from robodyn_ros.ros.testing import ros_context, spin_until
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 FAST = {"simulator": {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2, "clock_rate": 100.0},
         "estimator": {"decimation": 5}, "inverse_dynamics": {"state_timeout": 0.5}}
@@ -302,10 +302,9 @@ def test_lifecycle_autostart_false_waits_for_configure():
 
 def test_robodyn_node_runs_in_another_process_and_stops_on_sigint():
     with ros_context() as context:
-        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.Popen([sys.executable, "-m", "robodyn_ros.ros.node_main", "inverse_dynamics", "--ros-args",
-                                 "--params-file", config_file("panda"), "-p", "state_timeout:=1.0"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # info-level log (no --log-level): its output is the assertion message if the node fails
+        proc = start_node_process("inverse_dynamics", {"state_timeout": 1.0}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, log_level=None)
         try:
             node = rclpy.create_node("driver", context=context)
             commands = []

@@ -55,26 +55,54 @@ def _now_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
-def _set_fifo():
+def set_fifo(priority=RT_PRIORITY):
+    """Ask for SCHED_FIFO ``priority`` for the calling process; True when granted."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(RT_PRIORITY))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
         return True
     except (PermissionError, OSError, AttributeError):
         return False
 
 
-def _start_node(kind, params):
+def set_other():
+    """Back to SCHED_OTHER (a child inherits its parent's SCHED_FIFO)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    except (PermissionError, OSError, AttributeError):
+        pass
+
+
+def node_process_args(kind, params, robot="panda", log_level="warn"):
+    """The argv and environment of ``robodyn node kind`` as a child process: ``config/<robot>.yaml`` as
+    params file, every ``params`` item as ``-p name:=value``, this checkout first on PYTHONPATH and one
+    OpenBLAS thread (the nodes are single-threaded; a BLAS thread pool per process oversubscribes 2 cores).
+    Returns ``(argv, env)``; the one definition used by ``bench nodes``, ``bench soak`` and the process tests."""
     from ..ros.launch_description_data import config_file
 
     args = [sys.executable, "-m", "robodyn_ros.ros.node_main", kind, "--ros-args", "--params-file",
-            config_file("panda"), "--log-level", "warn"]
+            config_file(robot)]
+    if log_level:
+        args += ["--log-level", log_level]
     for name, value in params.items():
         args += ["-p", f"{name}:={value}"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OPENBLAS_NUM_THREADS="1")
-    return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_set_fifo)
+    return args, env
+
+
+def start_node_process(kind, params, realtime=None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       robot="panda", log_level="warn"):
+    """``subprocess.Popen`` of :func:`node_process_args`; ``realtime`` True asks the child for SCHED_FIFO
+    ``RT_PRIORITY``, False puts it to SCHED_OTHER (it would inherit a FIFO parent's policy), None leaves
+    the inherited policy. Text mode (a pipe's output is ``str``)."""
+    args, env = node_process_args(kind, params, robot, log_level)
+    preexec = {True: set_fifo, False: set_other, None: None}[realtime]
+    return subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr, text=True, preexec_fn=preexec)
+
+
+def _start_node(kind, params):
+    return start_node_process(kind, params, realtime=True)
 
 
 def _stop(proc):
@@ -292,7 +320,7 @@ def run(json=False):
 
     from ..ros.testing import isolated_ros_domain
 
-    realtime = _set_fifo()
+    realtime = set_fifo()
     result = {"rate_hz": RATE, "realtime": realtime, "load_average_1min_start": round(os.getloadavg()[0], 2)}
     with isolated_ros_domain() as domain_id:
         context = rclpy.Context()
