@@ -56,6 +56,22 @@ class NumpyOps:
     def sqrt(self, x):
         return np.sqrt(x)
 
+    def tanh(self, x):
+        return np.tanh(x)
+
+    def sign(self, x):
+        return np.sign(x)
+
+    def fmax(self, a, b):
+        return np.maximum(a, b)
+
+    def fmin(self, a, b):
+        return np.minimum(a, b)
+
+    def if_else(self, cond, a, b):
+        """Elementwise ``a`` where ``cond`` else ``b`` (both evaluated)."""
+        return np.where(cond, a, b)
+
     def cross(self, a, b):
         return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
@@ -124,6 +140,22 @@ class CasadiOps:
 
     def sqrt(self, x):
         return ca.sqrt(x)
+
+    def tanh(self, x):
+        return ca.tanh(x)
+
+    def sign(self, x):
+        return ca.sign(x)
+
+    def fmax(self, a, b):
+        return ca.fmax(a, b)
+
+    def fmin(self, a, b):
+        return ca.fmin(a, b)
+
+    def if_else(self, cond, a, b):
+        """Elementwise ``a`` where ``cond`` else ``b`` (the branch not taken contributes 0, even NaN)."""
+        return ca.if_else(cond, a, b)
 
     def cross(self, a, b):
         return ca.vertcat(a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])

@@ -88,6 +88,44 @@ class SimulatorConfig:
                 raise ModelError(f"simulator {name} must be a finite non-negative number")
 
 
+def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping, coulomb_smoothing):
+    """Torque reaching the rigid bodies (nv,): ``tau_command - viscous v - coulomb tanh(v / eps)`` (``sign(v)``
+    when ``eps = coulomb_smoothing`` is 0) plus, for each joint beyond a finite position limit, the
+    spring-damper stop ``-k (q - limit) - d max(v, 0)`` (upper; ``min(v, 0)`` at the lower limit).
+
+    One formula for both backends: ``ops`` NUMPY (the Python step; terms that are zero, no Coulomb
+    friction or no joint beyond a limit, the usual case, are skipped, which halves the cost of an RK4 step)
+    or CASADI (``q``, ``v``, ``tau_command`` (nv, 1) and the three constants SX symbols: the compiled step
+    of :mod:`robodyn_ros.simulation_step`, every stop term kept behind ``if_else``)."""
+    symbolic = ops.is_symbolic()
+    k, d, eps = limit_stiffness, limit_damping, coulomb_smoothing
+    tau = tau_command - ops.const(model.viscous) * v
+    if model.coulomb.any():
+        if symbolic:
+            direction = ops.if_else(eps > 0, ops.tanh(v / eps), ops.sign(v))
+        else:
+            direction = ops.tanh(v / eps) if eps > 0 else ops.sign(v)
+        tau = tau - ops.const(model.coulomb) * direction
+    for limit, toward, beyond in ((model.upper, ops.fmax, lambda x, y: x > y),
+                                  (model.lower, ops.fmin, lambda x, y: x < y)):
+        finite = np.isfinite(limit)
+        if not finite.any():
+            continue
+        bound = ops.const(np.where(finite, limit, 0.0))
+        active = beyond(q, bound)
+        if symbolic:
+            if not finite.all():
+                active = active * ops.const(finite.astype(float))
+            zero = ops.zeros(model.nv)
+        else:
+            active = active & finite
+            if not active.any():
+                continue
+            zero = 0.0
+        tau = tau + ops.if_else(active, -k * (q - bound) - d * toward(v, 0.0), zero)
+    return tau
+
+
 class Simulator:
     """Fixed-step simulation of ``model`` under joint torques.
 
@@ -128,8 +166,6 @@ class Simulator:
             model.body_index(sensor_link)
         self._pi_robot = model.inertial_parameters()
         self._pi = self._pi_robot.copy()
-        self._lower = np.where(np.isfinite(model.lower), model.lower, -np.inf)
-        self._upper = np.where(np.isfinite(model.upper), model.upper, np.inf)
         self._effort = np.where(np.isfinite(model.effort_limit), model.effort_limit, np.inf)
 
     # ----------------------------------------------------------------------------------------- payload
@@ -158,20 +194,11 @@ class Simulator:
 
     # ---------------------------------------------------------------------------------------- dynamics
     def applied_torque(self, q, v, tau_command):
-        """Torque reaching the rigid bodies: command minus friction plus the joint-limit stops.
-
-        Called four times per RK4 step: terms that are zero (no Coulomb friction, no joint beyond a limit,
-        the usual case) are skipped, which halves the cost of a step."""
-        m, c = self.model, self.config
-        tau = tau_command - m.viscous * v
-        if m.coulomb.any():
-            tau = tau - m.coulomb * (np.tanh(v / c.coulomb_smoothing) if c.coulomb_smoothing > 0 else np.sign(v))
-        over, under = q > self._upper, q < self._lower
-        if over.any():
-            tau = tau + np.where(over, -c.limit_stiffness * (q - self._upper) - c.limit_damping * np.maximum(v, 0.0), 0.0)
-        if under.any():
-            tau = tau + np.where(under, -c.limit_stiffness * (q - self._lower) - c.limit_damping * np.minimum(v, 0.0), 0.0)
-        return tau
+        """Torque reaching the rigid bodies: command minus friction plus the joint-limit stops (the module
+        function :func:`applied_torque` on NumPy: the formula the compiled step traces on SX)."""
+        c = self.config
+        return applied_torque(NUMPY, self.model, q, v, tau_command, c.limit_stiffness, c.limit_damping,
+                              c.coulomb_smoothing)
 
     def _acceleration(self, q, v):
         return self.forward_dynamics(q, v, self.applied_torque(q, v, self.tau_command), self._pi)

@@ -2,8 +2,9 @@
 
 The interpreted step costs about a hundred microseconds, almost all of it Python around four or five
 compiled ABA calls of a microsecond each: clamping, friction, the joint-limit stops and the RK4 sums on
-7-vectors, one NumPy call each. Here the same step (Simulator.step and Simulator.applied_torque, term for
-term) is traced once with the core's :func:`robodyn_ros.aba.aba` on CasADi SX symbols, compiled by
+7-vectors, one NumPy call each. Here the same step (Simulator.step term for term, and
+:func:`robodyn_ros.simulation.applied_torque` itself, written once against the backend) is traced once
+with the core's :func:`robodyn_ros.aba.aba` on CasADi SX symbols, compiled by
 :func:`robodyn_ros.control.compiled_functions.compile_casadi_functions` (cached on disk) and called
 through CasADi's function buffer, whose call costs well under a microsecond: a step is one C call.
 
@@ -23,37 +24,20 @@ import casadi as ca
 import numpy as np
 
 from .aba import aba
+from .backend import CASADI
+from .simulation import applied_torque
 
 INTEGRATORS = ("rk4", "semi_implicit_euler")
 
 
-def applied_torque_sx(model, q, v, tau_command, limit_stiffness, limit_damping, coulomb_smoothing):
-    """:meth:`Simulator.applied_torque` on SX: ``tau_command - viscous v - coulomb tanh(v / eps)`` plus the
-    spring-damper stop of each joint beyond a (finite) limit; ``sign(v)`` when ``eps`` is 0. (nv,) SX."""
-    tau = []
-    for j in range(model.nv):
-        t = tau_command[j] - float(model.viscous[j]) * v[j]
-        if model.coulomb[j] != 0.0:
-            smooth = ca.if_else(coulomb_smoothing > 0, ca.tanh(v[j] / coulomb_smoothing), ca.sign(v[j]))
-            t = t - float(model.coulomb[j]) * smooth
-        upper, lower = float(model.upper[j]), float(model.lower[j])
-        if np.isfinite(upper):
-            t = t + ca.if_else(q[j] > upper,
-                               -limit_stiffness * (q[j] - upper) - limit_damping * ca.fmax(v[j], 0.0), 0.0)
-        if np.isfinite(lower):
-            t = t + ca.if_else(q[j] < lower,
-                               -limit_stiffness * (q[j] - lower) - limit_damping * ca.fmin(v[j], 0.0), 0.0)
-        tau.append(t)
-    return ca.vertcat(*tau)
-
-
 def acceleration_function(model):
     """SX function ``(q, v, tau, pi, c) -> a`` (nv,): the ABA under the torque of
-    :func:`applied_torque_sx` (``c`` as in the module docstring), traced once from the core's ABA."""
+    :func:`robodyn_ros.simulation.applied_torque` (the Python step's formula, on the CASADI backend; ``c``
+    as in the module docstring), traced once from the core's ABA."""
     nv = model.nv
     q, v, tau = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv)
     pi, c = ca.SX.sym("pi", 10 * model.nbodies), ca.SX.sym("c", 4)
-    a = aba(model, q, v, applied_torque_sx(model, q, v, tau, c[1], c[2], c[3]), pi=pi)
+    a = aba(model, q, v, applied_torque(CASADI, model, q, v, tau, c[1], c[2], c[3]), pi=pi)
     return ca.Function("rd_sim_acceleration", [q, v, tau, pi, c], [a])
 
 
