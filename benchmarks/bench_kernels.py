@@ -1,9 +1,10 @@
 """Compiled kernels against Pinocchio on Panda, UR5 and Talos (44 DoF): per call and per sample in batch.
 
-    python benchmarks/bench_kernels.py [--json] [--robots panda,ur5]
+    python benchmarks/bench_kernels.py [--json] [--robots panda,ur5] [--fresh panda,ur5|all|none]
 
 Same as ``robodyn bench kernels [--json]`` (robodyn_ros.benchmarks.kernels.run); ``--robots`` (or
-``$ROBODYN_BENCH_ROBOTS``) restricts the robots measured. Batch threads: ``$ROBODYN_THREADS``."""
+``$ROBODYN_BENCH_ROBOTS``) restricts the robots measured, ``--fresh`` (or ``$ROBODYN_BENCH_FRESH_BUILD``)
+the robots whose first build is timed in a fresh process with an empty cache. Batch threads: ``$ROBODYN_THREADS``."""
 import json
 import sys
 
@@ -15,6 +16,7 @@ if __name__ == "__main__":
     robots = None
     if "--robots" in argv:
         robots = argv[argv.index("--robots") + 1].split(",")
-    result = run(json=as_json, robots=robots)
+    fresh = argv[argv.index("--fresh") + 1] if "--fresh" in argv else None
+    result = run(json=as_json, robots=robots, fresh=fresh)
     if as_json:
         print(json.dumps(result, indent=2))

@@ -254,6 +254,40 @@ def test_two_processes_compiling_at_once_build_once(private_cache, tmp_path):
         del os.environ["CC"]
     assert k.compiled and k.from_cache and k.compile_times == {}
     assert k.build_report["compile_times"]
+    report = k.build_report
+    assert set(report["compile_cpu_times"]) == set(report["compile_times"])
+    assert report["compile_cpu_seconds"] > 0 and report["symbolic_cpu_seconds"] > 0
+    assert len(report["load_average_before"]) == 3
+
+
+def test_chunked_code_equals_casadi_code(private_cache, monkeypatch, rng):
+    """Every kernel of UR5 emitted as chunks of 97 instructions in units of 600 (many loads and stores
+    across chunk boundaries, many translation units compiled in parallel) gives CasADi's code's results."""
+    from robodyn_ros.kernels import codegen
+    ours, _ = load_pair("ur5")
+    monkeypatch.delenv("ROBODYN_CACHE_DIR")
+    reference = compile_kernels(ours, register=False)  # the normal cache, as the fixture builds it
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(private_cache))
+    monkeypatch.setattr(codegen, "CHUNK_THRESHOLD", 0)
+    monkeypatch.setattr(codegen, "CHUNK_INSTRUCTIONS", 97)
+    monkeypatch.setattr(codegen, "TU_INSTRUCTIONS", 600)
+    chunked = compile_kernels(ours, register=False, jobs=2)
+    assert chunked.key != reference.key and not chunked.from_cache
+    units = [f for f in chunked.compile_times if "_u" in f]
+    assert any(f.startswith("rdk_rnea_derivatives_u") for f in units) and len(units) > 20
+    for _ in range(2):
+        q, v, a = random_state(ours, rng)
+        calls = {"rnea": (q, v, a), "aba": (q, v, a), "crba": (q,), "nonlinear_effects": (q, v),
+                 "gravity_torque": (q,), "coriolis_matrix": (q, v), "regressor": (q, v, a),
+                 "rnea_derivatives": (q, v, a), "aba_derivatives": (q, v, a), "rnea_time_derivatives": (q, v, a, v)}
+        for name, args in calls.items():
+            got, want = getattr(chunked, name)(*args), getattr(reference, name)(*args)
+            for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                assert_close(g, w, rtol=TOL, what=name)
+        assert_close(chunked.regressor(q, v, a), _interpreted("regressor")(ours, q, v, a), rtol=1e-10)
+    Q = np.array([random_state(ours, rng)[0] for _ in range(5)])
+    for g, w in zip(chunked.rnea_derivatives_batch(Q, Q, Q, threads=2), reference.rnea_derivatives_batch(Q, Q, Q)):
+        assert_close(g, w, rtol=TOL, what="rnea_derivatives_batch")
 
 
 def test_fallback_without_compiler_is_interpreted_and_warns(private_cache, monkeypatch, caplog, rng):

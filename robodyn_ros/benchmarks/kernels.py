@@ -6,14 +6,21 @@ Per call: the best of 7 interleaved repeats (ours, Pinocchio's, ours, ...) of a 
 Batch: both sides produce the same N stored results in preallocated (N, ...) arrays. Ours is
 ``Kernels.<name>_batch(Q, V, A, out=...)`` over N samples in one call (rows split over
 ``threads`` POSIX threads, default ``$ROBODYN_THREADS`` or the CPUs available; the time with freshly
-allocated outputs, which adds the page faults of up to 400 MB, and the single-thread time are reported
+allocated outputs, which adds the page faults of up to 1.5 GB, and the single-thread time are reported
 too). Pinocchio's is the loop a user writes to get N results: ``OUT[i] = pinocchio.<algorithm>(model,
 data, Q[i], V[i], A[i])``, copying each result out of ``Data`` before the next call overwrites it (for
 ``rnea_derivatives`` the three matrices ``dtau_dq, dtau_dv, M``; Pinocchio fills only ``M``'s upper
 triangle, which we do not charge it for completing). The loop is timed on the first
 ``min(N, 20 000)`` rows (its per-sample cost is flat) and ours on all N rows; the two are repeated
 alternately ``BATCH_REPEAT`` times and the best of each kept, so that load changes hit both alike.
-N is 100 000 unless the outputs would exceed 400 MB (matrix outputs of Talos), then as many as fit.
+N is 100 000 unless the outputs would exceed ``BATCH_BYTES`` (1.5 GB; less when a sixth of the
+available memory is less): Panda's regressor at N = 100 000 takes 648 MB, Talos's matrix outputs are cut
+to as many rows as fit.
+First build: for the robots in ``fresh`` (or ``$ROBODYN_BENCH_FRESH_BUILD``, comma-separated, ``all`` or
+``none``; default ``panda,ur5``) a fresh process builds the kernels into an empty private cache
+directory (:func:`fresh_build`), reporting wall time, the symbolic and gcc CPU seconds and the load
+average, because the report stored with a cached library describes whatever build made it, possibly on
+a loaded machine.
 Ratio ``ours / pinocchio`` (below 1: we are faster); batch ``speedup = pinocchio / ours``.
 Pinocchio is optional: without it, our times alone and a note. ``robots`` (or ``$ROBODYN_BENCH_ROBOTS``,
 comma-separated) restricts the robots measured.
@@ -25,6 +32,7 @@ import os
 import site
 import subprocess
 import sys
+import tempfile
 import timeit
 
 import numpy as np
@@ -41,7 +49,7 @@ PER_CALL = ("rnea", "aba", "crba", "nonlinear_effects", "gravity_torque", "corio
             "rnea_derivatives", "aba_derivatives", "rnea_time_derivatives")
 BATCH = ("rnea", "regressor", "rnea_derivatives")
 BATCH_N = 100_000
-BATCH_BYTES = 400e6
+BATCH_BYTES = 1.5e9
 PIN_LOOP_MAX = 20_000
 BATCH_REPEAT = 3
 
@@ -127,22 +135,40 @@ def _pin_permutation(model, pm):
     return perm
 
 
-def _load_seconds(path):
+def fresh_build(path):
+    """A first build of the robot at ``path`` in a fresh process with an empty private cache directory
+    (so neither an earlier build nor another process's lock is involved): wall seconds of
+    ``compile_kernels``, the build report (symbolic and gcc wall and CPU seconds, load averages) and the
+    cache-load seconds of a second fresh process."""
+    code = ("import json, sys, time; from robodyn_ros import Model; from robodyn_ros.kernels import compile_kernels; "
+            "m = Model.from_urdf(sys.argv[1]); t = time.perf_counter(); k = compile_kernels(m); "
+            "print(json.dumps([time.perf_counter() - t, k.from_cache, k.build_report]))")
+    with tempfile.TemporaryDirectory(prefix="robodyn-bench-cache-") as cache:
+        env = dict(os.environ, ROBODYN_CACHE_DIR=cache)
+        out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True, env=env)
+        seconds, from_cache, report = _json.loads(out.stdout.strip().splitlines()[-1])
+        load = _load_seconds(path, env)
+    return dict(report, first_build_wall_seconds=seconds, cache_load_seconds=load, from_cache=from_cache)
+
+
+def _load_seconds(path, env=None):
     """Seconds for a fresh process to get the (cached) kernels of the robot at ``path``."""
     code = ("import json, sys; from robodyn_ros import Model; from robodyn_ros.kernels import compile_kernels; "
             "m = Model.from_urdf(sys.argv[1]); k = compile_kernels(m); "
             "print(json.dumps([k.seconds, k.from_cache]))")
-    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True, env=env)
     seconds, from_cache = _json.loads(out.stdout.strip().splitlines()[-1])
     return seconds if from_cache else None
 
 
-def bench_robot(name, path, pin, rng):
+def bench_robot(name, path, pin, rng, fresh=False):
     model = Model.from_urdf(path)
     k = compile_kernels(model)
     entry = {"nv": model.nv, "compiled": k.compiled, "from_cache": k.from_cache, "compile_kernels_seconds": k.seconds,
              "build": k.build_report, "cache_load_seconds": _load_seconds(path), "sources": k.sources,
              "instruction_counts": k.instruction_counts, "per_call_us": {}, "batch": {}}
+    if fresh:
+        entry["fresh_build"] = fresh_build(path)
     q = model.random_configuration(rng)
     v, a = rng.normal(size=model.nv), rng.normal(size=model.nv)
     pin_calls, perm = {}, None
@@ -170,7 +196,7 @@ def _bench_batch(model, k, fn, pin_call, perm, rng):
     shapes = {"rnea": ((model.nv,),), "regressor": ((model.nv, 10 * model.nbodies),),
               "rnea_derivatives": ((model.nv, model.nv),) * 3}[fn]
     out_size = sum(int(np.prod(s)) for s in shapes)
-    n = int(min(BATCH_N, BATCH_BYTES // (8 * out_size)))
+    n = int(min(BATCH_N, batch_bytes() // (8 * out_size)))
     Q = np.array([model.random_configuration(rng) for _ in range(n)])
     V, A = rng.normal(size=(n, model.nv)), rng.normal(size=(n, model.nv))
     batch = getattr(k, fn + "_batch")
@@ -212,6 +238,17 @@ def _bench_batch(model, k, fn, pin_call, perm, rng):
     return row
 
 
+def batch_bytes():
+    """Bytes the outputs of one batch may take: ``BATCH_BYTES``, or a sixth of the memory available
+    now when that is less (the bench holds the outputs, Pinocchio's stored rows and transient copies)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            info = {ln.split(":")[0]: ln.split()[1] for ln in fh}
+        return min(BATCH_BYTES, int(info["MemAvailable"]) * 1024 / 6)
+    except (OSError, KeyError, ValueError, IndexError):  # pragma: no cover - not Linux
+        return BATCH_BYTES
+
+
 def _default_threads():
     """Threads a batch call uses by default (mirrors the binding's rdk_default_threads)."""
     env = os.environ.get("ROBODYN_THREADS", "")
@@ -223,11 +260,15 @@ def _default_threads():
         return min(os.cpu_count() or 1, 64)
 
 
-def run(json: bool = False, robots=None) -> dict:
+def run(json: bool = False, robots=None, fresh=None) -> dict:
     """Measure everything (or only ``robots``, names of ``ROBOTS``), print a table unless ``json``, and
-    return the results as a dict."""
+    return the results as a dict. ``fresh``: robots whose first build is measured (module docstring)."""
     if robots is None and os.environ.get("ROBODYN_BENCH_ROBOTS"):
         robots = [r.strip() for r in os.environ["ROBODYN_BENCH_ROBOTS"].split(",") if r.strip()]
+    if fresh is None:
+        fresh = os.environ.get("ROBODYN_BENCH_FRESH_BUILD", "panda,ur5")
+    if isinstance(fresh, str):
+        fresh = list(ROBOTS) if fresh.strip() == "all" else [r.strip() for r in fresh.split(",") if r.strip()]
     pin = _pinocchio()
     result = {"pinocchio": getattr(pin, "__version__", None), "notes": [], "robots": {}}
     if pin is None:
@@ -246,7 +287,7 @@ def run(json: bool = False, robots=None) -> dict:
         if not os.path.isfile(path):
             result["notes"].append(f"{name}: {path} missing")
             continue
-        result["robots"][name] = bench_robot(name, path, pin, rng)
+        result["robots"][name] = bench_robot(name, path, pin, rng, fresh=name in fresh)
     if not json:
         print(format_table(result))
     return result
@@ -263,6 +304,12 @@ def format_table(result):
                      f" (symbolic {build.get('symbolic_seconds', float('nan')):.1f} s + gcc "
                      f"{build.get('compile_wall_seconds', float('nan')):.1f} s), cache load "
                      + (f"{r['cache_load_seconds']:.3f} s" if r["cache_load_seconds"] is not None else "n/a"))
+        if "fresh_build" in r:
+            lines.append("  first build (fresh process, empty cache): " + _build_line(r["fresh_build"], r["fresh_build"]["first_build_wall_seconds"])
+                         + ", then cache load " + (f"{r['fresh_build']['cache_load_seconds']:.3f} s"
+                                                   if r["fresh_build"]["cache_load_seconds"] is not None else "n/a"))
+        if "compile_cpu_seconds" in build:
+            lines.append("  build of the cached library: " + _build_line(build, None))
         lines.append(f"  {'function':24s} {'ours µs':>10s} {'pinocchio µs':>13s} {'ratio':>7s}")
         for fn, row in r["per_call_us"].items():
             theirs = f"{row['pinocchio']:13.3f} {row['ratio']:7.2f}" if "pinocchio" in row else f"{'n/a':>13s} {'':>7s}"
@@ -277,3 +324,14 @@ def format_table(result):
         lines.append(f"  (batch: ours with {next(iter(r['batch'].values()), {}).get('threads', '?')} thread(s) and with 1;"
                      " Pinocchio's Python loop stores every result into an (N, ...) array, as ours does)")
     return "\n".join(lines)
+
+
+def _build_line(report, wall):
+    """``W s wall (symbolic s wall / c CPU, gcc s wall / c CPU on j jobs), load average before -> after``."""
+    nan = float("nan")
+    wall = report.get("symbolic_seconds", nan) + report.get("compile_wall_seconds", nan) if wall is None else wall
+    before, after = report.get("load_average_before") or [nan], report.get("load_average_after") or [nan]
+    return (f"{wall:.1f} s wall (symbolic {report.get('symbolic_seconds', nan):.1f} s wall / "
+            f"{report.get('symbolic_cpu_seconds', nan):.1f} s CPU, gcc {report.get('compile_wall_seconds', nan):.1f} s wall / "
+            f"{report.get('compile_cpu_seconds', nan):.1f} s CPU on {report.get('compile_jobs', '?')} jobs), "
+            f"1-min load average {before[0]:.2f} -> {after[0]:.2f}")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 
 from . import registry
@@ -57,8 +58,11 @@ class Kernels:
     Attributes: ``model``; ``compiled`` (False on the interpreted fallback); ``from_cache`` (loaded
     without compiling); ``sources`` (derivative kernel -> ``"ad"``, ``"ad_via_rnea"`` or the analytical
     module); ``instruction_counts``; ``seconds`` (wall time of :func:`compile_kernels`); ``compile_times``
-    (gcc seconds per translation unit, empty when loaded from the cache); ``build_report`` (the compile
-    times and wall seconds of the build that made the cached library); ``key`` (cache key)."""
+    (gcc seconds per translation unit, empty when loaded from the cache); ``build_report`` (of the build
+    that made the cached library, whenever and under whatever load that was: ``symbolic_seconds`` and
+    ``symbolic_cpu_seconds``, ``compile_times`` and ``compile_cpu_times`` per translation unit,
+    ``compile_cpu_seconds``, ``compile_wall_seconds``, ``compile_jobs`` and the load averages before and
+    after); ``key`` (cache key)."""
 
     def __init__(self, model, backend, *, compiled, from_cache, sources, instruction_counts, seconds,
                  compile_times, key):
@@ -82,7 +86,7 @@ def compile_kernels(model, *, register=True, jobs=None):
     are evaluated by CasADi instead, with a warning on the ``robodyn_ros.kernels`` logger. A failing
     compiler raises :class:`KernelBuildError`. With ``register`` (default) the numeric top-level functions
     use these kernels for ``model`` from now on (:mod:`robodyn_ros.kernels.registry`). ``jobs``: parallel
-    compiler processes (default: the number of CPUs, at most 4)."""
+    compiler processes (default: the CPUs this process may use, at most 4)."""
     start = time.perf_counter()
     key = cache_key(model.fingerprint())
     module, from_cache, compile_times = load_module(key), True, {}
@@ -95,9 +99,12 @@ def compile_kernels(model, *, register=True, jobs=None):
             module = load_module(key)  # another process may have built it while we waited
             if module is None:
                 from .symbolic import build_kernel_set
-                symbolic_start = time.perf_counter()
+                load_before = _loadavg()
+                symbolic_start, symbolic_cpu = time.perf_counter(), time.thread_time()
                 kernel_set = build_kernel_set(model)
-                report = {"symbolic_seconds": time.perf_counter() - symbolic_start, "model": model.name}
+                report = {"symbolic_seconds": time.perf_counter() - symbolic_start,
+                          "symbolic_cpu_seconds": time.thread_time() - symbolic_cpu, "model": model.name,
+                          "load_average_before": load_before}
                 attributes = {"nq": model.nq, "nv": model.nv, "generator_version": GENERATOR_VERSION,
                               "sources": json.dumps(kernel_set.sources),
                               "instruction_counts": json.dumps(_counts(kernel_set))}
@@ -113,6 +120,13 @@ def compile_kernels(model, *, register=True, jobs=None):
     if register:
         registry.register(model, kernels)
     return kernels
+
+
+def _loadavg():
+    try:
+        return list(os.getloadavg())
+    except (OSError, AttributeError):  # pragma: no cover - not available on this platform
+        return None
 
 
 def _counts(kernel_set):

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import codegen
 from .codegen import GENERATOR_VERSION, kernel_sources, module_source
 
 try:
@@ -87,7 +88,8 @@ def cache_key(fingerprint):
     """Hex digest naming a model's compiled kernels in the cache."""
     h = hashlib.sha256()
     for part in (fingerprint, GENERATOR_VERSION, " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS),
-                 str(BIG_KERNEL_INSTRUCTIONS), cpu_signature(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform,
+                 str(BIG_KERNEL_INSTRUCTIONS), f"{codegen.CHUNK_THRESHOLD} {codegen.CHUNK_INSTRUCTIONS} {codegen.TU_INSTRUCTIONS}",
+                 cpu_signature(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform,
                  str(np.lib.NumpyVersion(np.__version__).major)):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:24]
@@ -131,30 +133,44 @@ def key_lock(key):
 
 
 def _run(argv, cwd):
+    """Run one compiler command; returns ``(wall seconds, CPU seconds)`` of it (user + system, from
+    ``wait4``, so exact even when several commands run at once)."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output = proc.stdout.read().decode(errors="replace")
+    proc.stdout.close()
+    cpu = None
+    if hasattr(os, "wait4"):
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        cpu = usage.ru_utime + usage.ru_stime
+    else:  # pragma: no cover - non-POSIX
+        proc.wait()
     if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+        tail = "\n".join(output.strip().splitlines()[-25:])
         raise KernelBuildError(f"C compiler failed (exit {proc.returncode}): {' '.join(argv)}\n{tail}")
-    return time.perf_counter() - start
+    return time.perf_counter() - start, cpu
 
 
 def compile_module(kernel_set, key, compiler, attributes, jobs=None, report=None):
     """Generate, compile and link the extension for ``kernel_set`` into the cache under ``key``.
 
-    Returns ``{file: gcc seconds}`` (one entry per translation unit plus ``"link"``), also saved with the
-    build's wall time next to the library (:func:`load_report`). Raises
+    Returns ``{file: gcc wall seconds}`` (one entry per translation unit plus ``"link"``), also saved next
+    to the library (:func:`load_report`) with the CPU seconds of every compiler process, their sum, the
+    build's wall time and the load average at its end (a build on a loaded machine is slow in wall time
+    but not in CPU time). Raises
     :class:`KernelBuildError` with the compiler's stderr tail on failure."""
     start = time.perf_counter()
     includes = [sysconfig.get_paths()["include"], np.get_include()]
     timings = {}
     with tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir()) as tmp:
-        sources = kernel_sources(kernel_set, tmp)
+        sized = kernel_sources(kernel_set, tmp)
+        sources = [path for path, _ in sized]
         name = module_name(key)
         module_c = os.path.join(tmp, name + ".c")
         with open(module_c, "w") as fh:
             fh.write(module_source(kernel_set, name, attributes))
-        sizes = {f"rdk_{s.name}.c": s.function.n_instructions() for s in kernel_set.specs if s.function is not None}
+        sizes = {os.path.basename(path): size for path, size in sized}
         jobs_list = []
         for src in sources + [module_c]:
             big = sizes.get(os.path.basename(src), 0) > BIG_KERNEL_INSTRUCTIONS
@@ -163,18 +179,38 @@ def compile_module(kernel_set, key, compiler, attributes, jobs=None, report=None
             jobs_list.append((os.path.basename(src), compiler + list(flags) + inc + ["-c", src, "-o", src[:-2] + ".o"]))
         # Longest first, so the big derivative kernels do not end up last on a core.
         jobs_list.sort(key=lambda j: -sizes.get(j[0], 0))
-        with ThreadPoolExecutor(max_workers=jobs or min(4, os.cpu_count() or 1)) as pool:
-            for (fname, _), seconds in zip(jobs_list, pool.map(lambda j: _run(j[1], tmp), jobs_list)):
-                timings[fname] = seconds
+        cpu_times = {}
+        jobs = jobs or default_jobs()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            for (fname, _), (seconds, cpu) in zip(jobs_list, pool.map(lambda j: _run(j[1], tmp), jobs_list)):
+                timings[fname], cpu_times[fname] = seconds, cpu
         tmp_lib = os.path.join(tmp, "module.so")
         objects = [s[:-2] + ".o" for s in sources + [module_c]]
-        timings["link"] = _run(compiler + ["-shared", "-pthread", "-o", tmp_lib] + objects + ["-lm"], tmp)
+        timings["link"], cpu_times["link"] = _run(compiler + ["-shared", "-pthread", "-o", tmp_lib] + objects + ["-lm"], tmp)
         report_tmp = os.path.join(tmp, "report.json")
         with open(report_tmp, "w") as fh:
-            json.dump(dict(report or {}, compile_times=timings, compile_wall_seconds=time.perf_counter() - start), fh)
+            json.dump(dict(report or {}, compile_times=timings, compile_cpu_times=cpu_times,
+                           compile_cpu_seconds=sum(c or 0.0 for c in cpu_times.values()), compile_jobs=jobs,
+                           compile_wall_seconds=time.perf_counter() - start, load_average_after=_loadavg()), fh)
         os.replace(report_tmp, report_path(key))
         os.replace(tmp_lib, library_path(key))
     return timings
+
+
+def default_jobs():
+    """Parallel compiler processes: the CPUs this process may use, at most 4."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(4, n))
+
+
+def _loadavg():
+    try:
+        return list(os.getloadavg())
+    except OSError:  # pragma: no cover
+        return None
 
 
 def report_path(key):

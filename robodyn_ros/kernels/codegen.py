@@ -21,7 +21,7 @@ import re
 import casadi as ca
 
 # Bump when the generated code or the binding changes: it is part of the disk-cache key.
-GENERATOR_VERSION = "5"
+GENERATOR_VERSION = "6"
 
 _PRELUDE = r"""
 #define PY_SSIZE_T_CLEAN
@@ -278,11 +278,113 @@ ABA_DERIVATIVES_BODY = """\
     rdk_ltdl_solve(H, {n}, out[2], {n});"""
 
 
+# Kernels with more instructions than this are emitted by :func:`chunked_sources` (straight-line code cut
+# into functions of at most CHUNK_INSTRUCTIONS instructions, at most TU_INSTRUCTIONS per translation unit)
+# instead of CasADi's code generator, which writes one function per kernel. gcc's time on one straight-line
+# function grows faster than linearly with its length (Talos's 63 000-instruction Coriolis matrix: about
+# 1 000 s at -O1 in one function), while bounded chunks compile in time linear in the kernel's size and
+# at -O2. Measured on that matrix at -O2 (gcc CPU seconds, one translation unit): chunks of 1 000
+# instructions 26 s, 3 000 41 s, 8 000 53 s. Panda's kernels (at most 9 734 instructions) stay single
+# CasADi functions.
+CHUNK_THRESHOLD = 12000
+CHUNK_INSTRUCTIONS = 1000
+TU_INSTRUCTIONS = 12000
+
+_C_UNARY = {ca.OP_NEG: "(-{0})", ca.OP_SQ: "({0}*{0})", ca.OP_TWICE: "({0}+{0})", ca.OP_INV: "(1./{0})",
+            ca.OP_SQRT: "sqrt({0})", ca.OP_SIN: "sin({0})", ca.OP_COS: "cos({0})", ca.OP_TAN: "tan({0})",
+            ca.OP_EXP: "exp({0})", ca.OP_LOG: "log({0})", ca.OP_FABS: "fabs({0})", ca.OP_ATAN: "atan({0})",
+            ca.OP_ASIN: "asin({0})", ca.OP_ACOS: "acos({0})", ca.OP_TANH: "tanh({0})", ca.OP_ASSIGN: "{0}"}
+_C_BINARY = {ca.OP_ADD: "({0}+{1})", ca.OP_SUB: "({0}-{1})", ca.OP_MUL: "({0}*{1})", ca.OP_DIV: "({0}/{1})",
+             ca.OP_POW: "pow({0},{1})", ca.OP_CONSTPOW: "pow({0},{1})", ca.OP_ATAN2: "atan2({0},{1})",
+             ca.OP_FMIN: "fmin({0},{1})", ca.OP_FMAX: "fmax({0},{1})"}
+
+
+def chunkable(function):
+    """Whether :func:`chunked_sources` can emit every operation of ``function``."""
+    known = set(_C_UNARY) | set(_C_BINARY) | {ca.OP_CONST, ca.OP_INPUT, ca.OP_OUTPUT}
+    return all(function.instruction_id(k) in known for k in range(function.n_instructions()))
+
+
+def chunked_sources(name, function, directory, chunk=None, per_unit=None):
+    """C files computing the SX ``function`` as ``int <name>(const double **arg, double **res,
+    casadi_int *iw, double *w, int mem)`` (CasADi's calling convention; ``w`` holds ``sz_w()`` doubles),
+    the algorithm cut into ``noinline`` functions of at most ``chunk`` instructions. Inside a chunk every
+    work slot of the algorithm is a local variable; a slot whose value crosses a chunk boundary is stored
+    to ``w`` at the end of the chunk that last wrote it and loaded at the start of each chunk that reads
+    it. The chunks are spread over translation units of at most ``per_unit`` instructions (compiled in
+    parallel); returns their paths."""
+    chunk, per_unit = chunk or CHUNK_INSTRUCTIONS, per_unit or TU_INSTRUCTIONS
+    n = function.n_instructions()
+    starts = list(range(0, n, chunk))
+    last_writer, live_in, live_out, body = {}, [set() for _ in starts], [set() for _ in starts], [[] for _ in starts]
+    for k in range(n):
+        c, op = k // chunk, function.instruction_id(k)
+        ins = [] if op in (ca.OP_INPUT, ca.OP_CONST) else list(function.instruction_input(k))
+        for slot in ins:
+            writer = last_writer.get(slot, -1)
+            if writer != c:
+                live_in[c].add(slot)
+                if writer >= 0:
+                    live_out[writer].add(slot)
+        if op == ca.OP_OUTPUT:
+            o, nz = function.instruction_output(k)
+            body[c].append(f"  res[{o}][{nz}]=a{ins[0]};")
+            continue
+        out = function.instruction_output(k)[0]
+        last_writer[out] = c
+        if op == ca.OP_CONST:
+            expr = repr(float(function.instruction_constant(k)))
+        elif op == ca.OP_INPUT:
+            i, nz = function.instruction_input(k)
+            expr = f"arg[{i}][{nz}]"
+        elif op in _C_UNARY:
+            expr = _C_UNARY[op].format(f"a{ins[0]}")
+        else:
+            expr = _C_BINARY[op].format(f"a{ins[0]}", f"a{ins[1]}")
+        body[c].append(f"  a{out}={expr};")
+    chunks = []
+    for c in range(len(starts)):
+        used = set(live_in[c])
+        for line in body[c]:
+            used.update(int(t) for t in re.findall(r"\ba(\d+)", line))
+        lines = [f"void {name}_c{c}(const double **arg, double **res, double *w)", "{"]
+        decl = sorted(used)
+        for i in range(0, len(decl), 12):
+            lines.append("  double " + ", ".join(f"a{j}" for j in decl[i:i + 12]) + ";")
+        lines += [f"  a{j}=w[{j}];" for j in sorted(live_in[c])]
+        lines += body[c]
+        lines += [f"  w[{j}]=a{j};" for j in sorted(live_out[c])]
+        lines.append("}\n")
+        chunks.append("\n".join(lines))
+    header = ("#include <math.h>\n"
+              f"#define RDK_CHUNK __attribute__((noinline))\n")
+    decls = "".join(f"RDK_CHUNK void {name}_c{c}(const double **arg, double **res, double *w);\n" for c in range(len(chunks)))
+    paths, per_file = [], max(1, per_unit // chunk)
+    for u in range(0, len(chunks), per_file):
+        text = header + decls + "\n".join(chunks[u:u + per_file])
+        if u == 0:
+            calls = "".join(f"  {name}_c{c}(arg, res, w);\n" for c in range(len(chunks)))
+            text += (f"\nint {name}(const double **arg, double **res, long long *iw, double *w, int mem)\n"
+                     f"{{\n{calls}  return 0;\n}}\n")
+        path = os.path.join(directory, f"{name}_u{u // per_file}.c")
+        with open(path, "w") as fh:
+            fh.write(text)
+        paths.append(path)
+    return paths
+
+
 def kernel_sources(kernel_set, directory):
-    """Write one C file per kernel into ``directory``; returns their paths."""
+    """Write the C files of every kernel into ``directory``: one CasADi-generated file per kernel, or the
+    translation units of :func:`chunked_sources` for kernels above ``CHUNK_THRESHOLD`` instructions.
+    Returns ``[(path, instructions compiled in it), ...]``."""
     paths = []
     for spec in kernel_set.specs:
         if spec.function is None:  # a composite, written in the module itself
+            continue
+        size = spec.function.n_instructions()
+        if size > CHUNK_THRESHOLD and chunkable(spec.function):
+            units = chunked_sources(f"rdk_{spec.name}", spec.function, directory)
+            paths += [(path, size / len(units)) for path in units]
             continue
         name = f"rdk_{spec.name}.c"
         cg = ca.CodeGenerator(name, {"with_header": False, "with_mem": False, "casadi_real": "double",
@@ -297,7 +399,7 @@ def kernel_sources(kernel_set, directory):
         text = re.sub(r"if \(res\[(\d+)\]!=0\) ", "", text)
         with open(path, "w") as fh:
             fh.write(text)
-        paths.append(path)
+        paths.append((path, size))
     return paths
 
 
