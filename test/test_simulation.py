@@ -128,7 +128,8 @@ def compiled_steps():
 @pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler"])
 def test_compiled_step_matches_python_step(compiled_steps, integrator, rng):
     """One C call per step agrees with the Python Simulator.step to rounding, in the free interior, beyond
-    both joint limits (the stops active), with a payload attached (other parameters, same function),
+    both joint limits (the stops active), with a payload attached to the wrist or to another link (other
+    parameters, same function: nothing is rebuilt for a new load),
     with effort clamping, and with sign(v) instead of tanh (coulomb_smoothing 0)."""
     model, steps = compiled_steps
     load = Payload.box("panda_link8", 2.5, com=(0.01, 0.0, 0.06))
@@ -142,8 +143,9 @@ def test_compiled_step_matches_python_step(compiled_steps, integrator, rng):
             v0, tau = rng.normal(size=7), rng.normal(size=7) * (400.0 if k == 3 else 20.0)
             python = Simulator(model, cfg, q0=q0, v0=v0)
             compiled = Simulator(model, cfg, q0=q0, v0=v0, step_function=steps[integrator])
-            if k >= 4:
-                python.attach_payload(load), compiled.attach_payload(load)
+            if k >= 4:                            # a load on the wrist, then another on the elbow
+                other = load if k == 4 else Payload.box("panda_link4", 1.2, com=(0.0, 0.05, 0.0))
+                python.attach_payload(other), compiled.attach_payload(other)
             for _ in range(3):
                 python.step(tau), compiled.step(tau)
             assert_close(compiled.q, python.q, rtol=0, atol=1e-12)

@@ -80,10 +80,10 @@ SIMULATOR = ROBOT + TOPICS + (
     P("noise.torque", float, 0.0, "Std of F/T sensor torque noise, N m.", range=(0.0, None)),
     P("noise.seed", int, 0, "Noise generator seed."),
     P("wrench_bias", list[float], [0.0] * 6, "Constant F/T sensor bias [fx fy fz tx ty tz]."),
-    P("payload.mass", float, 0.0, "Payload mass, kg (0: no payload).", range=(0.0, 1000.0)),
-    P("payload.link", str, "", "Link the payload is attached to (empty: wrist_link)."),
-    P("payload.com", list[float], [0.0, 0.0, 0.05], "Payload centre of mass in the link frame, m."),
-    P("payload.size", list[float], [0.1, 0.1, 0.1], "Payload box edges, m.", range=(0.0, None)),
+    P("payload.mass", float, 0.0, "Payload mass, kg (0: no payload).", range=(0.0, 1000.0), live=True),
+    P("payload.link", str, "", "Link the payload is attached to (empty: wrist_link).", live=True),
+    P("payload.com", list[float], [0.0, 0.0, 0.05], "Payload centre of mass in the link frame, m.", live=True),
+    P("payload.size", list[float], [0.1, 0.1, 0.1], "Payload box edges, m.", range=(0.0, None), live=True),
     P("payload.attach_time", float, -1.0, "Simulated time at which the payload is attached (< 0: only "
       "by the ~/attach_payload service).", range=(None, None)),
 )

@@ -49,6 +49,7 @@ from std_srvs.srv import Trigger
 
 from ..control.compiled_functions import CompileError
 from ..errors import ModelError
+from ..aba import aba
 from ..kernels import compile_kernels
 from ..sensor_wrench import SensorWrenchRegressor
 from ..simulation import Payload, SensorNoise, Simulator, SimulatorConfig
@@ -81,11 +82,7 @@ class SimulatorNode(RobodynNode):
         model = robot.model if c["friction"] else robot.model.with_friction(
             np.zeros(robot.model.nv), np.zeros(robot.model.nv), np.zeros(robot.model.nv))
         self.kernels = compile_kernels(model, register=False)
-        self.payload = None
-        self.payload_kernels = None
-        if c["payload.mass"] > 0.0:
-            self.payload = Payload.box(c["payload.link"] or robot.wrist_link, c["payload.mass"],
-                                       tuple(c["payload.com"]), tuple(c["payload.size"]))
+        self.payload = self._configured_payload(c)
         q0 = np.asarray(c["initial_positions"], dtype=float) if c["initial_positions"] else None
         q0 = robot.home if q0 is None else robot.from_command(q0)
         noise = SensorNoise(c["noise.position"], c["noise.velocity"], c["noise.effort"], c["noise.force"],
@@ -97,17 +94,15 @@ class SimulatorNode(RobodynNode):
                                      limit_damping=damping if c["limits.damping"] < 0 else c["limits.damping"])
         try:
             step_function = CompiledStep(model, sim_config.integrator)
-        except CompileError as exc:
-            self.get_logger().warning(f"stepping in Python (no compiled step): {exc}")
-            step_function = None
+        except CompileError as exc:   # the same function in CasADi's virtual machine: still pi as input
+            self.get_logger().warning(f"stepping in CasADi's virtual machine (no compiled step): {exc}")
+            step_function = CompiledStep(model, sim_config.integrator, compiled=False)
         self.sim = Simulator(model, sim_config, q0, forward_dynamics=self._robot_dynamics,
                              sensor_link=robot.wrist_link,
                              wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link),
                              step_function=step_function)
         if self.payload is not None:
-            self.sim.attach_payload(self.payload)      # validates the link, then compile its dynamics
-            self.payload_kernels = compile_kernels(model.with_inertial_parameters(self.sim.inertial_parameters),
-                                                   register=False)
+            self.sim.attach_payload(self.payload)      # validates the link (nothing to compile: pi is an input)
             self.sim.detach_payload()
         self.command = np.zeros(model.nv)
         self._zero_command = np.zeros(model.nv)
@@ -117,6 +112,7 @@ class SimulatorNode(RobodynNode):
         self._lock = threading.Lock()     # one step, a payload change or a stop at a time
         self._thread = None
         self._thread_id = None
+        self._thread_cpu_total = None
         self._running = False
         self.last_command_time = 0.0
         self.commands_received = 0
@@ -160,7 +156,38 @@ class SimulatorNode(RobodynNode):
         return self.kernels.aba(q, v, tau)
 
     def _payload_dynamics(self, q, v, tau, pi):
-        return self.payload_kernels.aba(q, v, tau)
+        """``sim.forward_dynamics`` with a payload: the interpreted ABA with the parameters ``pi`` (any load
+        on any link, nothing compiled; the step itself is the compiled step, which takes ``pi`` as input)."""
+        return aba(self.sim.model, q, v, tau, pi=pi)
+
+    def _configured_payload(self, c):
+        """The box of the ``payload.*`` parameters (None for mass 0)."""
+        if c["payload.mass"] <= 0.0:
+            return None
+        return Payload.box(c["payload.link"] or self.robot.wrist_link, c["payload.mass"], tuple(c["payload.com"]),
+                           tuple(c["payload.size"]))
+
+    def apply_live(self, changed):
+        """``payload.*`` changed: the next ``~/attach_payload`` attaches the new load (to its link); a load
+        attached now is replaced at once, between two steps. An unknown link is refused with an error and
+        the previous load kept."""
+        if not any(name.startswith("payload.") for name in changed) or getattr(self, "sim", None) is None:
+            return
+        payload = self._configured_payload(self.config)
+        with self._lock:
+            previous = self.sim.payload
+            try:
+                if payload is not None:
+                    self.sim.attach_payload(payload)       # validates the link
+                    if previous is None:
+                        self.sim.detach_payload()
+                elif previous is not None:
+                    self.sim.detach_payload()
+                    self.sim.forward_dynamics = self._robot_dynamics
+            except ModelError as exc:
+                self.get_logger().error(f"payload parameters refused, keeping the previous load: {exc}")
+                return
+            self.payload = payload
 
     # ------------------------------------------------------------------------------------ lifecycle
     def start(self):
@@ -201,9 +228,12 @@ class SimulatorNode(RobodynNode):
 
     def stepping_cpu_seconds(self):
         """CPU seconds (user + system) used so far by the stepping thread (None without one): what the
-        simulator costs a core, apart from the executor thread serving commands."""
+        simulator costs a core, apart from the executor thread serving commands; after the thread ended,
+        its total."""
         if self._thread_id is None:
             return None
+        if self._thread is None or not self._thread.is_alive():
+            return self._thread_cpu_total
         try:
             with open(f"/proc/self/task/{self._thread_id}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -213,7 +243,7 @@ class SimulatorNode(RobodynNode):
 
     # -------------------------------------------------------------------------------------- stepping
     def _thread_main(self, loop):
-        self._thread_id = threading.get_native_id()
+        self._thread_id, self._thread_cpu_total = threading.get_native_id(), None
         try:
             loop()
         except Exception as exc:  # noqa: BLE001 - e.g. the context shut down under a publish: stop stepping
@@ -221,6 +251,7 @@ class SimulatorNode(RobodynNode):
                 self.get_logger().error(f"stepping thread stopped: {type(exc).__name__}: {exc}")
         finally:
             self._running = False
+            self._thread_cpu_total = time.thread_time()
 
     def _real_time_loop(self):
         """Real time in the stepping thread: the timer's catch-up (``_on_real_time_tick``), then a sleep

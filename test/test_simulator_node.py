@@ -1,0 +1,160 @@
+"""The simulator node's stepping modes over real DDS: the stepping thread and the executor timer step the
+same trajectory, every published JointState (one message refilled in place) carries exactly the state of
+its step, real time drops wall time when far behind, and the payload parameters attach another load to
+another link at run time through the same compiled step."""
+import numpy as np
+import rclpy
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_srvs.srv import Trigger
+
+from robodyn_ros.control.kernel_dynamics import KernelDynamics
+from robodyn_ros.ros import qos
+from robodyn_ros.ros.bringup import Bringup
+from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
+from robodyn_ros.ros.node_main import bring_up
+from robodyn_ros.ros.simulator_node import MAX_CATCH_UP_STEPS
+from robodyn_ros.ros.testing import ros_context
+from robodyn_ros.simulation import Payload, Simulator
+
+QUIET = {"payload.mass": 0.0, "command_timeout": 1e6, "noise.position": 0.0, "noise.velocity": 0.0,
+         "noise.effort": 0.0, "noise.force": 0.0, "noise.torque": 0.0}
+
+
+def run_simulator(context, overrides, wall_seconds):
+    """Run a simulator node (``overrides`` on QUIET) holding the gravity torque of its start pose for
+    ``wall_seconds``; returns ``(node, q0, command, messages)`` with every JointState a listener received
+    (the node deactivated, its stepping stopped)."""
+    with Bringup([NodeEntry("simulator", "simulator", "simulator")], context, config_file("panda"),
+                 overrides={"simulator": {**QUIET, **overrides}}) as up:
+        listener = rclpy.create_node("listener", context=context)
+        messages = []
+        reliable_deep = rclpy.qos.QoSProfile(depth=100_000, reliability=rclpy.qos.ReliabilityPolicy.RELIABLE)
+        listener.create_subscription(JointState, "/joint_states", messages.append, reliable_deep)
+        up.add_node(listener)
+        node = up.nodes["simulator"]
+        node.trigger_configure()
+        model = node.robot.model
+        q0 = node.sim.q.copy()
+        command = KernelDynamics(model, node.kernels).gravity(q0, model.inertial_parameters()) + 0.5
+        node.command = command
+        assert up.spin_until(lambda: listener.count_publishers("/joint_states") > 0, 10.0)
+        assert bring_up(node)
+        up.spin_until(lambda: False, wall_seconds)
+        node.threaded = node._thread is not None and node._thread.is_alive()
+        node.trigger_deactivate()
+        up.spin_until(lambda: False, 0.1)          # deliver what is still in flight
+        up.executor.remove_node(listener)
+        listener.destroy_node()
+        return node, q0, command, messages
+
+
+def assert_messages_match_offline_steps(node, q0, command, messages):
+    """Each message equals, bit for bit, an offline Simulator (same config, same compiled step) after the
+    number of steps its stamp says; returns the step indices seen."""
+    assert node._identity_order
+    dt = node.sim.config.dt
+    steps = [round((m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec) / dt) for m in messages]
+    assert steps == sorted(steps) and len(set(steps)) == len(steps)
+    reference = Simulator(node.sim.model, node.sim.config, q0, step_function=node.sim.step_function)
+    states = {}
+    for k in range(max(steps) + 1):
+        states[k] = (reference.q.copy(), reference.v.copy(), reference.tau_command.copy())
+        reference.step(command)
+    for k, m in zip(steps, messages):
+        q, v, tau = states[k]
+        assert np.array_equal(np.array(m.position), q), k
+        assert np.array_equal(np.array(m.velocity), v), k
+        if k > 0:
+            assert np.array_equal(np.array(m.effort), tau), k
+    return steps
+
+
+def test_reused_joint_state_carries_the_state_of_its_step():
+    """As fast as possible in the stepping thread: the one refilled JointState never shows another step's
+    values (rclpy serialises in publish), the names stay, and the run is faster than real time."""
+    with ros_context() as context:
+        node, q0, command, messages = run_simulator(context, {"real_time_factor": 0.0, "lockstep": False}, 0.4)
+    assert node.steps > 400 and len(messages) >= 50
+    assert all(list(m.name) == list(node.robot.joints) for m in messages)
+    assert_messages_match_offline_steps(node, q0, command, messages)
+
+
+def test_thread_and_timer_step_the_same_real_time_trajectory():
+    """Real time (factor 4 to keep the test short) on the stepping thread and on the executor timer: both
+    publish every step, in whole steps, each equal to the offline trajectory, hence to each other."""
+    seen = {}
+    with ros_context() as context:
+        for thread in (True, False):
+            node, q0, command, messages = run_simulator(
+                context, {"real_time_factor": 4.0, "step_thread": thread}, 0.3)
+            assert node.threaded == thread and (node.stepping_cpu_seconds() is not None) == thread
+            seen[thread] = assert_messages_match_offline_steps(node, q0, command, messages)
+            assert len(seen[thread]) >= 200, (thread, len(seen[thread]))
+    common = set(seen[True]) & set(seen[False])
+    assert len(common) >= 200
+
+
+def test_real_time_thread_drops_wall_time_when_far_behind():
+    with ros_context() as context, Bringup([NodeEntry("simulator", "simulator", "simulator")], context,
+                                           config_file("panda"), overrides={"simulator": QUIET}) as up:
+        node = up.nodes["simulator"]
+        assert bring_up(node)
+        assert up.spin_until(lambda: node.sim.t > 0.05, 10.0)
+        assert node._thread is not None and node._thread.is_alive()
+        with node._lock:                        # the stepping thread stalls for 0.3 s (300 steps)
+            t_stalled = node.sim.t
+            up.spin_until(lambda: False, 0.3)
+        up.spin_until(lambda: node.sim.t > t_stalled + 0.03, 5.0)
+        up.spin_until(lambda: False, 0.02)
+        # caught up at most MAX_CATCH_UP_STEPS at once, then real time from there: far less than 0.3 s
+        assert node.sim.t - t_stalled < 0.3 - 0.1 and node.sim.t - t_stalled < (MAX_CATCH_UP_STEPS + 100) * 1e-3
+        assert "behind" in node._last_warning
+
+
+def test_payload_parameters_attach_another_load_to_another_link():
+    """No payload configured: the live payload.* parameters name a 1.5 kg box on panda_link5, the
+    ~/attach_payload service attaches it while the thread steps, with the same compiled step (the
+    parameters are its input); an unknown link is refused and the load kept; detach restores the robot."""
+    with ros_context() as context, Bringup([NodeEntry("simulator", "simulator", "simulator")], context,
+                                           config_file("panda"), overrides={"simulator": QUIET}) as up:
+        client_node = rclpy.create_node("client", context=context)
+        attach = client_node.create_client(Trigger, "/simulator/attach_payload")
+        detach = client_node.create_client(Trigger, "/simulator/detach_payload")
+        up.add_node(client_node)
+        node = up.nodes["simulator"]
+        assert bring_up(node)
+        step_function = node.sim.step_function
+
+        def call(client):
+            assert client.wait_for_service(timeout_sec=5.0)
+            future = client.call_async(Trigger.Request())
+            assert up.spin_until(future.done, 10.0)
+            return future.result()
+
+        assert not call(attach).success                       # nothing configured yet
+        assert node.set_parameters([Parameter("payload.mass", value=1.5), Parameter("payload.link", value="panda_link5"),
+                                    Parameter("payload.com", value=[0.0, 0.02, 0.03])])[0].successful
+        result = call(attach)
+        assert result.success, result.message
+        load = Payload.box("panda_link5", 1.5, (0.0, 0.02, 0.03), (0.1, 0.1, 0.1))
+        expected = Simulator(node.sim.model)
+        expected.attach_payload(load)
+        assert node.sim.payload.link == "panda_link5"
+        assert np.array_equal(node.sim.inertial_parameters, expected.inertial_parameters)
+        t = node.sim.t
+        assert up.spin_until(lambda: node.sim.t > t + 0.02, 5.0)
+        assert node.sim.step_function is step_function           # nothing rebuilt
+        assert np.array_equal(step_function._pi, expected.inertial_parameters)   # what the step integrated
+        # the interpreted dynamics the node offers its callers agree with the compiled step's acceleration
+        q, v = node.sim.q.copy(), node.sim.v.copy()
+        a = node.sim.forward_dynamics(q, v, np.zeros(7), node.sim.inertial_parameters)
+        assert np.isfinite(a).all()
+        # an unknown link: refused, the attached load stays
+        node.set_parameters([Parameter("payload.link", value="no_such_link")])
+        assert node.sim.payload.link == "panda_link5" and node.payload.link == "panda_link5"
+        assert call(detach).success
+        assert node.sim.payload is None
+        assert np.array_equal(node.sim.inertial_parameters, node.sim.model.inertial_parameters())
+        up.executor.remove_node(client_node)
+        client_node.destroy_node()
