@@ -61,7 +61,7 @@ from .base_node import RobodynNode
 CLOCK_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 MAX_CATCH_UP_STEPS = 50
 FREE_RUN_PERIOD = 1e-4   # s: the free-running timer is due again as soon as a burst ends
-FREE_RUN_BURST = 1e-3    # s of stepping per free-running callback
+FREE_RUN_BURST = 1e-3    # s of stepping per free-running callback (timer) or between two GIL offers (thread)
 LISTENER_CHECK_STEPS = 100  # steps between two counts of the wrench and /clock subscribers
 
 
@@ -268,13 +268,18 @@ class SimulatorNode(RobodynNode):
                 time.sleep(min(delay, 0.05))
 
     def _free_run_loop(self):
-        """As fast as possible in the stepping thread: steps back to back."""
+        """As fast as possible in the stepping thread: steps back to back, offering the GIL to the executor
+        thread every ``FREE_RUN_BURST`` wall seconds (else it waits for Python's 5 ms switch interval)."""
         lock, step = self._lock, self.step_and_publish
+        end = time.monotonic() + FREE_RUN_BURST
         while self._running:
             with lock:
                 if not self._running:
                     break
                 step()
+            if self.last_step_wall >= end:
+                time.sleep(0)
+                end = self.last_step_wall + FREE_RUN_BURST
 
     def _on_real_time_tick(self):
         target = self._sim_start + (time.monotonic() - self._wall_start) * self.config["real_time_factor"]
