@@ -28,9 +28,10 @@ three nodes and of the monitor (this process, all its threads: DDS included) in 
 stime from ``/proc/<pid>/stat`` over the window's wall time), the machine's idle fraction (``/proc/stat``,
 idle + iowait of all CPUs) and the monitor's CPU per message it received.
 
-The monitor reads the three 1 kHz topics as raw CDR bytes (``raw=True``; :func:`cdr_header_stamp_ns`,
-:func:`cdr_float64_multiarray`): deserialising them into Python messages cost it ~40 us more per message
-(measured, docs/SOAK.md "Harness changes, session 3"); ``monitor_raw=False`` restores that path.
+The monitor takes the three 1 kHz topics as raw CDR bytes from queues it drains every 5 ms
+(:class:`_Monitor` "poll" mode; :func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`) instead of one
+executor callback with a deserialised message per message: measured 37-44 instead of 93-101 us of CPU per
+message (docs/SOAK.md "Harness changes, session 3"); ``monitor_mode="typed"`` restores the old path.
 
 Verdict (issue #9 acceptance):
 1. ``no_bad_torques``: zero commands with a NaN or |tau_i| > effort_limit_i over the whole run;
@@ -242,50 +243,114 @@ def _effort_limits_command_order():
     return np.array([model.effort_limit[model.joint_names.index(j)] for j in info["arm_joints"]])
 
 
+POLL_SECONDS = 0.005   # the monitor drains its 1 kHz subscriptions every 5 ms (queues of FAST_DEPTH)
+FAST_DEPTH = 100       # 100 ms of 1 kHz messages: a poll late by up to ~95 ms loses nothing
+
+
 class _Monitor:
     """The soak process's node: counts, checks and times everything the three nodes publish.
 
-    ``raw`` (default): the three 1 kHz topics (joint states, commands, tracking errors) are subscribed with
-    ``raw=True`` and parsed from their CDR bytes (:func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`);
-    ``raw=False`` deserialises them into message objects (the harness before session 3, kept to measure
-    what the monitor costs either way). The slow topics are deserialised in both."""
+    ``mode`` "poll" (default): the three 1 kHz topics (joint states, commands, tracking errors) are
+    subscribed with ``raw=True`` on a node that no executor spins, with ``FAST_DEPTH``-deep queues, and
+    :meth:`drain` takes every queued message every ``POLL_SECONDS`` and parses its CDR bytes
+    (:func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`); receipt times are the middleware's
+    ``received_timestamp`` (CLOCK_REALTIME ns), so the round trip is DDS receipt of the state -> DDS receipt
+    of the answer, without this process's scheduling. One executor wake-up per message is the largest cost
+    of an rclpy subscriber at 1 kHz (docs/SOAK.md, session 3). ``mode`` "typed": the harness before
+    session 3 (executor callbacks, messages deserialised, receipt = monotonic time in the callback), kept to
+    measure the difference. The slow topics are deserialised by executor callbacks in both modes."""
 
-    def __init__(self, context, effort_limit, raw=True):
+    def __init__(self, context, effort_limit, mode="poll"):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import InertiaStamped
+        from rclpy.qos import QoSProfile
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
         from ..ros import qos
 
+        if mode not in ("poll", "typed"):
+            raise ValueError(f"monitor mode {mode!r} is not 'poll' or 'typed'")
         self.node = rclpy.create_node("soak_monitor", context=context)
         self.effort_limit = effort_limit
-        self.raw = raw
-        self.sent_ns = {}        # joint-state stamp (ns) -> monotonic receipt here (ns); pruned per window
+        self.mode = mode
+        self.clock_ns = time.time_ns if mode == "poll" else time.monotonic_ns   # the receipt times' clock
+        self.sent_ns = {}        # joint-state stamp (ns) -> receipt here (clock_ns); pruned per window
         self.diagnostics = {}    # node -> latest values
         self.payload = None
         self.base_parameters = None
         self.bad_examples = []
         self.reset_window()
         self.total = {"states": 0, "commands": 0, "answers": 0, "nan": 0, "over_limit": 0}
-        if raw:
-            on_state = lambda b: self._on_state(cdr_header_stamp_ns(b))           # noqa: E731
-            on_command = lambda b: self._on_command(cdr_float64_multiarray(b)[2])  # noqa: E731
-            on_answer = lambda b: self._on_answer(cdr_float64_multiarray(b)[2])    # noqa: E731
+        fast = [(JointState, "/joint_states", qos.SENSOR_INPUT_QOS, self._take_state),
+                (Float64MultiArray, "/effort_controller/commands", qos.COMMAND_QOS, self._take_command),
+                (Float64MultiArray, "/inverse_dynamics/tracking_error", qos.ESTIMATE_QOS, self._take_answer)]
+        self.fast_subscriptions = []
+        if mode == "poll":
+            self.fast_node = rclpy.create_node("soak_monitor_fast", context=context)
+            for msg_type, topic, profile, handler in fast:
+                deep = QoSProfile(history=profile.history, depth=FAST_DEPTH, reliability=profile.reliability,
+                                  durability=profile.durability, liveliness=profile.liveliness)
+                sub = self.fast_node.create_subscription(msg_type, topic, lambda _: None, deep, raw=True)
+                self.fast_subscriptions.append((sub, handler))
         else:
-            on_state = lambda m: self._on_state(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)  # noqa: E731
+            self.fast_node = None
+            on_state = lambda m: self._on_state(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec,  # noqa: E731
+                                                time.monotonic_ns())
             on_command = lambda m: self._on_command(np.frombuffer(m.data) if len(m.data) else np.zeros(0))  # noqa: E731
-            on_answer = lambda m: self._on_answer(np.frombuffer(m.data) if len(m.data) else np.zeros(0))  # noqa: E731
-        self.node.create_subscription(JointState, "/joint_states", on_state, qos.SENSOR_INPUT_QOS, raw=raw)
-        self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", on_command,
-                                      qos.COMMAND_QOS, raw=raw)
-        self.node.create_subscription(Float64MultiArray, "/inverse_dynamics/tracking_error", on_answer,
-                                      qos.ESTIMATE_QOS, raw=raw)
+            on_answer = lambda m: self._on_answer(np.frombuffer(m.data) if len(m.data) else np.zeros(0),  # noqa: E731
+                                                  time.monotonic_ns())
+            for (msg_type, topic, profile, _), callback in zip(fast, (on_state, on_command, on_answer)):
+                self.node.create_subscription(msg_type, topic, callback, profile)
         self.node.create_subscription(InertiaStamped, "/estimator/payload", self._on_payload, qos.ESTIMATE_QOS)
         self.node.create_subscription(Float64MultiArray, "/estimator/base_parameters", self._on_base,
                                       qos.ESTIMATE_QOS)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, qos.DIAGNOSTICS_QOS)
+
+    def _take_state(self, buf, info):
+        self._on_state(cdr_header_stamp_ns(buf), info["received_timestamp"])
+
+    def _take_command(self, buf, info):
+        self._on_command(cdr_float64_multiarray(buf)[2])
+
+    def _take_answer(self, buf, info):
+        self._on_answer(cdr_float64_multiarray(buf)[2], info["received_timestamp"])
+
+    def drain(self):
+        """Take and handle every queued message of the 1 kHz subscriptions ("poll" mode; no-op otherwise).
+        The answers are taken first and handled last: every answer taken here answers a state that reached
+        this process before it, so that state is taken in the same drain and the round trip is matched."""
+        taken = []
+        for sub, handler in reversed(self.fast_subscriptions):     # answers, commands, states
+            with sub.handle:
+                while (message := sub.handle.take_message(sub.msg_type, True)) is not None:
+                    taken.append((handler, message))
+        order = {h: k for k, (_, h) in enumerate(self.fast_subscriptions)}
+        taken.sort(key=lambda item: order[item[0]])                 # stable: arrival order within a topic
+        for handler, (buf, info) in taken:
+            handler(buf, info)
+
+    def spin_for(self, executor, seconds):
+        """Spin the slow topics' ``executor`` and drain the 1 kHz queues for ``seconds``."""
+        end = time.monotonic() + seconds
+        while (remaining := end - time.monotonic()) > 0:
+            executor.spin_once(timeout_sec=min(POLL_SECONDS, remaining))
+            self.drain()
+
+    def spin_until(self, executor, predicate, timeout):
+        """:meth:`spin_for` until ``predicate()``; returns its final value."""
+        end = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() >= end:
+                return bool(predicate())
+            self.spin_for(executor, POLL_SECONDS)
+        return True
+
+    def destroy(self):
+        for node in (self.fast_node, self.node):
+            if node is not None:
+                node.destroy_node()
 
     def reset_window(self):
         self.w_states = 0
@@ -302,9 +367,8 @@ class _Monitor:
         self.w_id_diag = []
         self.w_tracking_max = 0.0
 
-    def _on_state(self, stamp):
-        """A joint state stamped ``stamp`` (ns) arrived."""
-        now = time.monotonic_ns()
+    def _on_state(self, stamp, now):
+        """A joint state stamped ``stamp`` (ns) arrived at ``now`` (``clock_ns``)."""
         if self.w_last_stamp is not None and stamp - self.w_last_stamp > 1_500_000_000 // RATE:
             self.w_gaps += round((stamp - self.w_last_stamp) * RATE / 1e9) - 1
         if self.w_first_stamp is None:
@@ -329,9 +393,8 @@ class _Monitor:
             if len(self.bad_examples) < 10:
                 self.bad_examples.append({"kind": "over_limit", "tau": [float(x) for x in tau]})
 
-    def _on_answer(self, data):
-        """A tracking error arrived: ``data`` = [state stamp (s), q - q_d (n,) ...]."""
-        now = time.monotonic_ns()
+    def _on_answer(self, data, now):
+        """A tracking error arrived at ``now`` (``clock_ns``): ``data`` = [state stamp (s), q - q_d (n,) ...]."""
         self.w_answers += 1
         if not len(data):
             return
@@ -420,8 +483,8 @@ def _window_record(index, t_start, t_end, mon, procs, unanswered, warmup, cpu):
         "round_trip_p50_ms": _percentile_ms(mon.w_round_trip, 50),
         "round_trip_p99_ms": _percentile_ms(mon.w_round_trip, 99),
         "round_trip_max_ms": round(max(mon.w_round_trip) / 1e6, 3) if mon.w_round_trip else None,
-        "rss_kib": {kind: rss_kib(p.pid) for kind, p in procs.items()} | {"monitor": rss_kib(os.getpid())},
-        "alive": {kind: p.poll() is None for kind, p in procs.items()},
+        "rss_kib": {kind: rss_kib(procs[kind].pid) for kind in NODE_KINDS} | {"monitor": rss_kib(os.getpid())},
+        "alive": {kind: procs[kind].poll() is None for kind in NODE_KINDS},
         "cpu_percent": cpu_percent,
         "machine_idle_fraction": idle_fraction,
         "monitor_messages": messages,
@@ -518,22 +581,16 @@ def _git(*args):
         return ""
 
 
-def _spin_for(executor, seconds):
-    end = time.monotonic() + seconds
-    while (remaining := end - time.monotonic()) > 0:
-        executor.spin_once(timeout_sec=min(0.05, remaining))
-
-
 def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds=None,
-        memory_growth_limit=0.05, latency_tolerance=0.20, memory_warmup_seconds=None, monitor_raw=True):
+        memory_growth_limit=0.05, latency_tolerance=0.20, memory_warmup_seconds=None, monitor_mode="poll"):
     """Soak for ``minutes`` (after the nodes are up); returns the report dict, writes it to ``report`` (a
     path) when given, prints a table unless ``json``. Windows default to min(60 s, run / 10), warm-up to
     min(60 s, run / 5), the memory warm-up (information beside the memory rule, see
-    :func:`memory_growth_details`) to min(300 s, run / 3). ``monitor_raw`` False: the monitor deserialises
-    the 1 kHz topics (to measure its cost, see :class:`_Monitor`)."""
+    :func:`memory_growth_details`) to min(300 s, run / 3). ``monitor_mode`` "typed": the monitor deserialises the
+    1 kHz topics in executor callbacks (to measure its cost, see :class:`_Monitor`)."""
     import rclpy
 
-    from ..ros.testing import isolated_ros_domain, make_executor, spin_until
+    from ..ros.testing import isolated_ros_domain, make_executor
 
     total = float(minutes) * 60.0
     window_seconds = float(window_seconds or min(60.0, total / 10.0))
@@ -544,7 +601,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
     result = {
         "issue": 9, "minutes": minutes, "rate_hz": RATE, "window_seconds": window_seconds,
         "warmup_seconds": warmup_seconds, "memory_warmup_seconds": memory_warmup_seconds,
-        "monitor_raw": monitor_raw, "cpu_clock_ticks_per_s": CLOCK_TICKS, "payload_attach_time_s": PAYLOAD_ATTACH_TIME,
+        "monitor_mode": monitor_mode, "monitor_poll_seconds": POLL_SECONDS, "monitor_fast_depth": FAST_DEPTH, "cpu_clock_ticks_per_s": CLOCK_TICKS, "payload_attach_time_s": PAYLOAD_ATTACH_TIME,
         "git_head": _git("rev-parse", "HEAD"), "git_status_short": _git("status", "--short").splitlines(),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release(),
@@ -562,7 +619,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
         rclpy.init(context=context, domain_id=domain_id)
         monitor = executor = None
         try:
-            monitor = _Monitor(context, effort_limit, raw=monitor_raw)
+            monitor = _Monitor(context, effort_limit, mode=monitor_mode)
             executor = make_executor("events", context)
             executor.add_node(monitor.node)
             for kind in NODE_KINDS:
@@ -572,11 +629,11 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
             # steps before anyone commands it applies zero torque and the arm falls into its joint-limit stops
             for kind in ("inverse_dynamics", "estimator"):
                 procs[kind] = _start_node(kind, NODE_PARAMS[kind], logs[kind], kind in REALTIME_NODES)
-            ready = spin_until(executor, lambda: "inverse_dynamics" in monitor.diagnostics
+            ready = monitor.spin_until(executor, lambda: "inverse_dynamics" in monitor.diagnostics
                                or any(p.poll() is not None for p in procs.values()), START_TIMEOUT)
             if ready and not any(p.poll() is not None for p in procs.values()):
                 procs["simulator"] = _start_node("simulator", NODE_PARAMS["simulator"], logs["simulator"], True)
-                ready = spin_until(executor, lambda: ("estimator" in monitor.diagnostics and monitor.w_commands > 100)
+                ready = monitor.spin_until(executor, lambda: ("estimator" in monitor.diagnostics and monitor.w_commands > 100)
                                    or any(p.poll() is not None for p in procs.values()), START_TIMEOUT)
             dead = {k: p.returncode for k, p in procs.items() if p.poll() is not None}
             if not ready or dead:
@@ -586,15 +643,15 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
             result["realtime_granted"] = {k: _is_realtime(p.pid) for k, p in procs.items()}
             monitor.reset_window()
             monitor.sent_ns.clear()
-            sampler = CpuSampler({**{k: p.pid for k, p in procs.items()}, "monitor": os.getpid()})
+            sampler = CpuSampler({**{k: procs[k].pid for k in NODE_KINDS}, "monitor": os.getpid()})
             t0 = time.monotonic()
             n_windows = max(1, int(round(total / window_seconds)))
             for index in range(n_windows):
                 t_start = time.monotonic() - t0
-                _spin_for(executor, t0 + (index + 1) * window_seconds - time.monotonic())
+                monitor.spin_for(executor, t0 + (index + 1) * window_seconds - time.monotonic())
                 t_end = time.monotonic() - t0
                 cpu = sampler.sample()
-                unanswered = monitor.prune(time.monotonic_ns() - 500_000_000)   # older than 0.5 s
+                unanswered = monitor.prune(monitor.clock_ns() - 500_000_000)   # older than 0.5 s
                 rec = _window_record(index, t_start, t_end, monitor, procs, unanswered,
                                      warmup=t_start < warmup_seconds - 1e-6, cpu=cpu)   # began inside the warm-up
                 for kind, alive in rec["alive"].items():
@@ -610,7 +667,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
                     print(_format_row(rec), flush=True)
                 monitor.reset_window()
             # the estimator's state at the end: one more diagnostics / payload message
-            _spin_for(executor, 1.0)
+            monitor.spin_for(executor, 1.0)
             result["estimator_end"] = {
                 "payload_estimate": monitor.payload, "payload_true_mass": 2.0,
                 "payload_mass_error": (round(monitor.payload["mass"] - 2.0, 4) if monitor.payload else None),
@@ -631,7 +688,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
                     executor.remove_node(monitor.node)
                 executor.shutdown()
             if monitor is not None:
-                monitor.node.destroy_node()
+                monitor.destroy()
             context.try_shutdown()
     result["windows"] = windows
     result["node_exits"] = exits
@@ -720,7 +777,7 @@ if __name__ == "__main__":
     argv = sys.argv[1:]
     report_path = argv[argv.index("--report") + 1] if "--report" in argv else None
     out = run(minutes=float(argv[0]) if argv and not argv[0].startswith("-") else 30,
-              json="--json" in argv, report=report_path, monitor_raw="--typed-monitor" not in argv)
+              json="--json" in argv, report=report_path, monitor_mode="typed" if "--typed-monitor" in argv else "poll")
     if "--json" in argv:
         print(_json.dumps(out))
     if "--markdown" in argv:
