@@ -9,6 +9,7 @@ destroyed on cleanup, so configure -> cleanup -> configure reloads the URDF and 
 """
 from __future__ import annotations
 
+import gc
 import time
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -61,6 +62,9 @@ class RobodynNode(LifecycleNode):
             self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
             self._destroy_entities()
             return TransitionCallbackReturn.FAILURE
+        # the model, kernels and rclpy objects live as long as the node: move them out of the collector's
+        # generations so that a full collection (if allocation ever triggers one) does not traverse them
+        gc.freeze()
         self.get_logger().info(f"configured for {self.robot.name} ({len(self.robot.joints)} joints)")
         return TransitionCallbackReturn.SUCCESS
 
@@ -133,6 +137,24 @@ class RobodynNode(LifecycleNode):
         if entity in self._entities:
             self._entities.remove(entity)
             self._destroy(entity)
+
+    @staticmethod
+    def take_pending(subscription, limit):
+        """The messages waiting in ``subscription``'s queue (oldest first, at most ``limit``), taken now.
+
+        For a node slower than its input: rclpy's EventsExecutor queues one event per arriving message
+        without bound (measured: ~230 kB/s of native memory at 2 kHz input with a 5-ms callback; flat with
+        SingleThreadedExecutor, whose backlog is the subscription's keep-last depth). A callback that takes
+        the messages already waiting leaves those events nothing to take, and the executor discards them
+        without calling Python, so the backlog stays within the QoS depth."""
+        taken = []
+        with subscription.handle:
+            while len(taken) < limit:
+                got = subscription.handle.take_message(subscription.msg_type, subscription.raw)
+                if got is None:
+                    break
+                taken.append(got[0])
+        return taken
 
     def reject(self, kind, error):
         """Count a dropped message and warn about it at most every WARN_PERIOD seconds per kind."""

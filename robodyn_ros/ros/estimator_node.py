@@ -56,6 +56,7 @@ from . import qos
 from .base_node import RobodynNode
 
 COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction
+PENDING_LIMIT = 20  # messages taken per wake-up beyond the one delivered (2 x the input QoS depth)
 PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
 
 
@@ -116,9 +117,11 @@ class EstimatorNode(RobodynNode):
         self.payload_pub = self.pub(InertiaStamped, c["payload_topic"], qos.ESTIMATE_QOS)
         self.base_pub = self.pub(Float64MultiArray, c["base_parameters_topic"], qos.ESTIMATE_QOS)
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
-        self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
+        self.skipped_overload = 0    # due samples superseded by a newer due one in the same wake-up
+        self.state_sub = self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
+        self.wrench_sub = None
         if c["use_wrench"]:
-            self.sub(WrenchStamped, c["wrench_topic"], self._on_wrench, qos.SENSOR_INPUT_QOS)
+            self.wrench_sub = self.sub(WrenchStamped, c["wrench_topic"], self._on_wrench, qos.SENSOR_INPUT_QOS)
 
     def start(self):
         self._restart_time()
@@ -144,8 +147,15 @@ class EstimatorNode(RobodynNode):
 
     # ------------------------------------------------------------------------------------- messages
     def _on_wrench(self, msg):
+        """Wrench callback: this message, then those already waiting (:meth:`take_pending`); only the newest
+        clean one is kept (``latest_wrench``), each is checked for saturation and stamp order."""
         if not self.active:
             return
+        self._wrench_sample(msg)
+        for newer in self.take_pending(self.wrench_sub, PENDING_LIMIT):
+            self._wrench_sample(newer)
+
+    def _wrench_sample(self, msg):
         try:
             t, frame_id, w = rm.wrench_stamped_to_array(msg)
             if frame_id and frame_id != self.robot.wrist_link:
@@ -169,15 +179,40 @@ class EstimatorNode(RobodynNode):
         self.latest_wrench = (t, w)
 
     def _on_state(self, msg):
+        """Joint-state callback: this message, then those already waiting (:meth:`take_pending`, at most
+        PENDING_LIMIT), each through :meth:`_admit` (stamp checks, decimation count); of the due samples of
+        this wake-up only the newest is estimated from (the others count as ``skipped_overload``): a node
+        that falls behind uses the newest data and its backlog stays within the subscription depth."""
         if not self.active:
             return
+        due = self._admit(msg)
+        for newer in self.take_pending(self.state_sub, PENDING_LIMIT):
+            restarts = self.time_jumps
+            sample = self._admit(newer)
+            if due is not None and (sample is not None or self.time_jumps != restarts):
+                self.skipped_overload += 1     # superseded, or from before a time jump
+                due = None
+            if sample is not None:
+                due = sample
+        if due is None:
+            return
+        t, q, v, tau, stamp = due
+        self.update(t, q, v, tau)
+        if self.last_publish is None or t - self.last_publish >= 1.0 / self.config["publish_rate"] - 1e-9:
+            self.last_publish = t
+            self.publish(stamp)
+
+    def _admit(self, msg):
+        """Validation, stamp checks and the decimation count of one joint state (every message is validated,
+        so malformed ones are rejected and counted whatever the decimation); ``(t, q, v, tau, stamp)`` when
+        it is a due (every ``decimation``-th) sample, else None."""
         try:
             t, q, v, tau = rm.joint_state_to_arrays(msg, self.robot.model.joint_names, self._cache)
             if tau is None and self.base is not None:
                 raise rm.MessageRejected("JointState.effort is empty (the torque estimator needs efforts)")
         except rm.MessageRejected as exc:
             self.reject("joint_states", exc)
-            return
+            return None
         if self._last_t is not None:
             step = t - self._last_t
             if abs(step) > self.config["time_jump_threshold"]:
@@ -187,15 +222,12 @@ class EstimatorNode(RobodynNode):
                 self._restart_time()
             elif step <= 0.0:
                 self._drop_stamp("joint_states", t, self._last_t)
-                return
+                return None
         self._last_t = t
         self.samples += 1
         if (self.samples - 1) % self.config["decimation"]:
-            return
-        self.update(t, q, v, tau)
-        if self.last_publish is None or t - self.last_publish >= 1.0 / self.config["publish_rate"] - 1e-9:
-            self.last_publish = t
-            self.publish(msg.header.stamp)
+            return None
+        return t, q, v, tau, msg.header.stamp
 
     # ------------------------------------------------------------------------------------ estimation
     def update(self, t, q, v, tau):
@@ -280,7 +312,8 @@ class EstimatorNode(RobodynNode):
         """``(level, message, values)`` of the node's /diagnostics status at joint-state time t."""
         pi = self.payload_parameters() if pi is None else pi
         values = {"updates": self.updates, "update_rate_hz": float(self.update_rate_hz),
-                  "decimation": self.config["decimation"], "payload_mass": float(pi[0]),
+                  "decimation": self.config["decimation"], "skipped_overload": self.skipped_overload,
+                  "payload_mass": float(pi[0]),
                   "payload_changes": len(self.payload_events),
                   "rejected_messages": sum(n for kind, n in self.rejected.items() if not kind.endswith("_stamp")),
                   "dropped_stamps": self.dropped_stamps, "time_jumps": self.time_jumps,

@@ -23,6 +23,7 @@ stamp interval) and the MPC solution of the old time line, and warns once per re
 """
 from __future__ import annotations
 
+import math
 import time
 from array import array
 
@@ -38,6 +39,7 @@ from ..control.command_guard import CommandGuard, ControlStatus, effort_bounds, 
 from ..control.kernel_dynamics import KernelDynamics
 from ..control.mpc import MPCSolution
 from ..control.reference import fourier_reference
+from ..exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
 from ..sensor_wrench import link_inertia_in_body
 from ..spatial import numpy_inertia_params
@@ -79,6 +81,77 @@ def mpc_solution_from_message(msg, nv, tau_max):
                            dt=dt, tau_max=tau_max)
 
 
+class FourierSampler:
+    """``(q_d, v_d, a_d)`` (nv,) of a :class:`FourierTrajectory` at one time ``t`` with one ``sin`` and one
+    ``cos`` call for all three orders (FourierTrajectory.evaluate makes three calls of ``derivatives``, each
+    building its basis: ~110 us per sample at 1 kHz, this ~15 us). Same formula, eq. of
+    :func:`robodyn_ros.exciting_trajectory._harmonic_basis`: with w_k = w_f k and phase r pi / 2,
+
+        q^(r)(t) = sum_k w_k^(r-1) [sin(w_k t + r pi/2) a_jk - cos(w_k t + r pi/2) b_jk]  (+ q0 for r = 0),
+
+    evaluated as one (3, K) basis times a^T, b^T (K, n); equal to ``evaluate`` to rounding (test_nodes)."""
+
+    def __init__(self, trajectory):
+        K = trajectory.harmonics
+        w = trajectory.omega_f * np.arange(1, K + 1)
+        self.w = w
+        self.phase = (np.arange(3.0) * np.pi / 2)[:, None]           # (3, 1)
+        self.scale = np.stack([w ** (r - 1) for r in range(3)])       # (3, K)
+        self.aT, self.bT = trajectory.a.T.copy(), trajectory.b.T.copy()
+        self.q0 = trajectory.q0
+        self.has_b = bool(np.any(trajectory.b))
+
+    def evaluate(self, t):
+        angle = t * self.w + self.phase                                # (3, K)
+        value = (np.sin(angle) * self.scale) @ self.aT
+        if self.has_b:
+            value -= (np.cos(angle) * self.scale) @ self.bT
+        value[0] += self.q0
+        return value[0], value[1], value[2]
+
+
+class FastComputedTorque:
+    """The 1 kHz form of :meth:`ComputedTorqueController.compute` for the node: the same law,
+
+        tau = Y(q, v, a_cmd) pi + D_a a_cmd [- g(q)] [+ tau_f(v)],  a_cmd = a_d - K_D (v - v_d) - K_P (q - q_d),
+
+    clamped to the effort bounds and stored as the controller's last safe command, without the per-call
+    argument checks, status object and copies. ``q``, ``v`` come from :func:`joint_state_to_arrays` (finite,
+    bounded); a non-finite or out-of-limit reference, or a non-finite torque, goes to ``controller.compute``
+    itself (its clipping warning, fault status and hold). Returns ``tau`` (nv,)."""
+
+    def __init__(self, controller, functions):
+        self.c = controller
+        model = controller.model
+        self.regressor = functions.kernels.regressor
+        self.armature = np.asarray(model.armature, dtype=float)
+        self.zero = np.zeros(model.nv)
+        self.lo = model.lower + controller.limit_margin
+        self.hi = model.upper - controller.limit_margin
+        self.friction = (np.asarray(model.viscous, dtype=float), np.asarray(model.coulomb, dtype=float),
+                         np.asarray(model.friction_offset, dtype=float))
+
+    def compute(self, q, v, q_d, v_d, a_d):
+        c = self.c
+        if not (np.isfinite(v_d).all() and np.isfinite(a_d).all()) or (q_d < self.lo).any() or (q_d > self.hi).any() \
+                or not np.isfinite(q_d).all():
+            return c.compute(q, v, q_d, v_d, a_d)[0]
+        a_cmd = a_d - c.kd * (v - v_d) - c.kp * (q - q_d)
+        tau = self.regressor(q, v, a_cmd) @ c.pi + self.armature * a_cmd
+        if c.gravity_compensated_by_robot:
+            tau = tau - self.regressor(q, self.zero, self.zero) @ c.pi
+        if c.friction_compensation:
+            fv, fc, fo = self.friction
+            tau = tau + (fv * v + fc * np.sign(v) + fo)
+        if not np.isfinite(tau).all():
+            return c.compute(q, v, q_d, v_d, a_d)[0]
+        guard = c.guard
+        tau = np.clip(tau, -guard.tau_max, guard.tau_max)
+        guard.last_safe = tau.copy()
+        guard.has_previous = True
+        return tau
+
+
 class StampGate:
     """Classifies joint-state stamps against the newest accepted one (module docstring):
     :meth:`classify` returns ``"first"``, ``"new"`` (later than the newest), ``"duplicate"`` (equal: drop),
@@ -117,6 +190,9 @@ class TorqueOutput:
         self.gravity = gravity
         self.guard = CommandGuard(tau_max, max_rate=torque_rate_bounds(tau_max, node.config["max_torque_rate"]))
         self.publisher = node.pub(Float64MultiArray, node.config["command_topic"], qos.COMMAND_QOS)
+        # one message reused for every command (its layout is built once; publish serialises it at once)
+        self._msg = rm.make_float64_multiarray(np.zeros(len(self.guard.tau_max)))
+        self._order = node.robot.command_order
         self.gate = StampGate()
         self.commands = self.non_finite = self.rate_limited = self.saturated = 0
         self.dropped = {"duplicate": 0, "older": 0}
@@ -171,17 +247,32 @@ class TorqueOutput:
             dt = stamp - self._command_stamp
         elif self._command_wall is not None:
             dt = now - self._command_wall
-        status = ControlStatus()
-        if not np.all(np.isfinite(tau)):
-            self.non_finite += 1
-        tau = self.guard.accept(tau, status, dt)
-        self.saturated += bool(np.any(status.saturated))
-        self.rate_limited += bool(np.any(status.rate_limited))
+        guard = self.guard
+        tau = np.asarray(tau, dtype=float)
+        if np.isfinite(tau).all() and guard.has_previous and dt is not None and math.isfinite(dt):
+            # CommandGuard.accept (clamp, then limit_rate) inlined for the 1 kHz path: no status object
+            tau_max = guard.tau_max
+            saturated = (np.abs(tau) > tau_max).any()
+            tau = np.clip(tau, -tau_max, tau_max)
+            step = guard.max_rate * max(float(dt), 0.0)
+            delta = tau - guard.last_safe
+            limited = (np.abs(delta) > step).any()
+            tau = guard.last_safe + np.clip(delta, -step, step)
+            guard.last_safe = tau.copy()
+        else:  # first command, no dt, or a non-finite torque (counted; the guard holds the last safe one)
+            status = ControlStatus()
+            if not np.isfinite(tau).all():
+                self.non_finite += 1
+            tau = guard.accept(tau, status, dt)
+            saturated, limited = np.any(status.saturated), np.any(status.rate_limited)
+        self.saturated += bool(saturated)
+        self.rate_limited += bool(limited)
         if stamp is not None:
             self._command_stamp = stamp
         self._command_wall = now
         self.commands += 1
-        self.publisher.publish(rm.make_float64_multiarray(self.node.robot.to_command(tau)))
+        self._msg.data = array("d", tau[self._order].tobytes())
+        self.publisher.publish(self._msg)
         return tau
 
     def on_watchdog(self):
@@ -220,7 +311,10 @@ class InverseDynamicsNode(RobodynNode):
         self.functions = KernelDynamics(model, self.kernels)
         self.pi_nominal = model.inertial_parameters()
         self.controller = self._make_controller()
+        self.fast_law = FastComputedTorque(self.controller, self.functions) \
+            if isinstance(self.controller, ComputedTorqueController) else None
         self.reference = None
+        self._sampler = None
         self.trajectory = None
         self.t0 = None
         self._t_prev = None
@@ -242,6 +336,7 @@ class InverseDynamicsNode(RobodynNode):
         self._watchdog = None
         # latency of the 1 kHz path (state callback entry -> command published), last LATENCY_WINDOW samples
         self.latency_ns = np.zeros(LATENCY_WINDOW, dtype=np.int64)
+        self.latency_cpu_ns = np.zeros(LATENCY_WINDOW, dtype=np.int64)
         self.states_received = 0
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
         self.timer(1.0, self._publish_diagnostics, steady=True, group=self.service_group)
@@ -299,6 +394,9 @@ class InverseDynamicsNode(RobodynNode):
             return traj.sample(t - start)
         if self.reference is None:
             self.reference = self._make_reference(q)
+            self._sampler = FourierSampler(self.reference) if isinstance(self.reference, FourierTrajectory) else None
+        if self._sampler is not None:
+            return self._sampler.evaluate(t - self.t0)
         return self.reference.evaluate(t - self.t0)
 
     # -------------------------------------------------------------------------------------- control
@@ -306,6 +404,7 @@ class InverseDynamicsNode(RobodynNode):
         if not self.active:
             return
         start = time.perf_counter_ns()
+        cpu_start = time.thread_time_ns()
         state = self.joint_state_with_velocity(msg, self._state_cache, "controller")
         if state is None:
             return
@@ -327,11 +426,17 @@ class InverseDynamicsNode(RobodynNode):
             tau, status = self.controller.compute(q, v, q_d, v_d, a_d, min(max(dt, 0.0), 0.01))
         elif mode == "mpc" and self.mpc is not None:
             tau = self.mpc[1].torque(np.concatenate([q, v]), t - self.mpc[0])
-        else:  # computed torque, also in mode mpc until the first solution arrives
+        elif self.fast_law is not None:  # computed torque, also in mode mpc until the first solution arrives
+            tau = self.fast_law.compute(q, v, q_d, v_d, a_d)
+        else:
             tau, status = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
         self.output.publish(tau, t)
-        self.latency_ns[self.states_received % LATENCY_WINDOW] = time.perf_counter_ns() - start
+        slot = self.states_received % LATENCY_WINDOW
+        self.latency_ns[slot] = time.perf_counter_ns() - start
+        # this thread's CPU time over the same span: a wall latency far above it was preemption (RT throttling,
+        # other processes), not work of the callback
+        self.latency_cpu_ns[slot] = time.thread_time_ns() - cpu_start
         self.states_received += 1
         error = np.empty(len(q) + 1)
         error[0], error[1:] = t, self.robot.to_command(q - q_d)
@@ -357,15 +462,25 @@ class InverseDynamicsNode(RobodynNode):
         x = self.latency_ns[:n] / 1e3
         return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.max())
 
+    def cpu_percentiles_us(self):
+        """(p50, p99, max) of this thread's CPU time over the same spans as :meth:`latency_percentiles_us`, us."""
+        n = min(self.states_received, LATENCY_WINDOW)
+        if n == 0:
+            return (0.0, 0.0, 0.0)
+        x = self.latency_cpu_ns[:n] / 1e3
+        return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.max())
+
     def _publish_diagnostics(self):
         if not self.active:
             return
         p50, p99, worst = self.latency_percentiles_us()
+        c50, c99, cworst = self.cpu_percentiles_us()
         level = "WARN" if self.stale or self.rejected else "OK"
         text = "joint states stale: holding" if self.stale else (
             f"dropped malformed messages: {dict(self.rejected)}" if self.rejected else "controlling")
         values = {"mode": self.config["mode"], "states_received": self.states_received,
                   "latency_p50_us": p50, "latency_p99_us": p99, "latency_max_us": worst,
+                  "cpu_p50_us": c50, "cpu_p99_us": c99, "cpu_max_us": cworst,
                   "latency_window": min(self.states_received, LATENCY_WINDOW), **self.output.diagnostic_values(),
                   "payload_updates": self.payload_updates, "rejected_messages": sum(self.rejected.values())}
         self.diag_pub.publish(rm.make_diagnostic_array(self.get_clock().now().to_msg(),
