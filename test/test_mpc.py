@@ -201,3 +201,62 @@ def test_rti_qp_solvers_agree(panda):
         tau[qp] = sol.tau_ff
     assert_close(tau["qrqp"], tau["hpipm"], rtol=1e-8)
     assert_close(tau["osqp"], tau["hpipm"], rtol=1e-4)
+
+
+def test_step_adjoint_is_the_transposed_step_jacobian(panda):
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver="rti"))
+    ocp, theta = mpc.ocp, parameter_vector(panda.with_friction(viscous=0.1, coulomb=0.3))
+    rng = np.random.default_rng(7)
+    x, u, lam = np.concatenate([HOME + rng.uniform(-0.3, 0.3, 7), rng.uniform(-1, 1, 7)]), rng.uniform(-5, 5, 7), \
+        rng.normal(size=14)
+    _, A, B = (np.asarray(M) for M in ocp.step_linearized(x, u, theta))
+    adj_x, adj_u = (np.asarray(M).reshape(-1) for M in ocp.step_adjoint(x, u, theta, lam))
+    assert_close(adj_x, A.T @ lam, rtol=1e-10, atol=1e-12)
+    assert_close(adj_u, B.T @ lam, rtol=1e-10, atol=1e-12)
+
+
+def _nlp_controllers(panda, solver, **options):
+    """The same problem with the current ('adjoint') and the former ('jacobian') NLP derivatives."""
+    return {d: ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver=solver, time_limit=60, tol=1e-8,
+                                                          nlp_derivatives=d, **options))
+            for d in ("adjoint", "jacobian")}
+
+
+@pytest.mark.parametrize("solver", ["fatrop", "ipopt"])
+def test_adjoint_nlp_derivatives_give_the_former_solution(panda, solver):
+    # viscous friction on, a reference the plan cannot follow exactly: several iterations; same iterates
+    model = panda.with_friction(viscous=0.2)
+    ref = QuinticTrajectory(HOME, HOME + np.array([0.3, 0.2, -0.2, 0.3, 0.2, -0.2, 0.4]), 0.4)
+    sols = {}
+    for d, mpc in _nlp_controllers(model, solver).items():
+        sols[d] = [mpc.solve(HOME + 0.02 * k, np.full(7, 0.05), ref, 0.02 * k) for k in range(3)]  # warm starts too
+    for new, old in zip(sols["adjoint"], sols["jacobian"]):
+        assert new.status == old.status == "solved", (new.solver_status, old.solver_status)
+        assert new.iterations == old.iterations
+        assert_close(new.tau_ff, old.tau_ff, atol=1e-6)
+        assert_close(new.x_pred, old.x_pred, atol=1e-6)
+
+
+def test_hessian_function_evaluates_no_stage_jacobian(panda):
+    ctl = _nlp_controllers(panda, "fatrop")
+    ocp = ctl["adjoint"].ocp
+    hess = {d: mpc._nlp.get_function("nlp_hess_l") for d, mpc in ctl.items()}
+    called = {d: {f.name() for f in h.find_functions()} for d, h in hess.items()}
+    assert "mpc_step_lin" in called["jacobian"]                          # the former one evaluated it ...
+    assert "mpc_step_lin" not in called["adjoint"] and "mpc_step_adj" in called["adjoint"]   # ... no more
+    assert ocp.step_adjoint.n_instructions() < 0.7 * ocp.step_linearized.n_instructions()
+    # fatrop's nlp_hess_l returns (∇_w L, ∇²_w L) of L = λ_f f + λ_gᵀ g: the gradient equals the former
+    # one, the Hessian is the constant Gauss-Newton 2 λ_f diag(Q, R, ..., Q_N) at any (w, λ_g)
+    rng = np.random.default_rng(3)
+    p, _ = ctl["adjoint"].reference_parameters(HOME, np.zeros(7), QuinticTrajectory(HOME, HOME + 0.3, 0.5), 0.0)
+    Qd, Rd, QNd = ocp._weights()
+    H_gn = np.diag(np.concatenate([np.concatenate([2 * Qd, 2 * Rd])] * ocp.N + [2 * QNd]))
+    for _ in range(2):
+        X = np.tile(np.concatenate([HOME, np.zeros(7)]), (ocp.N + 1, 1)) + rng.uniform(-0.2, 0.2, (ocp.N + 1, 14))
+        w, lam_f, lam_g = ocp.pack_w(X, rng.uniform(-5, 5, (ocp.N, 7))), 0.7, rng.normal(size=14 * (ocp.N + 1))
+        (g_new, H_new), (g_old, _) = ([np.asarray(M) for M in hess[d](w, p, lam_f, lam_g)] for d in ("adjoint", "jacobian"))
+        assert_close(g_new, g_old, rtol=1e-10, atol=1e-10)
+        assert_close(H_new, lam_f * H_gn, rtol=1e-14, atol=0.0)
+    # ipopt's Hessian function (no gradient output) calls nothing at all
+    ipopt = ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver="ipopt"))
+    assert ipopt._nlp.get_function("nlp_hess_l").find_functions() == []

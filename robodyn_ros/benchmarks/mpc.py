@@ -9,6 +9,10 @@ N = 20 intervals of 10 ms, compiled problem functions, all three solvers in the 
    each warm-started by shifting its own previous solution; median (and p95) wall time per solve,
    iterations, and where the time goes: the NLP functions' share from CasADi's solver stats
    (``fatrop_profile``, ``ipopt_profile``: median ms and calls of ``nlp_jac_g``, ``nlp_hess_l``, ...).
+3. fatrop again with the former NLP derivatives (``nlp_derivatives='jacobian'``: the Hessian function
+   evaluates the stage Jacobians) on the same states, as the reference for the current ones ('adjoint':
+   Lagrangian gradient by a reverse sweep, Hessian without stage Jacobians): times, profile, and the
+   largest difference of the planned torques between the two (``fatrop_jacobian_max_tau_diff``).
 
 Wall times are what a control loop sees; the CPU time of the same calls is reported alongside, since on
 a shared machine the difference is other processes' load (``load_average_1min``).
@@ -85,12 +89,13 @@ def evaluation_profile(stats_list):
     return out
 
 
-def converged_solves(model, solver, states, reference, config):
-    """Wall times (s), CPU times (s), iterations, statuses of ``solver`` on the given states (warm start
-    by shift), and the :func:`evaluation_profile` of the solves."""
-    mpc = ModelPredictiveController(model, MPCConfig(**{**vars(config), "solver": solver}))
+def converged_solves(model, solver, states, reference, config, **options):
+    """Wall times (s), CPU times (s), iterations, statuses of ``solver`` (and further :class:`MPCConfig`
+    ``options``) on the given states (warm start by shift), the :func:`evaluation_profile` of the
+    solves, and the planned torques (solves, N, nu)."""
+    mpc = ModelPredictiveController(model, MPCConfig(**{**vars(config), "solver": solver, **options}))
     mpc.solve(states[0][1], states[0][2], reference, states[0][0])        # first call: load, warm up
-    times, cpu, iters, statuses, stats = [], [], [], [], []
+    times, cpu, iters, statuses, stats, taus = [], [], [], [], [], []
     for t, q, v in states:
         start_cpu = time.process_time()
         sol = mpc.solve(q, v, reference, t)
@@ -99,7 +104,8 @@ def converged_solves(model, solver, states, reference, config):
         iters.append(sol.iterations)
         statuses.append(sol.status)
         stats.append(dict(mpc.last_solver_stats))
-    return np.array(times), np.array(cpu), np.array(iters), statuses, evaluation_profile(stats)
+        taus.append(sol.tau_ff)
+    return np.array(times), np.array(cpu), np.array(iters), statuses, evaluation_profile(stats), np.array(taus)
 
 
 def run(json: bool = False) -> dict:
@@ -117,9 +123,12 @@ def run(json: bool = False) -> dict:
     states, rti_times, rti_cpu, rti_status = closed_loop(model, rti, plant, reference, 300)
     sample = states[::10]
     start = time.perf_counter()
-    fat_times, fat_cpu, fat_iters, fat_status, fat_prof = converged_solves(model, "fatrop", sample, reference, config)
-    ipo_times, ipo_cpu, ipo_iters, ipo_status, ipo_prof = converged_solves(model, "ipopt", sample, reference, config)
-    build += time.perf_counter() - start - fat_times.sum() - ipo_times.sum()
+    fat_times, fat_cpu, fat_iters, fat_status, fat_prof, fat_tau = converged_solves(
+        model, "fatrop", sample, reference, config)
+    ipo_times, ipo_cpu, ipo_iters, ipo_status, ipo_prof, _ = converged_solves(model, "ipopt", sample, reference, config)
+    ref_times, ref_cpu, ref_iters, ref_status, ref_prof, ref_tau = converged_solves(
+        model, "fatrop", sample, reference, config, nlp_derivatives="jacobian")
+    build += time.perf_counter() - start - fat_times.sum() - ipo_times.sum() - ref_times.sum()
     final_error = float(np.abs(states[-1][1] - PANDA_TARGET).max())
     result = {
         "robot": "panda", "dof": model.nv, "horizon": config.horizon, "dt_ms": config.dt * 1e3,
@@ -134,13 +143,19 @@ def run(json: bool = False) -> dict:
         "ipopt_median_iterations": float(np.median(ipo_iters)),
         "ipopt_converged": int(sum(s == "solved" for s in ipo_status)), "ipopt_solves": len(ipo_status),
         "fatrop_over_ipopt": float(np.median(fat_times) / np.median(ipo_times)),
+        "fatrop_jacobian_median_ms": float(np.median(ref_times) * 1e3),
+        "fatrop_jacobian_p95_ms": float(np.percentile(ref_times, 95) * 1e3),
+        "fatrop_jacobian_median_cpu_ms": float(np.median(ref_cpu) * 1e3),
+        "fatrop_jacobian_median_iterations": float(np.median(ref_iters)),
+        "fatrop_jacobian_converged": int(sum(s == "solved" for s in ref_status)),
+        "fatrop_jacobian_max_tau_diff": float(np.abs(ref_tau - fat_tau).max()),
         "compile_seconds": build,
         # process CPU time of the same calls: wall minus what other processes took from us
         "rti_median_cpu_ms": float(np.median(rti_cpu) * 1e3), "rti_p95_cpu_ms": float(np.percentile(rti_cpu, 95) * 1e3),
         "fatrop_median_cpu_ms": float(np.median(fat_cpu) * 1e3), "ipopt_median_cpu_ms": float(np.median(ipo_cpu) * 1e3),
         "load_average_1min": float(os.getloadavg()[0]), "cpu_count": os.cpu_count(),
         # medians of the time spent in (and calls of) the NLP functions per converged solve
-        "fatrop_profile": fat_prof, "ipopt_profile": ipo_prof,
+        "fatrop_profile": fat_prof, "ipopt_profile": ipo_prof, "fatrop_jacobian_profile": ref_prof,
     }
     if not json:
         print(f"MPC on the Panda ({model.nv} DoF), N = {config.horizon}, dt = {config.dt * 1e3:.0f} ms, compiled")
@@ -153,7 +168,12 @@ def run(json: bool = False) -> dict:
         print(f"  ipopt converged:      median {result['ipopt_median_ms']:.2f} ms, "
               f"{result['ipopt_median_iterations']:.0f} iterations, "
               f"{result['ipopt_converged']}/{result['ipopt_solves']} converged")
-        for name, prof in (("fatrop", fat_prof), ("ipopt", ipo_prof)):
+        print(f"  fatrop, former NLP derivatives ('jacobian'): median {result['fatrop_jacobian_median_ms']:.2f} ms "
+              f"(CPU {result['fatrop_jacobian_median_cpu_ms']:.2f} ms), "
+              f"{result['fatrop_jacobian_median_iterations']:.0f} iterations, "
+              f"{result['fatrop_jacobian_converged']}/{len(ref_status)} converged; planned torques differ from "
+              f"the current ones by at most {result['fatrop_jacobian_max_tau_diff']:.1e} N m")
+        for name, prof in (("fatrop", fat_prof), ("ipopt", ipo_prof), ("fatrop 'jacobian'", ref_prof)):
             calls = ", ".join(f"{k[4:-3]} {prof[k]:.2f} ms ({prof[k[:-3] + '_calls']:.0f} calls)"
                               for k in prof if k.startswith("nlp_") and k.endswith("_ms"))
             print(f"  {name} in NLP functions: median {prof['functions_ms']:.2f} ms per solve: {calls}")
