@@ -1,5 +1,6 @@
-"""C sources of a kernel module: one CasADi-generated translation unit per kernel (compiled in parallel)
-and a CPython extension module that binds them.
+"""C sources of a kernel module: one CasADi-generated translation unit per kernel, or for kernels above
+``CHUNK_THRESHOLD`` instructions (Talos's) several units of chunked straight-line code
+(:func:`chunked_sources`), all compiled in parallel, and a CPython extension module that binds them.
 
 The binding is a table of ``METH_FASTCALL | METH_KEYWORDS`` functions. A call checks each argument once: a C-contiguous,
 aligned float64 NumPy array of the right shape is used in place (the fast path); anything else is
