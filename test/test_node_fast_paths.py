@@ -134,43 +134,56 @@ def test_controller_commands_equal_the_library_path(bringup):
 
 
 def _estimator_with_backlog(bringup, decimation):
-    """An estimator whose ``take_pending`` reads a fake subscription queue with the keep-last depth of the
-    real one (qos.SENSOR_INPUT_QOS), and whose ``update`` records the stamps it estimates from."""
+    """An estimator whose ``take_pending`` reads a fake joint-state queue with the keep-last depth of the
+    real subscription (qos.SENSOR_INPUT_QOS; no wrenches waiting), and whose ``update`` records the stamps
+    it estimates from."""
     node, _ = bringup("estimator", decimation=decimation, base_parameters=False)
     queue = deque(maxlen=qos.SENSOR_INPUT_QOS.depth)
-    node.take_pending = lambda sub, limit: [queue.popleft() for _ in range(min(limit, len(queue)))]
+    node.take_pending = lambda sub, limit: \
+        [queue.popleft() for _ in range(min(limit, len(queue)))] if sub is node.state_sub else []
     used = []
     update = node.update
     node.update = lambda t, q, v, tau: (used.append(t), update(t, q, v, tau))
     return node, queue, used
 
 
-@pytest.mark.parametrize("decimation", [1, 5])
+def _stamp(msg):
+    return msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+
+
+@pytest.mark.parametrize("decimation", [1, 3])
 def test_estimator_burst_keeps_backlog_bounded_and_uses_newest_sample(bringup, decimation):
-    """20 000 joint states arrive in chunks of 50 per wake-up (50 times faster than it wakes up): every
-    wake-up empties the queue, estimates at most once, from the newest due sample of the wake-up."""
+    """20 000 joint states arrive in chunks of 50 per wake-up (50 times faster than the node wakes up;
+    the subscription keeps the newest 10). A wake-up whose delivered sample is skipped costs one sample;
+    one whose sample is due takes everything waiting and estimates once, from the newest due sample."""
     node, queue, used = _estimator_with_backlog(bringup, decimation)
     names = list(node.robot.joints)
     q, v, tau = node.robot.home, np.zeros(7), np.zeros(7)
-    chunk, wakeups, admitted = 50, 400, 0
+    chunk, wakeups, admitted, last_admitted, due_wakeups = 50, 400, 0, None, 0
     for w in range(wakeups):
-        stamps = 1.0 + (w * chunk + np.arange(chunk)) * 1e-3
-        for t in stamps:
+        for t in 1.0 + (w * chunk + np.arange(chunk)) * 1e-3:
             queue.append(make_joint_state(float(t), names, q, v, tau))
-        waiting = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in queue]
-        due = [t for i, t in enumerate(waiting) if (admitted + i) % decimation == 0]
+        delivered = queue.popleft()                   # the executor delivers the oldest waiting message
         before = len(used)
-        node._on_state(queue.popleft())           # the executor delivers the oldest waiting message
-        admitted += len(waiting)
-        assert len(queue) == 0, f"wake-up {w}: {len(queue)} messages left waiting"
-        assert len(used) - before == (1 if due else 0)
-        if due:
-            assert used[-1] == pytest.approx(due[-1], abs=1e-9)
-    assert node.samples == admitted == wakeups * qos.SENSOR_INPUT_QOS.depth
-    assert node.updates == len(used) <= wakeups
-    n_due = -(-admitted // decimation)
-    assert node.skipped_overload == n_due - len(used)
-    assert node._last_t == pytest.approx(1.0 + (wakeups * chunk - 1) * 1e-3, abs=1e-9)
+        if admitted % decimation == 0:                # due: the node must take all that is waiting
+            waiting = [_stamp(delivered)] + [_stamp(m) for m in queue]
+            due = [t for i, t in enumerate(waiting) if (admitted + i) % decimation == 0]
+            node._on_state(delivered)
+            assert len(queue) == 0, f"wake-up {w}: {len(queue)} messages left waiting"
+            assert len(used) - before == 1 and used[-1] == pytest.approx(due[-1], abs=1e-9)
+            admitted += len(waiting)
+            last_admitted = waiting[-1]
+            due_wakeups += 1
+        else:                                         # skipped: nothing estimated, nothing taken
+            node._on_state(delivered)
+            assert len(used) == before and len(queue) == qos.SENSOR_INPUT_QOS.depth - 1
+            admitted += 1
+            last_admitted = _stamp(delivered)
+    assert node.samples == admitted
+    assert node.updates == len(used) == due_wakeups <= wakeups
+    assert decimation == 1 or due_wakeups < wakeups, "the skipped-wake-up branch must be exercised"
+    assert node.skipped_overload == -(-admitted // decimation) - len(used)
+    assert node._last_t == pytest.approx(last_admitted, abs=1e-9)
     assert PENDING_LIMIT >= qos.SENSOR_INPUT_QOS.depth
 
 

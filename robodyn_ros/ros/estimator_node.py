@@ -147,13 +147,9 @@ class EstimatorNode(RobodynNode):
 
     # ------------------------------------------------------------------------------------- messages
     def _on_wrench(self, msg):
-        """Wrench callback: this message, then those already waiting (:meth:`take_pending`); only the newest
-        clean one is kept (``latest_wrench``), each is checked for saturation and stamp order."""
-        if not self.active:
-            return
-        self._wrench_sample(msg)
-        for newer in self.take_pending(self.wrench_sub, PENDING_LIMIT):
-            self._wrench_sample(newer)
+        """Wrench callback (the wrenches waiting behind it are taken by the next due joint state)."""
+        if self.active:
+            self._wrench_sample(msg)
 
     def _wrench_sample(self, msg):
         try:
@@ -179,13 +175,17 @@ class EstimatorNode(RobodynNode):
         self.latest_wrench = (t, w)
 
     def _on_state(self, msg):
-        """Joint-state callback: this message, then those already waiting (:meth:`take_pending`, at most
-        PENDING_LIMIT), each through :meth:`_admit` (stamp checks, decimation count); of the due samples of
-        this wake-up only the newest is estimated from (the others count as ``skipped_overload``): a node
-        that falls behind uses the newest data and its backlog stays within the subscription depth."""
+        """Joint-state callback: the message goes through :meth:`_admit` (validation, stamp checks,
+        decimation count). A skipped sample ends there. A due one first takes the joint states and wrenches
+        already waiting (:meth:`take_pending`, at most PENDING_LIMIT each; joint states through
+        :meth:`_admit` too) and estimates from the newest due joint state of this wake-up, the others
+        counting as ``skipped_overload``: a node that falls behind uses the newest data, and its backlog
+        (rclpy's EventsExecutor queues an event per arriving message) stays within the subscription depth."""
         if not self.active:
             return
         due = self._admit(msg)
+        if due is None:
+            return
         for newer in self.take_pending(self.state_sub, PENDING_LIMIT):
             restarts = self.time_jumps
             sample = self._admit(newer)
@@ -196,6 +196,9 @@ class EstimatorNode(RobodynNode):
                 due = sample
         if due is None:
             return
+        if self.wrench_sub is not None:
+            for wrench in self.take_pending(self.wrench_sub, PENDING_LIMIT):
+                self._wrench_sample(wrench)
         t, q, v, tau, stamp = due
         self.update(t, q, v, tau)
         if self.last_publish is None or t - self.last_publish >= 1.0 / self.config["publish_rate"] - 1e-9:
