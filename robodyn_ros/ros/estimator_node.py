@@ -27,7 +27,10 @@ Faults (README "Fault injection"):
 * time: a joint state or wrench whose stamp repeats or goes back by at most ``time_jump_threshold`` is
   dropped (counted as ``dropped_stamps``, throttled warning); a jump of more than ``time_jump_threshold``
   either way (simulation reset, bag loop, a gap) restarts the filters and the publishing schedule and
-  keeps the estimate (``time_jumps``); after every filter (re)start the RLS waits ``settle_time``.
+  keeps the estimate (``time_jumps``); after every filter (re)start the RLS waits ``settle_time``;
+* falling behind: two updates more than ``filter.max_interval`` apart (a starved node, or a decimation too
+  coarse for the cutoff) alias the filter's band, so the RLS pauses for ``settle_time`` after every such
+  gap (``sparse_gaps``): a starved estimator stops estimating instead of publishing wrong payloads.
 
 Publishes at ``publish_rate`` (joint-state time): ``payload_topic`` (geometry_msgs/InertiaStamped,
 ``frame_id`` the wrist link, or the last body's link without the wrench), ``base_parameters_topic``
@@ -103,6 +106,8 @@ class EstimatorNode(RobodynNode):
         self.last_publish = None
         self.payload_events = []      # (stamp, payload mass before) of detected payload changes
         self.settle_time = 3.0 / c["filter.cutoff"]
+        self.max_interval = c["filter.max_interval"] if c["filter.max_interval"] > 0.0 else 0.25 / c["filter.cutoff"]
+        self.sparse_gaps = 0
         saturation = np.array([c["wrench_saturation.force"]] * 3 + [c["wrench_saturation.torque"]] * 3)
         self.wrench_limit = np.where(saturation > 0.0, saturation, np.inf)
         fraction = c["effort_saturation"]
@@ -139,6 +144,8 @@ class EstimatorNode(RobodynNode):
         self._wrench_settled_at = None
         self._wrench_clean_at = -np.inf  # joint-state time after which the last saturated wrench has decayed
         self._effort_clean_at = -np.inf
+        self._last_update_t = None      # joint-state time of the last update (filter step)
+        self._dense_at = -np.inf        # joint-state time after which the filters have settled on dense samples
 
     def _drop_stamp(self, kind, t, previous):
         self.dropped_stamps += 1
@@ -147,9 +154,13 @@ class EstimatorNode(RobodynNode):
 
     # ------------------------------------------------------------------------------------- messages
     def _on_wrench(self, msg):
-        """Wrench callback (the wrenches waiting behind it are taken by the next due joint state)."""
-        if self.active:
-            self._wrench_sample(msg)
+        """Wrench callback: this message, then those already waiting (:meth:`take_pending`); only the newest
+        clean one is kept (``latest_wrench``), each is checked for saturation and stamp order."""
+        if not self.active:
+            return
+        self._wrench_sample(msg)
+        for newer in self.take_pending(self.wrench_sub, PENDING_LIMIT):
+            self._wrench_sample(newer)
 
     def _wrench_sample(self, msg):
         try:
@@ -176,9 +187,8 @@ class EstimatorNode(RobodynNode):
 
     def _on_state(self, msg):
         """Joint-state callback: the message goes through :meth:`_admit` (validation, stamp checks,
-        decimation count). A skipped sample ends there. A due one first takes the joint states and wrenches
-        already waiting (:meth:`take_pending`, at most PENDING_LIMIT each; joint states through
-        :meth:`_admit` too) and estimates from the newest due joint state of this wake-up, the others
+        decimation count). A skipped sample ends there. A due one first takes the joint states already
+        waiting (:meth:`take_pending`, at most PENDING_LIMIT, each through :meth:`_admit`) and estimates from the newest due joint state of this wake-up, the others
         counting as ``skipped_overload``: a node that falls behind uses the newest data, and its backlog
         (rclpy's EventsExecutor queues an event per arriving message) stays within the subscription depth."""
         if not self.active:
@@ -196,9 +206,6 @@ class EstimatorNode(RobodynNode):
                 due = sample
         if due is None:
             return
-        if self.wrench_sub is not None:
-            for wrench in self.take_pending(self.wrench_sub, PENDING_LIMIT):
-                self._wrench_sample(wrench)
         t, q, v, tau, stamp = due
         self.update(t, q, v, tau)
         if self.last_publish is None or t - self.last_publish >= 1.0 / self.config["publish_rate"] - 1e-9:
@@ -241,8 +248,16 @@ class EstimatorNode(RobodynNode):
         if tau is not None and np.any(np.abs(tau) >= self.effort_limit):
             self.effort_saturated += 1
             self._effort_clean_at = t + self.settle_time
+        if self._last_update_t is not None and t - self._last_update_t > self.max_interval:
+            # samples this far apart alias the filter's band: its accelerations are wrong until it settles
+            self.sparse_gaps += 1
+            self._dense_at = t + self.settle_time
+            self.warn_throttled("sparse", f"estimator updates {1e3 * (t - self._last_update_t):.1f} ms apart "
+                                f"(> {1e3 * self.max_interval:.1f} ms, filter.max_interval): falling behind or "
+                                "decimating too coarsely; estimation paused until the filters settle")
+        self._last_update_t = t
         q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
-        settled = t >= self._settled_at
+        settled = t >= self._settled_at and t >= self._dense_at
         if self.wrench_rls is not None and self.latest_wrench is not None:
             t_w, w = self.latest_wrench
             threshold = self.config["time_jump_threshold"]
@@ -320,7 +335,8 @@ class EstimatorNode(RobodynNode):
                   "payload_changes": len(self.payload_events),
                   "rejected_messages": sum(n for kind, n in self.rejected.items() if not kind.endswith("_stamp")),
                   "dropped_stamps": self.dropped_stamps, "time_jumps": self.time_jumps,
-                  "wrench_saturated": self.wrench_saturated, "effort_saturated": self.effort_saturated}
+                  "wrench_saturated": self.wrench_saturated, "effort_saturated": self.effort_saturated,
+                  "sparse_gaps": self.sparse_gaps}
         level, text = "OK", "estimating"
         notes = []
         if self.wrench_rls is not None:
@@ -340,7 +356,8 @@ class EstimatorNode(RobodynNode):
                 notes.append(f"payload change detected at t = {t_change:.3f} s (mass before {mass_before:.3f} kg, "
                              f"now {float(pi[0]):.3f} kg)")
         paused = [what for what, until in (("wrench saturated", self._wrench_clean_at),
-                                           ("effort saturated", self._effort_clean_at))
+                                           ("effort saturated", self._effort_clean_at),
+                                           ("updates too sparse (falling behind)", self._dense_at))
                   if t is not None and t < until]
         if paused:
             level = "WARN"

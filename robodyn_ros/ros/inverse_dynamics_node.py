@@ -65,6 +65,24 @@ def inertia_stamped_to_body_parameters(msg, model):
     return model.frames[link].body, link_inertia_in_body(model, pi, link)
 
 
+def check_payload_plausible(msg, min_mass, max_mass, max_com_distance):
+    """Raise MessageRejected when a payload estimate is not a load the robot could carry: a mass below
+    ``-min_mass`` or above ``max_mass`` (kg), or, for a mass of at least ``min_mass``, a centre of mass
+    farther than ``max_com_distance`` (m) from the link origin. A starved or diverging estimator can publish
+    such values (-4.8 kg, a centre of mass 2.6 m from the flange were seen); adding them to the model
+    would command large wrong torques, so the controller keeps its last accepted model instead."""
+    m = msg.inertia.m
+    if m < -min_mass or m > max_mass:
+        raise rm.MessageRejected(f"implausible payload estimate: mass {m:.3f} kg outside [0, {max_mass:g}] kg "
+                                 "(payload_max_mass); model kept")
+    c = msg.inertia.com
+    distance = float(np.sqrt(c.x * c.x + c.y * c.y + c.z * c.z))
+    if m >= min_mass and distance > max_com_distance:
+        raise rm.MessageRejected(f"implausible payload estimate: centre of mass {distance:.3f} m from "
+                                 f"'{msg.header.frame_id}' (payload_max_com_distance {max_com_distance:g} m); "
+                                 "model kept")
+
+
 def mpc_solution_from_message(msg, nv, tau_max):
     """:class:`MPCSolution` from the mpc node's Float64MultiArray ``[t0, N, dt, tau_ff (N nv), x_pred
     ((N+1) 2nv), K (N nv 2nv)]``; returns ``(t0, solution)``."""
@@ -319,6 +337,7 @@ class InverseDynamicsNode(RobodynNode):
         self.t0 = None
         self._t_prev = None
         self.payload_updates = 0
+        self.implausible_payloads = 0   # payload estimates dropped by check_payload_plausible
         self.mpc = None
         gravity = None if c["gravity_compensated_by_robot"] else \
             (lambda q: self.functions.gravity(q, self.controller_parameters()))
@@ -482,7 +501,8 @@ class InverseDynamicsNode(RobodynNode):
                   "latency_p50_us": p50, "latency_p99_us": p99, "latency_max_us": worst,
                   "cpu_p50_us": c50, "cpu_p99_us": c99, "cpu_max_us": cworst,
                   "latency_window": min(self.states_received, LATENCY_WINDOW), **self.output.diagnostic_values(),
-                  "payload_updates": self.payload_updates, "rejected_messages": sum(self.rejected.values())}
+                  "payload_updates": self.payload_updates, "implausible_payloads": self.implausible_payloads,
+                  "rejected_messages": sum(self.rejected.values())}
         self.diag_pub.publish(rm.make_diagnostic_array(self.get_clock().now().to_msg(),
                                                        f"{self.get_name()}: inverse dynamics", level, text, values,
                                                        hardware_id=self.robot.name))
@@ -505,6 +525,13 @@ class InverseDynamicsNode(RobodynNode):
             body, pi_body = inertia_stamped_to_body_parameters(msg, self.robot.model)
         except rm.MessageRejected as exc:
             self.reject("payload", exc)
+            return
+        try:  # well formed but not a load the robot could carry (an estimate still converging, or starved)
+            c = self.config
+            check_payload_plausible(msg, c["payload_min_mass"], c["payload_max_mass"], c["payload_max_com_distance"])
+        except rm.MessageRejected as exc:
+            self.implausible_payloads += 1
+            self.warn_throttled("implausible_payload", f"{exc} ({self.implausible_payloads} so far)")
             return
         pi = self.pi_nominal.copy()
         if abs(msg.inertia.m) >= self.config["payload_min_mass"]:

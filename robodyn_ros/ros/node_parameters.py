@@ -119,6 +119,11 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("use_estimates", bool, True, "Add the estimator's payload (payload_topic) to the model live."),
     P("payload_min_mass", float, 0.05, "Payload estimates lighter than this (kg) count as no payload: the "
       "first moments and inertias of a near-zero mass are mostly noise.", range=(0.0, None), live=True),
+    P("payload_max_mass", float, 20.0, "Payload estimates heavier than this (kg), or below -payload_min_mass, "
+      "are implausible: dropped with a warning, the last accepted model is kept.", range=(0.0, None), live=True),
+    P("payload_max_com_distance", float, 0.5, "Payload estimates whose centre of mass is farther than this (m) "
+      "from their link are implausible: dropped with a warning, the last accepted model is kept.",
+      range=(0.0, None), live=True),
     P("friction_compensation", bool, True, "Add the model's friction torque."),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
     P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
@@ -153,6 +158,10 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("time_jump_threshold", float, 0.5, "A stamp more than this many seconds before or after the previous one "
       "is a clock jump (simulation reset, bag loop, gap): filters restart, estimate kept; a repeated or "
       "slightly older stamp is dropped.", range=(1e-3, None)),
+    P("filter.max_interval", float, 0.0, "Largest time between two estimator updates (s) for which the filtered "
+      "accelerations are trusted (0: 0.25 / filter.cutoff); after a longer gap (a node that falls behind, a "
+      "decimation too coarse for the cutoff) the estimates pause until the filters have settled again.",
+      range=(0.0, None)),
 )
 
 # ------------------------------------------------------------------------------------------------- mpc
