@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
 
 
@@ -92,29 +94,31 @@ class CommandGuard:
         """The last safe command (a copy)."""
         return self.last_safe.copy()
 
-    def limit_rate(self, tau, dt, status):
-        """``τ_prev + clip(τ - τ_prev, -τ̇_max Δt, τ̇_max Δt)`` (nv,) for the time ``dt`` (s) since the
-        previous command; ``status.rate_limited`` marks the joints that were cut. No previous command, or a
-        ``dt`` that is not finite: ``tau`` unchanged; ``dt < 0`` counts as 0 (hold the previous command)."""
-        if not self.has_previous or dt is None or not np.isfinite(dt):
-            status.rate_limited = np.zeros(tau.shape, dtype=bool)
-            return tau
-        step = self.max_rate * max(float(dt), 0.0)
-        delta = tau - self.last_safe
-        status.rate_limited = np.abs(delta) > step
-        return self.last_safe + np.clip(delta, -step, step)
+    def clamp_and_limit(self, tau, dt):
+        """The guard on a finite ``tau`` (nv,): clamp to ``±tau_max``, then limit the change since the last
+        safe command to ``τ_prev + clip(τ - τ_prev, -τ̇_max Δt, τ̇_max Δt)`` for the ``dt`` seconds since the
+        previous command (no previous command, or ``dt`` None or not finite: no rate limit; ``dt < 0`` counts
+        as 0, i.e. hold), and remember the result as the last safe command. Returns ``(tau, saturated,
+        rate_limited)``, the two masks (nv,) bool marking the joints that were cut."""
+        saturated = np.abs(tau) > self.tau_max
+        tau = np.clip(tau, -self.tau_max, self.tau_max)
+        if self.has_previous and dt is not None and math.isfinite(dt):
+            step = self.max_rate * max(float(dt), 0.0)
+            delta = tau - self.last_safe
+            rate_limited = np.abs(delta) > step
+            tau = self.last_safe + np.clip(delta, -step, step)
+        else:
+            rate_limited = np.zeros(tau.shape, dtype=bool)
+        self.last_safe = tau.copy()
+        self.has_previous = True
+        return tau, saturated, rate_limited
 
     def accept(self, tau, status, dt=None):
-        """Clamp ``tau`` (nv,) to the effort bounds, limit its change over the ``dt`` seconds since the
-        previous command to the rate bounds (:meth:`limit_rate`; ``dt`` None: no rate limit) and remember
-        it as the last safe command; a non-finite ``tau`` is refused (fault ``nonfinite_command``) and the
+        """:meth:`clamp_and_limit` with its masks written into ``status`` (``saturated``, ``rate_limited``;
+        ``dt`` None: no rate limit); a non-finite ``tau`` is refused (fault ``nonfinite_command``) and the
         last safe command returned."""
         tau = np.asarray(tau, dtype=float)
         if not self.check_finite(status, "nonfinite_command", tau=tau):
             return self.hold()
-        status.saturated = np.abs(tau) > self.tau_max
-        tau = np.clip(tau, -self.tau_max, self.tau_max)
-        tau = self.limit_rate(tau, dt, status)
-        self.last_safe = tau.copy()
-        self.has_previous = True
+        tau, status.saturated, status.rate_limited = self.clamp_and_limit(tau, dt)
         return tau

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..friction import friction_torque
+from ..friction import viscous_coulomb_torque
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
 from .compiled_functions import DynamicsFunctions
 from .reference import clip_reference
@@ -50,6 +50,7 @@ class ComputedTorqueController:
         self.functions = functions or DynamicsFunctions(model, compiled=compiled)
         self.pi = model.inertial_parameters() if pi is None else np.asarray(pi, dtype=float).copy()
         self.guard = CommandGuard(effort_bounds(model))
+        self._friction = tuple(np.asarray(x, dtype=float) for x in (model.viscous, model.coulomb, model.friction_offset))
 
     def set_parameters(self, pi):
         """Use the inertial parameters ``pi`` (10 nb,) from the next step on (e.g. a new estimate)."""
@@ -68,13 +69,19 @@ class ComputedTorqueController:
             return self.guard.hold(), status
         q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
         q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        return self.guard.accept(self.torque(q, v, q_d, v_d, a_d), status), status
+
+    def torque(self, q, v, q_d, v_d, a_d):
+        """The law alone (module docstring), before the guard: ``τ`` (nv,) for finite float arrays (nv,) and
+        a reference inside the joint limits, i.e. what :meth:`compute` has checked (1 kHz callers that have
+        validated their inputs call it directly)."""
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         tau = self.functions.rnea(q, v, a_cmd, self.pi)
         if self.gravity_compensated_by_robot:
             tau = tau - self.functions.gravity(q, self.pi)
         if self.friction_compensation:
-            tau = tau + friction_torque(self.model, v)
-        return self.guard.accept(tau, status), status
+            tau = tau + viscous_coulomb_torque(v, *self._friction)
+        return tau
 
 
 class GravityCompensation:

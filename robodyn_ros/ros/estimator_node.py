@@ -57,8 +57,10 @@ from ..signal_filters import CausalButterworthFilter
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
+from .heap_trim import HeapTrimmer
 
 COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction
+HEAP_TRIM_PERIOD = 10.0    # wall s between two malloc_trim calls
 PENDING_LIMIT = 20  # messages taken per wake-up beyond the one delivered (2 x the input QoS depth)
 PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
 
@@ -123,6 +125,10 @@ class EstimatorNode(RobodynNode):
         self.base_pub = self.pub(Float64MultiArray, c["base_parameters_topic"], qos.ESTIMATE_QOS)
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
         self.skipped_overload = 0    # due samples superseded by a newer due one in the same wake-up
+        # the middleware's receive threads allocate the message buffers this thread frees: bursts (a node
+        # falling behind for a moment) ratchet glibc's arenas up; trimming every HEAP_TRIM_PERIOD s gives
+        # the free pages back (robodyn_ros.ros.heap_trim)
+        self.heap_trimmer = HeapTrimmer(HEAP_TRIM_PERIOD)
         self.state_sub = self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
         self.wrench_sub = None
         if c["use_wrench"]:
@@ -311,6 +317,7 @@ class EstimatorNode(RobodynNode):
         return body_parameter_change(self.base, self.beta_nominal, self.base_rls.beta, self.robot.model.nbodies - 1)
 
     def publish(self, stamp):
+        self.heap_trimmer.maybe_trim()
         pi = self.payload_parameters()
         if abs(pi[0]) > 1e-6:
             self.payload_pub.publish(rm.inertial_parameters_to_inertia_stamped(stamp, self.payload_frame, pi))

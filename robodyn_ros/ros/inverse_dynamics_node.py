@@ -129,45 +129,27 @@ class FourierSampler:
 
 
 class FastComputedTorque:
-    """The 1 kHz form of :meth:`ComputedTorqueController.compute` for the node: the same law,
+    """The 1 kHz form of :meth:`ComputedTorqueController.compute` for the node: the controller's own law
+    (:meth:`ComputedTorqueController.torque`) and guard (:meth:`CommandGuard.clamp_and_limit`, no rate
+    limit), without the per-call argument checks and status object. ``q``, ``v`` come from
+    :func:`joint_state_to_arrays` (finite, bounded); a non-finite or out-of-limit reference, or a non-finite
+    torque, goes to ``controller.compute`` itself (its clipping warning, fault status and hold). Returns
+    ``tau`` (nv,)."""
 
-        tau = Y(q, v, a_cmd) pi + D_a a_cmd [- g(q)] [+ tau_f(v)],  a_cmd = a_d - K_D (v - v_d) - K_P (q - q_d),
-
-    clamped to the effort bounds and stored as the controller's last safe command, without the per-call
-    argument checks, status object and copies. ``q``, ``v`` come from :func:`joint_state_to_arrays` (finite,
-    bounded); a non-finite or out-of-limit reference, or a non-finite torque, goes to ``controller.compute``
-    itself (its clipping warning, fault status and hold). Returns ``tau`` (nv,)."""
-
-    def __init__(self, controller, functions):
+    def __init__(self, controller):
         self.c = controller
-        model = controller.model
-        self.regressor = functions.kernels.regressor
-        self.armature = np.asarray(model.armature, dtype=float)
-        self.zero = np.zeros(model.nv)
-        self.lo = model.lower + controller.limit_margin
-        self.hi = model.upper - controller.limit_margin
-        self.friction = (np.asarray(model.viscous, dtype=float), np.asarray(model.coulomb, dtype=float),
-                         np.asarray(model.friction_offset, dtype=float))
+        self.lo = controller.model.lower + controller.limit_margin
+        self.hi = controller.model.upper - controller.limit_margin
 
     def compute(self, q, v, q_d, v_d, a_d):
         c = self.c
         if not (np.isfinite(v_d).all() and np.isfinite(a_d).all()) or (q_d < self.lo).any() or (q_d > self.hi).any() \
                 or not np.isfinite(q_d).all():
             return c.compute(q, v, q_d, v_d, a_d)[0]
-        a_cmd = a_d - c.kd * (v - v_d) - c.kp * (q - q_d)
-        tau = self.regressor(q, v, a_cmd) @ c.pi + self.armature * a_cmd
-        if c.gravity_compensated_by_robot:
-            tau = tau - self.regressor(q, self.zero, self.zero) @ c.pi
-        if c.friction_compensation:
-            fv, fc, fo = self.friction
-            tau = tau + (fv * v + fc * np.sign(v) + fo)
+        tau = c.torque(q, v, q_d, v_d, a_d)
         if not np.isfinite(tau).all():
             return c.compute(q, v, q_d, v_d, a_d)[0]
-        guard = c.guard
-        tau = np.clip(tau, -guard.tau_max, guard.tau_max)
-        guard.last_safe = tau.copy()
-        guard.has_previous = True
-        return tau
+        return c.guard.clamp_and_limit(tau, None)[0]
 
 
 class StampGate:
@@ -267,24 +249,15 @@ class TorqueOutput:
             dt = now - self._command_wall
         guard = self.guard
         tau = np.asarray(tau, dtype=float)
-        if np.isfinite(tau).all() and guard.has_previous and dt is not None and math.isfinite(dt):
-            # CommandGuard.accept (clamp, then limit_rate) inlined for the 1 kHz path: no status object
-            tau_max = guard.tau_max
-            saturated = (np.abs(tau) > tau_max).any()
-            tau = np.clip(tau, -tau_max, tau_max)
-            step = guard.max_rate * max(float(dt), 0.0)
-            delta = tau - guard.last_safe
-            limited = (np.abs(delta) > step).any()
-            tau = guard.last_safe + np.clip(delta, -step, step)
-            guard.last_safe = tau.copy()
-        else:  # first command, no dt, or a non-finite torque (counted; the guard holds the last safe one)
+        if np.isfinite(tau).all():
+            tau, saturated, limited = guard.clamp_and_limit(tau, dt)
+        else:  # counted; the guard holds the last safe command
+            self.non_finite += 1
             status = ControlStatus()
-            if not np.isfinite(tau).all():
-                self.non_finite += 1
             tau = guard.accept(tau, status, dt)
-            saturated, limited = np.any(status.saturated), np.any(status.rate_limited)
-        self.saturated += bool(saturated)
-        self.rate_limited += bool(limited)
+            saturated, limited = status.saturated, status.rate_limited
+        self.saturated += bool(np.any(saturated))
+        self.rate_limited += bool(np.any(limited))
         if stamp is not None:
             self._command_stamp = stamp
         self._command_wall = now
@@ -329,7 +302,7 @@ class InverseDynamicsNode(RobodynNode):
         self.functions = KernelDynamics(model, self.kernels)
         self.pi_nominal = model.inertial_parameters()
         self.controller = self._make_controller()
-        self.fast_law = FastComputedTorque(self.controller, self.functions) \
+        self.fast_law = FastComputedTorque(self.controller) \
             if isinstance(self.controller, ComputedTorqueController) else None
         self.reference = None
         self._sampler = None
