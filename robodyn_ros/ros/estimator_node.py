@@ -32,7 +32,8 @@ Faults (README "Fault injection"):
   coarse for the cutoff) alias the filter's band, so the RLS pauses for ``settle_time`` after every such
   gap (``sparse_gaps``): a starved estimator stops estimating instead of publishing wrong payloads.
 
-Publishes at ``publish_rate`` (joint-state time): ``payload_topic`` (geometry_msgs/InertiaStamped,
+Publishes at ``publish_rate`` (joint-state time; ``/diagnostics`` at ``diagnostics_rate``, at most
+``publish_rate``: building its status costs as much as an update): ``payload_topic`` (geometry_msgs/InertiaStamped,
 ``frame_id`` the wrist link, or the last body's link without the wrench), ``base_parameters_topic``
 (Float64MultiArray, one labelled layout dimension per base parameter) and ``/diagnostics``.
 """
@@ -146,6 +147,7 @@ class EstimatorNode(RobodynNode):
         self._last_wrench_t = None      # stamp of the last wrench fed to the wrench filter
         self.latest_wrench = None
         self.last_publish = None
+        self._last_diagnostics = None   # joint-state time of the last /diagnostics message
         self._settled_at = None         # joint-state time from which the filters have settled
         self._wrench_settled_at = None
         self._wrench_clean_at = -np.inf  # joint-state time after which the last saturated wrench has decayed
@@ -329,7 +331,12 @@ class EstimatorNode(RobodynNode):
                 self._base_msg = rm.make_float64_multiarray(self.base_rls.beta, labels=self.base.names)
             self._base_msg.data = array("d", np.ascontiguousarray(self.base_rls.beta, dtype=float).tobytes())
             self.base_pub.publish(self._base_msg)
-        level, text, values = self.diagnostic_status(self._last_t, pi)
+        t = self._last_t
+        if self._last_diagnostics is not None and t is not None \
+                and 0.0 <= t - self._last_diagnostics < 1.0 / self.config["diagnostics_rate"] - 1e-9:
+            return
+        self._last_diagnostics = t
+        level, text, values = self.diagnostic_status(t, pi)
         self.diag_pub.publish(rm.make_diagnostic_array(stamp, f"{self.get_name()}: online estimation", level, text,
                                                        values, hardware_id=self.robot.name))
 

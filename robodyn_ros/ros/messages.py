@@ -368,7 +368,7 @@ def make_inertia_stamped(stamp, frame_id, mass, com, inertia_com):
     inertia = np.asarray(inertia_com, dtype=np.float64)
     if com.shape != (3,) or inertia.shape != (3, 3):
         raise ValueError(f"com has shape {com.shape} (expected (3,)), inertia {inertia.shape} (expected (3, 3))")
-    if not np.allclose(inertia, inertia.T, rtol=1e-9, atol=1e-12):
+    if np.abs(inertia - inertia.T).max() > 1e-12 + 1e-9 * np.abs(inertia).max():   # allclose costs 150 us
         raise ValueError("inertia_com is not symmetric")
     msg = InertiaStamped()
     msg.header.stamp = stamp if isinstance(stamp, Time) else seconds_to_time(stamp)

@@ -147,8 +147,10 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       range=(1e-6, None)),
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
     P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
-    P("publish_rate", float, 100.0, "Rate of the payload, base-parameter and diagnostics messages "
+    P("publish_rate", float, 100.0, "Rate of the payload and base-parameter messages "
       "(in joint-state time), Hz.", range=(0.1, 1000.0)),
+    P("diagnostics_rate", float, 10.0, "Rate of the estimator's /diagnostics messages (joint-state time, at "
+      "most publish_rate), Hz.", range=(0.1, 1000.0)),
     P("wrench_saturation.force", float, 0.0, "F/T sensor force range, N: a wrench with any |f_i| at or beyond "
       "it is saturated and kept out of the payload estimate (0: off).", range=(0.0, None)),
     P("wrench_saturation.torque", float, 0.0, "F/T sensor torque range, N m: a wrench with any |t_i| at or "
