@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from robodyn_ros.ros.bringup import Bringup
+from robodyn_ros.ros.inverse_dynamics_node import inertia_stamped_to_body_parameters
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
 from robodyn_ros.ros.messages import array_to_wrench_stamped, make_inertia_stamped, make_joint_state
 from robodyn_ros.ros.testing import ros_context
@@ -39,22 +40,31 @@ def test_controller_keeps_its_model_on_implausible_payload_estimates(controller)
     node._on_payload(make_inertia_stamped(1.0, link, 2.0, [0.0, 0.0, 0.05], BOX))
     accepted = _parameters(node)
     assert node.payload_updates == 1 and abs(accepted[10 * body] - node.pi_nominal[10 * body] - 2.0) < 1e-12
-    for mass, com in ((-4.8, [0.0, 0.0, 0.05]), (7.5, [0.0, 0.0, 0.05]), (1.9, [1.46, 1.97, 0.85])):
-        node._on_payload(make_inertia_stamped(2.0, link, mass, com, BOX))
-        assert np.array_equal(_parameters(node), accepted), (mass, com)
-    assert node.payload_updates == 1 and node.implausible_payloads == 3 and not node.rejected
+    bad = ((-4.8, [0.0, 0.0, 0.05], BOX), (7.5, [0.0, 0.0, 0.05], BOX), (1.9, [1.46, 1.97, 0.85], BOX),
+           (2.0, [0.0, 0.0, 0.05], np.diag([0.6, 0.6, 0.6])),       # moments beyond m R^2 = 0.5 kg m^2
+           (2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.01, -0.2])))    # not positive semidefinite
+    for mass, com, inertia in bad:
+        node._on_payload(make_inertia_stamped(2.0, link, mass, com, inertia))
+        assert np.array_equal(_parameters(node), accepted), (mass, com, inertia)
+    assert node.payload_updates == 1 and node.implausible_payloads == len(bad) and not node.rejected
+    # a converged estimate of weakly excited inertias, slightly outside the physical set: taken, projected
+    node._on_payload(make_inertia_stamped(2.5, link, 2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.006, -0.007])))
+    assert node.payload_updates == 2
+    added = _parameters(node)[10 * body:10 * body + 10] - node.pi_nominal[10 * body:10 * body + 10]
+    projected = make_inertia_stamped(2.5, link, 2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.006, 0.0]))
+    assert np.allclose(added, inertia_stamped_to_body_parameters(projected, node.robot.model)[1], atol=1e-12)
     node._on_payload(make_inertia_stamped(3.0, link, 0.0, [0.0, 0.0, 0.0], np.zeros((3, 3))))  # load put down
-    assert node.payload_updates == 2 and np.array_equal(_parameters(node), node.pi_nominal)
+    assert node.payload_updates == 3 and np.array_equal(_parameters(node), node.pi_nominal)
 
 
 def test_starved_estimator_pauses_instead_of_estimating_from_sparse_samples(estimator_factory):
-    """2 kg payload: 2 s at 250 Hz, then 2 s with one sample in 12 (48 ms apart, a node starved to ~20
+    """2 kg payload: 2 s at 250 Hz, then 2 s with one sample in 25 (100 ms apart, a node starved to ~10
     updates/s), then 2 s at 250 Hz. During the sparse part the RLS takes no update and the diagnostics say
     why; dense again, it resumes after settle_time and the estimate is still right."""
     node = estimator_factory()
     t, Q, V, W = segment(node, 0.0, 6.0, PAYLOAD.pi, seed=5)
     names, link = list(node.robot.joints), node.robot.wrist_link
-    keep = (t < 2.0) | (t >= 4.0) | (np.arange(len(t)) % 12 == 0)
+    keep = (t < 2.0) | (t >= 4.0) | (np.arange(len(t)) % 25 == 0)
     updates_at = {}
     for k in np.flatnonzero(keep):
         node._on_wrench(array_to_wrench_stamped(float(t[k]), link, W[k]))
@@ -64,7 +74,7 @@ def test_starved_estimator_pauses_instead_of_estimating_from_sparse_samples(esti
                 updates_at[mark] = node.wrench_rls.updates
                 if mark == 3.9:
                     level, text, values = node.diagnostic_status(float(t[k]))
-                    assert level == "WARN" and "too sparse" in text and values["sparse_gaps"] > 10
+                    assert level == "WARN" and "too sparse" in text and values["sparse_gaps"] > 5
     assert updates_at[2.0] > 300
     assert updates_at[3.9] == updates_at[2.0]                           # nothing learnt from sparse samples
     assert node.wrench_rls.updates > updates_at[4.0 + node.settle_time + 0.1]   # dense again: estimating

@@ -109,7 +109,7 @@ class EstimatorNode(RobodynNode):
         self.last_publish = None
         self.payload_events = []      # (stamp, payload mass before) of detected payload changes
         self.settle_time = 3.0 / c["filter.cutoff"]
-        self.max_interval = c["filter.max_interval"] if c["filter.max_interval"] > 0.0 else 0.25 / c["filter.cutoff"]
+        self.max_interval = c["filter.max_interval"] if c["filter.max_interval"] > 0.0 else 1.0 / c["filter.cutoff"]
         self.sparse_gaps = 0
         saturation = np.array([c["wrench_saturation.force"]] * 3 + [c["wrench_saturation.torque"]] * 3)
         self.wrench_limit = np.where(saturation > 0.0, saturation, np.inf)

@@ -161,7 +161,7 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "is a clock jump (simulation reset, bag loop, gap): filters restart, estimate kept; a repeated or "
       "slightly older stamp is dropped.", range=(1e-3, None)),
     P("filter.max_interval", float, 0.0, "Largest time between two estimator updates (s) for which the filtered "
-      "accelerations are trusted (0: 0.25 / filter.cutoff); after a longer gap (a node that falls behind, a "
+      "accelerations are trusted (0: 1 / filter.cutoff, one period of the cutoff); after a longer gap (a node that falls behind, a "
       "decimation too coarse for the cutoff) the estimates pause until the filters have settled again.",
       range=(0.0, None)),
 )

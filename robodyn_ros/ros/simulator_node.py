@@ -219,11 +219,11 @@ class SimulatorNode(RobodynNode):
 
     def stop(self):
         self._running = False
-        if self._thread is not None:
+        if getattr(self, "_thread", None) is not None:     # None, or never configured
             if self._thread is not threading.current_thread():
                 self._thread.join(timeout=5.0)
             self._thread = None
-        if self._timer is not None:
+        if getattr(self, "_timer", None) is not None:
             self.destroy_entity(self._timer)
             self._timer = None
 
