@@ -40,7 +40,9 @@ def test_controller_keeps_its_model_on_implausible_payload_estimates(controller)
     node._on_payload(make_inertia_stamped(1.0, link, 2.0, [0.0, 0.0, 0.05], BOX))
     accepted = _parameters(node)
     assert node.payload_updates == 1 and abs(accepted[10 * body] - node.pi_nominal[10 * body] - 2.0) < 1e-12
-    bad = ((-4.8, [0.0, 0.0, 0.05], BOX), (7.5, [0.0, 0.0, 0.05], BOX), (1.9, [1.46, 1.97, 0.85], BOX))
+    bad = ((-4.8, [0.0, 0.0, 0.05], BOX), (7.5, [0.0, 0.0, 0.05], BOX), (1.9, [1.46, 1.97, 0.85], BOX),
+           (2.0, [0.0, 0.0, 0.05], np.diag([0.6, 0.6, 0.6])),        # moments beyond m R^2 = 0.5 kg m^2
+           (2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.01, -1.05])))    # indefinite, as in a soak that lost tracking
     for mass, com, inertia in bad:
         node._on_payload(make_inertia_stamped(2.0, link, mass, com, inertia))
         assert np.array_equal(_parameters(node), accepted), (mass, com, inertia)
