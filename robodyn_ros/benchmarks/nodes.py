@@ -105,7 +105,10 @@ def _start_node(kind, params):
     return start_node_process(kind, params, realtime=True)
 
 
-def _stop(proc):
+def stop_node_process(proc):
+    """SIGINT (the node shuts down cleanly), SIGKILL after 15 s; nothing if it has already exited."""
+    if proc.poll() is not None:
+        return
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=15.0)
@@ -223,7 +226,7 @@ def _run_phase(context, kind, params, seconds, with_wrench, ready):
         executor.remove_node(driver.node)
         driver.node.destroy_node()
         executor.shutdown()
-        _stop(proc)
+        stop_node_process(proc)
     return driver
 
 

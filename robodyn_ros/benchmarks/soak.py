@@ -61,7 +61,7 @@ import time
 
 import numpy as np
 
-from .nodes import set_fifo, start_node_process
+from .nodes import set_fifo, start_node_process, stop_node_process
 
 RATE = 1000
 PAYLOAD_ATTACH_TIME = 5.0
@@ -85,17 +85,6 @@ def _start_node(kind, params, log_path, realtime):
     SCHED_OTHER (it would inherit this process's SCHED_FIFO)."""
     with open(log_path, "w") as log:
         return start_node_process(kind, params, realtime=bool(realtime), stderr=log)
-
-
-def _stop(proc):
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=15.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def rss_kib(pid):
@@ -682,7 +671,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
             for kind, p in procs.items():
                 if p.poll() is not None and kind not in exits and windows:
                     exits[kind] = {"returncode": p.returncode, "window": len(windows), "log_tail": _tail(logs[kind])}
-                _stop(p)
+                stop_node_process(p)
             if executor is not None:
                 if monitor is not None:
                     executor.remove_node(monitor.node)

@@ -463,21 +463,21 @@ class InverseDynamicsNode(RobodynNode):
         self._t_prev = None
         self.mpc = None
 
-    def latency_percentiles_us(self):
-        """(p50, p99, max) of the state -> command latency over the last LATENCY_WINDOW states, us."""
+    def _percentiles_us(self, samples_ns):
+        """(p50, p99, max) of the filled part of a LATENCY_WINDOW ring of nanoseconds, us."""
         n = min(self.states_received, LATENCY_WINDOW)
         if n == 0:
             return (0.0, 0.0, 0.0)
-        x = self.latency_ns[:n] / 1e3
+        x = samples_ns[:n] / 1e3
         return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.max())
+
+    def latency_percentiles_us(self):
+        """(p50, p99, max) of the state -> command latency over the last LATENCY_WINDOW states, us."""
+        return self._percentiles_us(self.latency_ns)
 
     def cpu_percentiles_us(self):
         """(p50, p99, max) of this thread's CPU time over the same spans as :meth:`latency_percentiles_us`, us."""
-        n = min(self.states_received, LATENCY_WINDOW)
-        if n == 0:
-            return (0.0, 0.0, 0.0)
-        x = self.latency_cpu_ns[:n] / 1e3
-        return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.max())
+        return self._percentiles_us(self.latency_cpu_ns)
 
     def _publish_diagnostics(self):
         if not self.active:
