@@ -6,7 +6,6 @@ publishing joint states, the controller keeps commanding, nobody exits), and the
 resynchronises by itself (the estimator publishes payload estimates again, the controller commands again,
 finite and within the URDF effort limits)."""
 import signal
-import subprocess
 import time
 
 import numpy as np
@@ -15,7 +14,7 @@ from geometry_msgs.msg import InertiaStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from robodyn_ros.benchmarks.nodes import start_node_process
+from robodyn_ros.benchmarks.nodes import start_node_process, stop_node_process
 from robodyn_ros.ros import qos
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
 from robodyn_ros.ros.testing import make_executor, ros_context, spin_until
@@ -41,15 +40,9 @@ def start(kind):
 
 
 def stop(proc):
-    """SIGINT, then SIGKILL by pid if the process overstays; returns (exit code, stderr tail)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        _, err = proc.communicate(timeout=10.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        _, err = proc.communicate()
-    return proc.returncode, (err or "")[-1500:]
+    """SIGINT, then SIGKILL if the process overstays; returns (exit code, stderr tail)."""
+    code, err = stop_node_process(proc, timeout=10.0)
+    return code, err[-1500:]
 
 
 class Listener:

@@ -5,7 +5,6 @@ its timeout; the simulator holds zero torque after a command timeout; ``robodyn 
 another process and stops cleanly on SIGINT."""
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from conftest import assert_close
-from robodyn_ros.benchmarks.nodes import start_node_process
+from robodyn_ros.benchmarks.nodes import start_node_process, stop_node_process
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
 from robodyn_ros.kernels import compile_kernels
 from robodyn_ros.ros import qos
@@ -326,13 +325,8 @@ def test_robodyn_node_runs_in_another_process_and_stops_on_sigint():
             node.destroy_node()
             executor.shutdown()
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                out, _ = proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, _ = proc.communicate()
-        assert proc.returncode == 0, out[-2000:]
+            code, out = stop_node_process(proc, timeout=20.0)
+        assert code == 0, out[-2000:]
 
 
 def test_mpc_node_feeds_the_inverse_dynamics_node():

@@ -105,16 +105,18 @@ def _start_node(kind, params):
     return start_node_process(kind, params, realtime=True)
 
 
-def stop_node_process(proc):
-    """SIGINT (the node shuts down cleanly), SIGKILL after 15 s; nothing if it has already exited."""
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGINT)
+def stop_node_process(proc, timeout=15.0):
+    """SIGINT (the node shuts down cleanly), SIGKILL after ``timeout`` s; returns ``(exit code, output)``,
+    what it wrote to its pipes (stdout, then stderr; "" without pipes). Reads the pipes while waiting, so a
+    chatty node cannot block on a full pipe."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
     try:
-        proc.wait(timeout=15.0)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        out, err = proc.communicate()
+    return proc.returncode, (out or "") + (err or "")
 
 
 def _diagnostic_values(msg, name_part):
