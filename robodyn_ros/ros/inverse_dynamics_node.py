@@ -35,7 +35,7 @@ from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory
 
 from ..control import ComputedTorqueController, ConstantReference, GravityCompensation, SlotineLiController
-from ..control.command_guard import CommandGuard, ControlStatus, effort_bounds, torque_rate_bounds
+from ..control.command_guard import CommandGuard, effort_bounds, torque_rate_bounds
 from ..control.kernel_dynamics import KernelDynamics
 from ..control.mpc import MPCSolution
 from ..control.reference import fourier_reference
@@ -268,11 +268,9 @@ class TorqueOutput:
         tau = np.asarray(tau, dtype=float)
         if np.isfinite(tau).all():
             tau, saturated, limited = guard.clamp_and_limit(tau, dt)
-        else:  # counted; the guard holds the last safe command
+        else:  # counted; the last safe command is held
             self.non_finite += 1
-            status = ControlStatus()
-            tau = guard.accept(tau, status, dt)
-            saturated, limited = status.saturated, status.rate_limited
+            tau, saturated, limited = guard.hold(), False, False
         self.saturated += bool(np.any(saturated))
         self.rate_limited += bool(np.any(limited))
         if stamp is not None:
