@@ -107,23 +107,68 @@ def test_time_derivative_kernel_matches_directional_derivative(compiled, rng):
     assert_close(k.rnea_time_derivatives(q, v, a, jerk), dq @ v + dv @ a + M @ jerk, rtol=TOL)
 
 
+# Batch kernels that run four samples per evaluation (codegen.VECTOR_BATCH): their rows equal the
+# per-call results to rounding (the 4-lane code may contract a * b + c into a fused multiply-add where
+# the per-call code does not), not bit for bit.
+VECTOR_TOL = 1e-13
+
+
 def test_batch_equals_per_call(compiled, rng):
+    """Batch rows equal per-call results: bit for bit for the one-sample loops (aba, crba,
+    aba_derivatives), to VECTOR_TOL for the 4-lane kernels (rnea, regressor, rnea_derivatives)."""
+    from robodyn_ros.kernels.codegen import VECTOR_BATCH
     _, m, k, *_ = compiled
     n = 7
     Q = np.array([m.random_configuration(rng) for _ in range(n)])
     V, A = rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+
+    def check(name, got, want):
+        if name in VECTOR_BATCH:
+            assert_close(got, want, rtol=VECTOR_TOL, what=name)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+
     for name, per_call, args in (("rnea", k.rnea, (Q, V, A)), ("aba", k.aba, (Q, V, A)), ("crba", k.crba, (Q,)),
                                  ("regressor", k.regressor, (Q, V, A))):
         out = getattr(k, name + "_batch")(*args)
         assert out.shape[0] == n
         for i in range(n):
-            np.testing.assert_array_equal(out[i], per_call(*(x[i] for x in args)), err_msg=name)
+            check(name, out[i], per_call(*(x[i] for x in args)))
     for name in ("rnea_derivatives", "aba_derivatives"):
         outs = getattr(k, name + "_batch")(Q, V, A)
         for i in range(n):
             for batch_out, single in zip(outs, getattr(k, name)(Q[i], V[i], A[i])):
-                np.testing.assert_array_equal(batch_out[i], single, err_msg=name)
+                check(name, batch_out[i], single)
     assert k.rnea_batch(Q[:0], V[:0], A[:0]).shape == (0, m.nv)
+
+
+@pytest.mark.parametrize("name", ["rnea", "regressor", "rnea_derivatives"])
+def test_four_lane_batch_rows_do_not_depend_on_n_or_threads(compiled, rng, name):
+    """The 4-lane batch path: a row's result is the same bit for bit whatever the batch size (fewer than
+    4 rows, not a multiple of 4: the spare lanes of the last group repeat its last row) and the thread
+    count (blocks start on multiples of 4 rows), every row is written (outputs prefilled with NaN), and
+    each equals the per-call result to VECTOR_TOL."""
+    _, m, k, *_ = compiled
+    n = 1003
+    Q = np.array([m.random_configuration(rng) for _ in range(n)])
+    V, A = rng.normal(size=(n, m.nv)), rng.normal(size=(n, m.nv))
+    batch = getattr(k, name + "_batch")
+
+    def run(rows, threads):
+        first = batch(Q[:rows], V[:rows], A[:rows], threads=1)
+        first = first if isinstance(first, tuple) else (first,)
+        out = tuple(np.full_like(x, np.nan) for x in first)
+        batch(Q[:rows], V[:rows], A[:rows], out=out if len(out) > 1 else out[0], threads=threads)
+        return out
+
+    reference = run(n, 1)
+    for rows, threads in ((1, 1), (2, 1), (3, 2), (5, 1), (6, 3), (n, 2), (n, 3), (n, 7)):
+        for got, want in zip(run(rows, threads), reference):
+            np.testing.assert_array_equal(got, want[:rows], err_msg=f"{name} rows={rows} threads={threads}")
+    for i in (0, 1, 2, 3, 4, n - 3, n - 1):
+        single = getattr(k, name)(Q[i], V[i], A[i])
+        for got, want in zip(reference, single if isinstance(single, tuple) else (single,)):
+            assert_close(got[i], want, rtol=VECTOR_TOL, what=f"{name} row {i}")
 
 
 def test_batch_threads_give_identical_results_and_write_into_out(compiled, rng):
