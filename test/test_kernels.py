@@ -108,8 +108,9 @@ def test_time_derivative_kernel_matches_directional_derivative(compiled, rng):
 
 
 # Batch kernels that run four samples per evaluation (codegen.VECTOR_BATCH): their rows equal the
-# per-call results to rounding (the 4-lane code may contract a * b + c into a fused multiply-add where
-# the per-call code does not), not bit for bit.
+# per-call results to rounding, not bit for bit (the 4-lane code takes sin and cos from glibc's libmvec,
+# within 4 ulp, and gcc may contract a different set of a * b + c into fused multiply-adds). Measured
+# on Panda and UR5: relative differences up to 2.4e-15.
 VECTOR_TOL = 1e-13
 
 

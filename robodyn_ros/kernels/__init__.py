@@ -17,7 +17,9 @@ Batch forms ``rnea_batch``, ``aba_batch``, ``crba_batch``, ``regressor_batch``,
 Every function also accepts its output array(s) as extra positional arguments or as ``out=`` (one array,
 or a tuple of arrays) and writes into them. Batch forms split their rows over POSIX threads:
 ``threads=`` per call, else ``$ROBODYN_THREADS``, else the CPUs this process may use (at most 64); small
-batches use fewer threads, and the results are bit-identical whatever the count.
+batches use fewer threads, and the results are bit-identical whatever the count. ``rnea_batch``,
+``regressor_batch`` and ``rnea_derivatives_batch`` compute four samples at a time with AVX2 vector code
+(:mod:`.codegen`); their rows equal the per-call results to rounding (relative 1e-15), not bit for bit.
 Wrong shapes raise ``ValueError`` naming the argument; values are not checked (NaN in, NaN out): that is
 the job of the public functions in :mod:`robodyn_ros.numeric`.
 
