@@ -230,8 +230,8 @@ class CausalButterworthFilter:
     def reset(self) -> None:
         """Forget the past: the next update restarts the filter at rest on its sample."""
         self._t = None
-        self._states = {}
-        self._inputs = {}
+        self._X = None        # (order, k n): the states of the k channels [q, v?, tau?] side by side
+        self._U = None        # (k n,): their last inputs
         self._has_v = self._has_tau = None
         self._output = None
 
@@ -249,43 +249,57 @@ class CausalButterworthFilter:
         return self._B[-1] * u - self._d @ x
 
     def _outputs(self):
-        xq = self._states["q"]
+        n, X = self.n, self._X
         if self._has_v:
-            xv = self._states["v"]
-            q, v, a = xq[0], xv[0], xv[1]
+            q, v, a = X[0, :n], X[0, n:2 * n], X[1, n:2 * n]
         else:
-            q, v = xq[0], xq[1]
-            a = xq[2] if self.order >= 3 else self._highest_derivative(xq, self._inputs["q"])
-        tau = self._states["tau"][0] if self._has_tau else None
+            q, v = X[0, :n], X[1, :n]
+            a = X[2, :n] if self.order >= 3 else self._highest_derivative(X[:, :n], self._U[:n])
+        tau = X[0, -n:] if self._has_tau else None
         return q.copy(), v.copy(), a.copy(), None if tau is None else tau.copy()
 
-    def _start(self, t: float, signals: dict) -> None:
+    def _start(self, t: float, U: np.ndarray) -> None:
         self._t = t
-        for name, u in signals.items():
-            x = np.zeros((self.order, self.n))
-            x[0] = u
-            self._states[name] = x
-            self._inputs[name] = u
+        self._X = np.zeros((self.order, U.size))
+        self._X[0] = U
+        self._U = U
         if self._has_v:
-            self._states["q"][1] = signals["v"]
+            self._X[1, :self.n] = U[self.n:2 * self.n]
 
     def update(self, t: float, q, v=None, tau=None):
         """Feed one sample at time t (s): q, v, tau (n,). Returns filtered (q, v, a, tau), each (n,)
         (tau None when not given). A repeated t returns the previous output; a t earlier than the
-        previous one raises ModelError (call reset() after a clock jump)."""
-        signals = {"q": np.asarray(q, dtype=np.float64)}
-        if v is not None:
-            signals["v"] = np.asarray(v, dtype=np.float64)
-        if tau is not None:
-            signals["tau"] = np.asarray(tau, dtype=np.float64)
-        for name, u in signals.items():
+        previous one raises ModelError (call reset() after a clock jump). The channels share one state
+        array, so a step is one (order, order) x (order, k n) product."""
+        signals = [("q", q), ("v", v), ("tau", tau)]
+        parts = []
+        for name, u in signals:
+            if u is None:
+                continue
+            u = np.asarray(u, dtype=np.float64)
             if u.shape != (self.n,):
                 raise ModelError(f"{name} has shape {u.shape}, expected ({self.n},)")
+            parts.append(u)
+        U = np.concatenate(parts)
         if self._t is None:
             self._has_v, self._has_tau = v is not None, tau is not None
-            self._start(float(t), signals)
+            self._start(float(t), U)
             self._output = self._outputs()
             return self._output
+        if (v is not None) != self._has_v or (tau is not None) != self._has_tau:
+            raise ModelError("v and tau must be given on every update or on none (call reset() to change)")
+        h = float(t) - self._t
+        if h == 0.0:
+            return self._output
+        if h < 0.0:
+            raise ModelError(f"time went backwards by {-h:.6g} s; call reset() after a clock jump")
+        self._discretise(h)
+        X = self._Phi @ self._X
+        X += self._Gamma[:, None] * (self._U + U)
+        self._X, self._U = X, U
+        self._t = float(t)
+        self._output = self._outputs()
+        return self._output
         if (v is not None) != self._has_v or (tau is not None) != self._has_tau:
             raise ModelError("v and tau must be given on every update or on none (call reset() to change)")
         h = float(t) - self._t
