@@ -244,6 +244,23 @@ def test_float64_multiarray_labels_and_length_check():
         rm.make_float64_multiarray([1.0, 2, 3], ["a", "b"])
 
 
+@pytest.mark.parametrize("labels", [None, [], ["m"], ["m", "mcx", "a_longer_label"], [f"p{i}" for i in range(69)]])
+def test_serialized_float64_multiarray_is_the_typed_message(labels):
+    """The patched CDR bytes deserialise to the typed message with the new values (label strings of every
+    padding length, one dimension or 69, no values), for repeated calls on the same template."""
+    from rclpy.serialization import deserialize_message
+    n = 3 if labels is None else len(labels)
+    rng = np.random.default_rng(n)
+    template = rm.SerializedFloat64MultiArray(np.zeros(n), labels, dim_label="params")
+    for values in (rng.normal(size=n), np.full(n, -0.0), np.full(n, np.inf), rng.normal(size=n)):
+        got = deserialize_message(template.serialize(values), Float64MultiArray)
+        want = rm.make_float64_multiarray(values, labels, dim_label="params")
+        assert got == want
+        assert np.array_equal(np.frombuffer(got.data), values) and np.signbit(got.data).tolist() == np.signbit(values).tolist()
+    with pytest.raises(ValueError, match=f"{n + 1} values for a message of {n}"):
+        template.serialize(np.zeros(n + 1))
+
+
 # -------------------------------------------------------------------------------- inertia, diagnostics
 def test_inertia_stamped_from_parameters_moves_inertia_to_the_com():
     # a point mass about the frame origin has zero inertia about its COM

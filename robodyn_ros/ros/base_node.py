@@ -48,6 +48,7 @@ class RobodynNode(LifecycleNode):
         self.rejected = {}            # message kind -> count of dropped messages
         self._last_warning = {}
         self._entities = []
+        self._input_node = None       # companion node of the polled subscriptions (polled_sub)
 
     # ----------------------------------------------------------------------------------- lifecycle
     def on_configure(self, state):
@@ -113,6 +114,22 @@ class RobodynNode(LifecycleNode):
 
     def sub(self, msg_type, topic, callback, qos, group=None):
         s = self.create_subscription(msg_type, topic, callback, qos, callback_group=group or self.control_group)
+        self._entities.append(s)
+        return s
+
+    def polled_sub(self, msg_type, topic, qos):
+        """A subscription that no executor serves: its messages wait in the middleware's keep-last queue
+        (``qos.depth``) until :meth:`take_pending` takes them, e.g. from a timer. It lives on a companion
+        node ``<name>_input`` (same namespace and context, no parameter services) that is never added to an
+        executor, so arriving messages cost no executor wake-up and no event queue entry: an rclpy
+        EventsExecutor queues one event per message without bound for a slow node (``take_pending``).
+        Destroyed with the node's other entities."""
+        if self._input_node is None:
+            from rclpy.node import Node
+            self._input_node = Node(f"{self.get_name()}_input", namespace=self.get_namespace(), context=self.context,
+                                    start_parameter_services=False, enable_rosout=False)
+        s = self._input_node.create_subscription(msg_type, topic, lambda msg: None, qos)
+        s.robodyn_polled = True
         self._entities.append(s)
         return s
 
@@ -192,13 +209,25 @@ class RobodynNode(LifecycleNode):
             entity.cancel()
             self.destroy_timer(entity)
         elif isinstance(entity, Subscription):
-            self.destroy_subscription(entity)
+            if getattr(entity, "robodyn_polled", False):
+                self._input_node.destroy_subscription(entity)
+            else:
+                self.destroy_subscription(entity)
         elif isinstance(entity, Publisher):
             self.destroy_publisher(entity)
         elif isinstance(entity, Service):
             self.destroy_service(entity)
 
+    def destroy_node(self):
+        if self._input_node is not None:
+            self._input_node.destroy_node()
+            self._input_node = None
+        return super().destroy_node()
+
     def _destroy_entities(self):
         for entity in reversed(self._entities):
             self._destroy(entity)
         self._entities.clear()
+        if self._input_node is not None:
+            self._input_node.destroy_node()
+            self._input_node = None

@@ -1,0 +1,107 @@
+"""The estimator's polled input (``input_poll_rate``, issue #9): its joint states and wrenches wait in
+keep-last queues of a companion node that no executor spins, and a timer takes them.
+
+* Same numbers: a poll that takes a run's messages in chunks gives bit for bit the estimates of the
+  per-message callbacks fed the same messages (payload and base-parameter RLS, with a payload change,
+  a backward clock jump and decimation 3).
+* Falling behind: a poll out of time budget estimates from its newest due joint state only and counts the
+  others as ``skipped_overload``.
+* Over DDS: the inputs are not executor subscriptions of the node (no executor event per message), the
+  timer estimates from what arrives, and cleanup destroys the companion node.
+"""
+import time
+
+import numpy as np
+import pytest
+import rclpy
+from geometry_msgs.msg import WrenchStamped
+from sensor_msgs.msg import JointState
+
+from robodyn_ros.ros import estimator_node, qos
+from robodyn_ros.ros.messages import array_to_wrench_stamped, make_joint_state
+from robodyn_ros.ros.testing import spin_until
+
+from test_faults_estimator import PAYLOAD, estimator_factory, segment  # noqa: F401 (fixture)
+
+
+def _messages(node, t, Q, V, W, tau_scale=5.0):
+    """(wrench, joint state) pairs with the same stamps; efforts from a fixed random draw."""
+    names, link = list(node.robot.joints), node.robot.wrist_link
+    rng = np.random.default_rng(7)
+    tau = tau_scale * rng.normal(size=Q.shape)
+    return [(array_to_wrench_stamped(float(t[k]), link, W[k]), make_joint_state(float(t[k]), names, Q[k], V[k], tau[k]))
+            for k in range(len(t))]
+
+
+def _run(node, pairs, polled, chunk=7):
+    """Feed ``pairs`` through the callbacks, or through :meth:`_poll_inputs` ``chunk`` pairs per poll."""
+    if not polled:
+        for wrench, state in pairs:
+            node._on_wrench(wrench)
+            node._on_state(state)
+        return
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start:start + chunk]
+        queues = {id(node.wrench_sub): [w for w, _ in part], id(node.state_sub): [s for _, s in part]}
+        node.take_pending = lambda sub, limit, queues=queues: queues.pop(id(sub), [])
+        node._poll_inputs()
+
+
+def test_polled_input_gives_the_callback_estimates_bit_for_bit(estimator_factory, monkeypatch):
+    monkeypatch.setattr(estimator_node, "POLL_BUDGET", float("inf"))
+    params = {"base_parameters": True, "decimation": 3, "input_poll_rate": 200.0}
+    polled, direct = estimator_factory(**params), estimator_factory(**params)
+    segments = [segment(polled, 0.0, 1.0, np.zeros(10), seed=1), segment(polled, 1.0, 1.0, PAYLOAD.pi, seed=2),
+                segment(polled, 0.2, 1.0, PAYLOAD.pi, seed=3)]        # the clock jumps back by 1.8 s
+    pairs = [p for s in segments for p in _messages(polled, *s)]
+    _run(direct, pairs, polled=False)
+    _run(polled, pairs, polled=True)
+    assert direct.updates == polled.updates > 200
+    assert direct.time_jumps == polled.time_jumps == 1
+    assert polled.skipped_overload == 0
+    np.testing.assert_array_equal(polled.wrench_rls.beta, direct.wrench_rls.beta)
+    np.testing.assert_array_equal(polled.base_rls.beta, direct.base_rls.beta)
+    np.testing.assert_array_equal(polled.wrench_rls.P, direct.wrench_rls.P)
+    assert abs(polled.payload_parameters()[0] - PAYLOAD.pi[0]) < 0.1
+
+
+def test_a_poll_out_of_time_estimates_from_its_newest_due_state(estimator_factory, monkeypatch):
+    monkeypatch.setattr(estimator_node, "POLL_BUDGET", 0.0)
+    node = estimator_factory(base_parameters=False, decimation=1)
+    pairs = _messages(node, *segment(node, 0.0, 0.2, np.zeros(10), seed=1))   # 50 samples
+    _run(node, pairs, polled=True, chunk=10)
+    assert node.updates == 5 and node.skipped_overload == 45
+    assert node._last_update_t == pytest.approx(float(pairs[-1][1].header.stamp.nanosec) * 1e-9)
+
+
+def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_factory):
+    node = estimator_factory(base_parameters=False, decimation=2, input_poll_rate=100.0)
+    topics = {s.topic_name for s in node.subscriptions}
+    assert "/joint_states" not in topics and "/force_torque_sensor_broadcaster/wrench" not in topics
+    assert node._input_node is not None
+    assert {node.state_sub.topic_name, node.wrench_sub.topic_name} == {
+        "/joint_states", "/force_torque_sensor_broadcaster/wrench"}
+    talker = rclpy.create_node("talker", context=node.context)
+    states = talker.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
+    wrenches = talker.create_publisher(WrenchStamped, "/force_torque_sensor_broadcaster/wrench",
+                                       qos.WRENCH_OUTPUT_QOS)
+    executor = node.executor
+    assert spin_until(executor, lambda: states.get_subscription_count() and wrenches.get_subscription_count(), 5.0)
+    t, Q, V, W = segment(node, 0.0, 0.8, np.zeros(10), seed=4)
+    pairs = _messages(node, t, Q, V, W)
+    sent = 0
+    deadline = time.monotonic()
+    for wrench, state in pairs:          # 250 Hz for 0.8 s, spinning in between
+        wrenches.publish(wrench)
+        states.publish(state)
+        sent += 1
+        deadline += 1.0 / 250.0
+        while time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=max(0.0, deadline - time.monotonic()))
+    assert spin_until(executor, lambda: node.samples >= sent, 2.0), f"{node.samples} of {sent} joint states taken"
+    assert node.updates >= 0.95 * sent / 2 and node.latest_wrench is not None
+    assert not node.rejected
+    node.trigger_deactivate()
+    node.trigger_cleanup()
+    assert node._input_node is None
+    talker.destroy_node()
