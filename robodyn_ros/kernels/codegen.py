@@ -498,6 +498,11 @@ VECTOR_BATCH = ("rnea", "regressor", "rnea_derivatives")
 LANES = 4
 
 
+def is_vector_unit(path):
+    """Whether the C file at ``path`` holds 4-lane code (written by :func:`kernel_sources`)."""
+    return f"_v{LANES}_u" in os.path.basename(path)
+
+
 def vectorised(spec):
     """Whether ``spec``'s batch form runs through the 4-lane evaluator."""
     return (spec.batch and spec.function is not None and spec.name in VECTOR_BATCH
