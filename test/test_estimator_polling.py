@@ -105,3 +105,45 @@ def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_
     node.trigger_cleanup()
     assert node._input_node is None
     talker.destroy_node()
+
+
+@pytest.mark.parametrize("gated", [True, False])
+def test_published_payload_never_carries_the_transient_after_a_change(estimator_factory, gated):
+    """0 kg, then the 2 kg test payload: right after the detected change the live RLS estimate sweeps through
+    rotational inertias far from the load's (more than 0.3 kg m^2 off, Panda's wrist link is ~0.01). What
+    would be published (``converged_payload``) stays within 0.05 kg m^2 of the truth, gives the mass within
+    5 % from 0.1 s after the change, and the full estimate within 0.002 kg m^2 by the end. With the bounds
+    at 0 (no gate) the published payload is the live one, transient included."""
+    bounds = {} if gated else {"payload_publish_std.mass": 0.0, "payload_publish_std.first_moment": 0.0,
+                               "payload_publish_std.inertia": 0.0}
+    node = estimator_factory(base_parameters=False, decimation=1, **bounds)
+    pairs = [p for s in (segment(node, 0.0, 2.0, np.zeros(10), seed=1), segment(node, 2.0, 2.0, PAYLOAD.pi, seed=2))
+             for p in _messages(node, *s)]
+    live_error, published_error, late_mass = 0.0, 0.0, []
+    for wrench, state in pairs:
+        node._on_wrench(wrench)
+        node._on_state(state)
+        t = node._last_t
+        if t < 2.0:
+            continue
+        published = node.converged_payload()
+        live_error = max(live_error, np.abs(node.payload_parameters()[4:] - PAYLOAD.pi[4:]).max())
+        published_error = max(published_error, np.abs(published[4:] - PAYLOAD.pi[4:]).max())
+        if t >= 2.1:
+            late_mass.append(published[0])
+    assert len(node.payload_events) == 1 and live_error > 0.3
+    if gated:
+        assert published_error < 0.05
+        assert np.abs(np.array(late_mass) - PAYLOAD.pi[0]).max() < 0.05 * PAYLOAD.pi[0]
+        assert node.unconverged_publishes > 0
+    else:
+        assert published_error == live_error
+    assert np.abs(node.converged_payload() - PAYLOAD.pi).max() < 0.002
+
+
+def test_point_mass_parameters_have_no_inertia_about_their_centre_of_mass():
+    from robodyn_ros.spatial import numpy_inertia_split
+    pi = estimator_node.point_mass_parameters(2.0, np.array([0.02, -0.04, 0.12]))
+    m, c, I_c = numpy_inertia_split(pi)
+    assert m == 2.0 and np.allclose(c, [0.01, -0.02, 0.06]) and np.abs(I_c).max() < 1e-15
+    assert not estimator_node.point_mass_parameters(0.0, np.zeros(3)).any()

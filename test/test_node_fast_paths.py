@@ -137,7 +137,7 @@ def _estimator_with_backlog(bringup, decimation):
     """An estimator whose ``take_pending`` reads a fake joint-state queue with the keep-last depth of the
     real subscription (qos.SENSOR_INPUT_QOS; no wrenches waiting), and whose ``update`` records the stamps
     it estimates from."""
-    node, _ = bringup("estimator", decimation=decimation, base_parameters=False)
+    node, _ = bringup("estimator", decimation=decimation, base_parameters=False, input_poll_rate=0.0)
     queue = deque(maxlen=qos.SENSOR_INPUT_QOS.depth)
     node.take_pending = lambda sub, limit: \
         [queue.popleft() for _ in range(min(limit, len(queue)))] if sub is node.state_sub else []
@@ -187,11 +187,14 @@ def test_estimator_burst_keeps_backlog_bounded_and_uses_newest_sample(bringup, d
     assert PENDING_LIMIT >= qos.SENSOR_INPUT_QOS.depth
 
 
-def test_estimator_takes_waiting_messages_over_dds(bringup):
-    """A burst of 300 joint states published while the estimator is not spinning: the subscription keeps
-    the newest 10; the first wake-up takes them all (take_pending on the real rclpy subscription), estimates
-    once from the newest, and the executor's remaining events find nothing to take."""
-    node, up = bringup("estimator", decimation=1, base_parameters=False)
+@pytest.mark.parametrize("poll_rate", [0.0, 200.0])
+def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate):
+    """A burst of 300 joint states published while the estimator is not spinning. Callbacks
+    (``input_poll_rate`` 0): the subscription keeps the newest 10; the first wake-up takes them all
+    (take_pending on the real rclpy subscription), estimates once from the newest, and the executor's
+    remaining events find nothing to take. Polled: the 50-deep queue keeps the newest 50, one poll takes
+    them, estimates in order while its time budget lasts and then from the newest."""
+    node, up = bringup("estimator", decimation=1, base_parameters=False, input_poll_rate=poll_rate)
     from rclpy.node import Node
     talker = Node("burst_talker", context=up.context)
     up.add_node(talker)
@@ -204,7 +207,11 @@ def test_estimator_takes_waiting_messages_over_dds(bringup):
         pub.publish(make_joint_state(float(t), names, node.robot.home, np.zeros(7), np.zeros(7)))
     up.spin_until(lambda: False, timeout=1.0)     # deliver, then drain the executor's events
     assert node._last_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be used"
-    assert 2 <= node.samples <= qos.SENSOR_INPUT_QOS.depth + PENDING_LIMIT
-    assert node.updates < node.samples, "one wake-up must have taken several waiting messages"
+    assert node._last_update_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be estimated from"
+    if poll_rate:
+        assert node.samples == qos.POLLED_SENSOR_INPUT_QOS.depth
+    else:
+        assert 2 <= node.samples <= qos.SENSOR_INPUT_QOS.depth + PENDING_LIMIT
+        assert node.updates < node.samples, "one wake-up must have taken several waiting messages"
     assert node.skipped_overload == node.samples - node.updates
     talker.destroy_node()

@@ -147,6 +147,14 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       range=(1e-6, None)),
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
     P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
+    P("payload_publish_std.mass", float, 0.5, "Publishing the payload: while the wrench estimate's mass std "
+      "(kg) or first-moment std (payload_publish_std.first_moment) is above its bound the last published "
+      "payload is repeated; while only the inertia std is above payload_publish_std.inertia, the mass is "
+      "published as a point mass at its centre of mass (0: no bound).", range=(0.0, None)),
+    P("payload_publish_std.first_moment", float, 0.1, "Bound on the std of the payload's first moments m c, "
+      "kg m (payload_publish_std.mass; 0: no bound).", range=(0.0, None)),
+    P("payload_publish_std.inertia", float, 0.02, "Bound on the std of the payload's rotational inertia "
+      "entries, kg m^2 (payload_publish_std.mass; 0: no bound).", range=(0.0, None)),
     P("publish_rate", float, 100.0, "Rate of the payload and base-parameter messages "
       "(in joint-state time), Hz.", range=(0.1, 1000.0)),
     P("diagnostics_rate", float, 10.0, "Rate of the estimator's /diagnostics messages (joint-state time, at "
