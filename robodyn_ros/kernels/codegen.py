@@ -640,7 +640,9 @@ def _vector_rows(spec):
 # them, and ordinary stores would first read every destination line from memory. Only outputs whose
 # rows hold at least STREAM_MIN_ROW doubles are streamed: a short row ends in a partly written cache
 # line, which non-temporal stores handle badly (UR5's 36-double derivative rows streamed: 1.23 µs per
-# sample on one thread against 0.98 for the one-sample loop, 2026-11-23, load about 1).
+# sample on one thread against 0.98 for the one-sample loop, 2026-11-23, load about 1). A/B on Talos
+# (2 threads, best of 4 interleaved, load 2-4): regressor 8.8 µs per sample streamed, 10.7 not;
+# rnea_derivatives 5.8 and 5.5 (medians 6.2 and 6.8: within the noise).
 RDK_STREAM_BYTES = 32 << 20
 STREAM_MIN_ROW = 512
 
