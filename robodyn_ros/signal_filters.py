@@ -300,18 +300,3 @@ class CausalButterworthFilter:
         self._t = float(t)
         self._output = self._outputs()
         return self._output
-        if (v is not None) != self._has_v or (tau is not None) != self._has_tau:
-            raise ModelError("v and tau must be given on every update or on none (call reset() to change)")
-        h = float(t) - self._t
-        if h == 0.0:
-            return self._output
-        if h < 0.0:
-            raise ModelError(f"time went backwards by {-h:.6g} s; call reset() after a clock jump")
-        self._discretise(h)
-        for name, u in signals.items():
-            x = self._states[name]
-            self._states[name] = self._Phi @ x + np.outer(self._Gamma, self._inputs[name] + u)
-            self._inputs[name] = u
-        self._t = float(t)
-        self._output = self._outputs()
-        return self._output
