@@ -71,10 +71,11 @@ NODE_KINDS = ("simulator", "estimator", "inverse_dynamics")   # report order; st
 REALTIME_NODES = ("simulator", "inverse_dynamics")
 NODE_PARAMS = {
     "simulator": {"real_time_factor": 1.0, "rate": float(RATE), "payload.attach_time": PAYLOAD_ATTACH_TIME},
-    # every 5th joint state (200 updates/s): with all 1000, the estimator at normal priority on 2 cores beside
-    # the two SCHED_FIFO nodes falls behind and its resident memory grows by about 250 kB/s (measured: flat
-    # at decimation 5 and without the base-parameter estimate); ``decimation`` is the estimator's own knob
-    "estimator": {"decimation": 5},
+    # every 10th joint state (100 updates/s): at decimation 5 (200 due/s) the estimator at normal priority
+    # beside the three SCHED_FIFO processes managed 151 updates/s on average (70/s at the end), superseded the
+    # rest (skipped_overload) and paused 2 642 times on sparse updates in 30 minutes (docs/SOAK.md, fifth run),
+    # with 24 % of the machine idle; its memory stayed flat (polled input). ``decimation`` is the node's knob
+    "estimator": {"decimation": 10},
     "inverse_dynamics": {},
 }
 
