@@ -6,7 +6,7 @@ Three node processes (``robodyn node ...`` with ``config/panda.yaml``, started a
 * ``simulator``: Panda, RK4, 1 kHz, ``real_time_factor`` 1.0; the config's 2 kg payload is attached at
   simulated ``PAYLOAD_ATTACH_TIME`` = 5 s (``payload.attach_time``) so the estimator has something to learn;
 * ``inverse_dynamics``: computed torque on the config's generator reference, using the estimator's payload;
-* ``estimator``: payload (wrist wrench) and base parameters (joint torques), decimation 5.
+* ``estimator``: payload (wrist wrench) and base parameters (joint torques), decimation 10 (100 updates/s; ``NODE_PARAMS``).
 
 The simulator and the controller ask for SCHED_FIFO 50 (the control path, as in ``bench nodes``); the
 estimator runs SCHED_OTHER (it learns in the background; a FIFO process that cannot keep up with 1 kHz on a
