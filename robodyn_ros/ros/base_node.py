@@ -219,15 +219,17 @@ class RobodynNode(LifecycleNode):
             self.destroy_service(entity)
 
     def destroy_node(self):
-        if self._input_node is not None:
-            self._input_node.destroy_node()
-            self._input_node = None
+        self._destroy_input_node()
         return super().destroy_node()
 
     def _destroy_entities(self):
         for entity in reversed(self._entities):
             self._destroy(entity)
         self._entities.clear()
+        self._destroy_input_node()
+
+    def _destroy_input_node(self):
+        """Destroy the companion node of :meth:`polled_sub` (and with it any subscription still on it)."""
         if self._input_node is not None:
             self._input_node.destroy_node()
             self._input_node = None

@@ -170,7 +170,7 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "slightly older stamp is dropped.", range=(1e-3, None)),
     P("input_poll_rate", float, 200.0, "Rate (wall clock, Hz) at which the estimator takes the joint states and "
       "wrenches waiting in its subscriptions' queues (50 deep) and estimates from every due one; 0: one executor "
-      "callback per message instead (costs an executor wake-up per message: ~2x the CPU at 1 kHz).",
+      "callback per message instead (an executor wake-up per message, and a backlog of events when behind).",
       range=(0.0, 10000.0), read_only=True),
     P("filter.max_interval", float, 0.0, "Largest time between two estimator updates (s) for which the filtered "
       "accelerations are trusted (0: 1 / filter.cutoff, one period of the cutoff); after a longer gap (a node that falls behind, a "

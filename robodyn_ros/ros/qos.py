@@ -23,7 +23,7 @@ def _profile(reliability, depth, durability=DurabilityPolicy.VOLATILE):
 # 10 ms hiccup for the estimator, which wants them all.
 SENSOR_INPUT_QOS = _profile(ReliabilityPolicy.BEST_EFFORT, 10)
 
-# The same inputs read by polling (Node.polled_sub, the estimator's input_poll_rate): the queue is all the
+# The same inputs read by polling (RobodynNode.polled_sub, the estimator's input_poll_rate): the queue is all the
 # buffering there is between two polls, so it holds 50 ms of a 1 kHz stream (10 polls at 200 Hz).
 POLLED_SENSOR_INPUT_QOS = _profile(ReliabilityPolicy.BEST_EFFORT, 50)
 
