@@ -19,9 +19,9 @@ import timeit
 import numpy as np
 
 import robodyn_ros as rd
-from robodyn_ros.aba_derivatives import aba_derivatives
-from robodyn_ros.model_builder import random_tree_model
-from robodyn_ros.rnea_derivatives import rnea_derivatives
+from robodyn_ros.dynamics.aba_derivatives import aba_derivatives
+from robodyn_ros.model.model_builder import random_tree_model
+from robodyn_ros.dynamics.rnea_derivatives import rnea_derivatives
 
 ROBOTS = {"panda": "panda_description/urdf/panda.urdf", "ur5": "ur_description/urdf/ur5_robot.urdf",
           "talos": "talos_data/robots/talos_reduced.urdf"}

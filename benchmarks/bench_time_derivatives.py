@@ -2,7 +2,7 @@
 
 Müller and Kumar (2021) report 1.6 ms per evaluation of the second-order inverse dynamics of the KUKA
 LBR iiwa. We time, on the bundled iiwa (and Panda with fingers locked):
-  * the interpreted O(n) recursion (robodyn_ros.time_derivatives, NumPy),
+  * the interpreted O(n) recursion (robodyn_ros.dynamics.time_derivatives, NumPy),
   * the same recursion generated as C by CasADi and compiled, evaluated over a batch of N states with
     ``Function.map`` (per-evaluation time = batch time / N, so Python's call overhead is amortised),
   * rnea, interpreted and compiled the same way, for the ratio.
@@ -14,10 +14,10 @@ import casadi as ca
 import numpy as np
 
 import robodyn_ros as rd
-from robodyn_ros.control.compiled_functions import compile_casadi_functions
-from robodyn_ros.rnea import rnea
+from robodyn_ros.kernels.compiled_functions import compile_casadi_functions
+from robodyn_ros.dynamics.rnea import rnea
 from robodyn_ros.robots import bundled_robot_info
-from robodyn_ros.time_derivatives import rnea_time_derivatives
+from robodyn_ros.dynamics.time_derivatives import rnea_time_derivatives
 
 PAPER_MS = 1.6
 N = 2000

@@ -3,18 +3,18 @@ model-predictive control for robot arms.
 
 The public surface (shared/API.md) is importable from here. The numeric functions run the compiled
 kernels of a model once ``compile_kernels(model)`` has been called for it, the interpreted algorithms
-(one implementation for NumPy and CasADi, e.g. :mod:`robodyn_ros.rnea`) otherwise. The core package never imports rclpy; the
+(one implementation for NumPy and CasADi, e.g. :mod:`robodyn_ros.dynamics.rnea`) otherwise. The core package never imports rclpy; the
 ROS 2 nodes live in ``robodyn_ros.ros``.
 """
-from .dynamic_matrices import coriolis_matrix_garofalo
-from .errors import ModelError
-from .friction import friction_torque
+from .dynamics.dynamic_matrices import coriolis_matrix_garofalo
+from .model.errors import ModelError
+from .dynamics.friction import friction_torque
 from .kernels import compile_kernels
-from .kinematics import body_jacobians, forward_kinematics, frame_jacobian, frame_placement
-from .model import Model
-from .numeric import (aba, aba_derivatives, coriolis_matrix, crba, gravity_torque, nonlinear_effects, regressor,
+from .dynamics.kinematics import body_jacobians, forward_kinematics, frame_jacobian, frame_placement
+from .model.model import Model
+from .kernels.numeric import (aba, aba_derivatives, coriolis_matrix, crba, gravity_torque, nonlinear_effects, regressor,
                       rnea, rnea_derivatives, rnea_time_derivatives)
-from .regressor import body_wrench_regressor, slotine_li_regressor
+from .dynamics.regressor import body_wrench_regressor, slotine_li_regressor
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from robodyn_ros.bag_io import (
+from robodyn_ros.bags.bag_io import (
     DEFAULT_T0_NS,
     JOINT_STATE_TYPE,
     WRENCH_STAMPED_TYPE,
@@ -22,7 +22,7 @@ from robodyn_ros.bag_io import (
     read_wrenches,
     write_joint_states_bag,
 )
-from robodyn_ros.errors import ModelError
+from robodyn_ros.model.errors import ModelError
 
 STORAGES = ["sqlite3", "mcap"]
 NAMES = ["j1", "j2", "joint_three"]

@@ -12,7 +12,7 @@ from urdf_parser_py.urdf import URDF
 
 from conftest import assert_close, erd_path
 
-from robodyn_ros.model import Model
+from robodyn_ros.model.model import Model
 from robodyn_ros.robots import BUNDLED_ROBOTS, bundled_robot_info, bundled_urdf_path
 
 pin = pytest.importorskip("pinocchio")

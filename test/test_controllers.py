@@ -16,7 +16,7 @@ import robodyn_ros as rd
 from robodyn_ros.control import (ComputedTorqueController, DynamicsFunctions, GravityCompensation,
                                  QuinticTrajectory, ReferenceClippedWarning, SlotineLiController,
                                  fourier_reference)
-from robodyn_ros.control.physical_consistency import (project_parameters, pseudo_inertia, pseudo_inertia_metric,
+from robodyn_ros.identification.physical_consistency import (project_parameters, pseudo_inertia, pseudo_inertia_metric,
                                                       pseudo_inertias)
 
 DT = 1e-3

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from robodyn_ros.demo import main, time_to_within
+from robodyn_ros.cli.demo import main, time_to_within
 
 
 def test_time_to_within_is_the_last_entry_into_the_band():

@@ -6,10 +6,10 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import PinBridge, assert_close, load_pair
-from robodyn_ros.aba_derivatives import aba_derivatives, minv
-from robodyn_ros.friction_regressor import (full_parameter_vector, full_regressor, joint_parameter_names,
+from robodyn_ros.dynamics.aba_derivatives import aba_derivatives, minv
+from robodyn_ros.dynamics.friction_regressor import (full_parameter_vector, full_regressor, joint_parameter_names,
                                             joint_parameter_regressor, joint_parameter_vector)
-from robodyn_ros.rnea_derivatives import rnea_derivatives
+from robodyn_ros.dynamics.rnea_derivatives import rnea_derivatives
 from test_floating_base import floating_pair, symmetric, tree_pair
 
 pin = pytest.importorskip("pinocchio")
@@ -115,7 +115,7 @@ def test_derivatives_equal_finite_differences(name, rng):
 def test_complex_step_on_a_revolute_chain(rng):
     """Complex step (no subtractive cancellation, error ~1e-16) of a hand-written planar 2R inverse
     dynamics against our derivatives of the same robot built in code."""
-    from robodyn_ros.model_builder import ModelBuilder
+    from robodyn_ros.model.model_builder import ModelBuilder
     m1, m2, l1, c1, c2, I1, I2, g0 = 1.3, 0.8, 0.7, 0.3, 0.25, 0.05, 0.03, 9.81
     b = ModelBuilder("planar2r", gravity=(0.0, -g0, 0.0))
     b.add_body("l1", "revolute", axis=[0, 0, 1], inertia=b.rigid(m1, [c1, 0, 0], np.diag([0.01, 0.01, I1])))

@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from robodyn_ros.errors import ModelError
-from robodyn_ros.exciting_trajectory import (
+from robodyn_ros.model.errors import ModelError
+from robodyn_ros.identification.exciting_trajectory import (
     FourierTrajectory,
     _Coefficients,
     _excitation_cost,

@@ -17,7 +17,7 @@ from robodyn_ros.ros.bringup import Bringup
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
 from robodyn_ros.ros.messages import array_to_wrench_stamped, make_joint_state
 from robodyn_ros.ros.testing import ros_context
-from robodyn_ros.simulation import Payload
+from robodyn_ros.simulation.simulator import Payload
 
 RATE = 250.0                      # joint states and wrenches per second
 PAYLOAD = Payload.box("panda_link8", 2.0, com=(0.01, -0.02, 0.06), size=(0.08, 0.1, 0.12))

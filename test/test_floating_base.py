@@ -8,8 +8,8 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import PinBridge, assert_close, erd_path, load_pair
-from robodyn_ros.errors import ModelError
-from robodyn_ros.model_builder import ModelBuilder, random_tree_model
+from robodyn_ros.model.errors import ModelError
+from robodyn_ros.model.model_builder import ModelBuilder, random_tree_model
 
 pin = pytest.importorskip("pinocchio")
 

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import robodyn_ros as rd
-from robodyn_ros.bag_io import (JOINT_STATE_TYPE, WRENCH_STAMPED_TYPE, _encode_wrench_stamped, _typestore,
+from robodyn_ros.bags.bag_io import (JOINT_STATE_TYPE, WRENCH_STAMPED_TYPE, _encode_wrench_stamped, _typestore,
                                 read_joint_states, write_joint_states_bag)
-from robodyn_ros.identification.command import main
+from robodyn_ros.cli.identify import main
 from robodyn_ros.robots import bundled_robot_info, bundled_urdf_path
 
 URDF = bundled_urdf_path("ur5")

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import robodyn_ros as rd
-from robodyn_ros.model import MAX_MAGNITUDE
+from robodyn_ros.model.model import MAX_MAGNITUDE
 from robodyn_ros.robots import bundled_robot_info, bundled_urdf_path
-from robodyn_ros.simulation import Simulator
+from robodyn_ros.simulation.simulator import Simulator
 
 MODEL = rd.Model.from_urdf(bundled_urdf_path("ur5"))
 NV, NB = MODEL.nv, MODEL.nbodies

@@ -19,8 +19,8 @@ from robodyn_ros.identification.base_parameters import (compute_base_parameters,
 from robodyn_ros.identification.batch import accumulate, identify, predict_torques
 from robodyn_ros.identification.batch_regressor import batch_regressor
 from robodyn_ros.identification.least_squares import weighted_least_squares
-from robodyn_ros.signal_filters import encoder_resolution, quantize
-from robodyn_ros.urdf_edit import lock_joints
+from robodyn_ros.identification.signal_filters import encoder_resolution, quantize
+from robodyn_ros.model.urdf_edit import lock_joints
 
 pin = pytest.importorskip("pinocchio")
 limit_blas_threads()
@@ -87,7 +87,7 @@ def robot():
 @pytest.fixture(scope="module")
 def trajectories(robot):
     """Two exciting trajectories (identification, validation): 20 s and 10 s at 1 kHz."""
-    from robodyn_ros.exciting_trajectory import design_exciting_trajectory
+    from robodyn_ros.identification.exciting_trajectory import design_exciting_trajectory
     m = robot.nominal
     out = []
     for seed, periods in ((1, 2), (7, 1)):
@@ -180,7 +180,7 @@ def test_noisy_exciting_trajectory_predicts_validation_torques(robot, trajectori
     assert e_id <= 0.03 and e_ls <= 0.03
     assert e_nom >= 5 * e_id
     # the consistent fit reproduces the least-squares torques, with physically consistent bodies
-    from robodyn_ros.control.physical_consistency import is_consistent
+    from robodyn_ros.identification.physical_consistency import is_consistent
     assert rel(ident - least_squares, least_squares) < 0.01
     assert all(is_consistent(pi_b) for pi_b in identified.identified.inertias)
     assert np.all(identified.identified.viscous >= 0) and np.all(identified.identified.coulomb >= 0)
@@ -256,7 +256,7 @@ def test_recursive_estimator_tracks_a_payload_change(robot, trajectories, identi
     parameters (change of the last body's parameters) must stay within 5 % of its final value from at
     most 2 s after the change."""
     from robodyn_ros.identification.payload import body_parameter_change
-    from robodyn_ros.identification.recursive import OnlineIdentifier
+    from robodyn_ros.estimation.recursive import OnlineIdentifier
     rng = np.random.default_rng(13)
     robot_p, _ = robot.with_payload(2.0, [0.01, -0.02, 0.05])
     t, Q, V, A = (x[::4] for x in trajectories[0])
@@ -304,7 +304,7 @@ def small_motion(robot, trajectories):
 
 
 def _run_identify(tmp_path, bag, capsys, *extra):
-    from robodyn_ros.identification.command import main
+    from robodyn_ros.cli.identify import main
     urdf = tmp_path / "panda_locked.urdf"
     urdf.write_text(TrueRobot().xml)
     out = tmp_path / "out"
@@ -320,7 +320,7 @@ NAMES = [f"panda_joint{i}" for i in range(1, 8)]
 
 @pytest.mark.parametrize("case", ["missing_topic", "names", "nan", "out_of_order", "still", "no_effort", "lock_typo"])
 def test_bad_inputs_end_with_a_clear_message_and_write_nothing(case, small_motion, tmp_path, capsys):
-    from robodyn_ros.bag_io import write_joint_states_bag
+    from robodyn_ros.bags.bag_io import write_joint_states_bag
     t, Q, V, tau = (np.array(x) for x in small_motion)
     names, extra, receive = NAMES, [], None
     expected = {"missing_topic": "topic '/robot/joint_states' not found",
@@ -353,7 +353,7 @@ def test_bad_inputs_end_with_a_clear_message_and_write_nothing(case, small_motio
 
 
 def test_out_of_order_and_nan_repaired_on_request(small_motion, tmp_path, capsys):
-    from robodyn_ros.bag_io import write_joint_states_bag
+    from robodyn_ros.bags.bag_io import write_joint_states_bag
     t, Q, V, tau = (np.array(x) for x in small_motion)
     Q[100, 3] = np.nan
     write_joint_states_bag(tmp_path / "bag", t, NAMES, Q, V, tau)
@@ -365,8 +365,8 @@ def test_out_of_order_and_nan_repaired_on_request(small_motion, tmp_path, capsys
 # ------------------------------------------------------------------------------------------- speed
 def test_replay_speed_100k_samples(robot, trajectories, tmp_path, capsys):
     """100 000 joint-state samples (100 s at 1 kHz) from a bag to identified parameters."""
-    from robodyn_ros.bag_io import write_joint_states_bag
-    from robodyn_ros.identification.command import main
+    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.cli.identify import main
     t0, Q0, V0, A0 = trajectories[0]
     reps = 5
     t = np.concatenate([t0 + 20.0 * k for k in range(reps)])
@@ -391,8 +391,8 @@ def test_replay_speed_100k_samples(robot, trajectories, tmp_path, capsys):
 def test_identify_command_with_wrist_ft_sensor(robot, trajectories, tmp_path, capsys):
     """`robodyn identify --wrench TOPIC --wrench-link LINK` adds the payload to the YAML."""
     import yaml
-    from robodyn_ros.bag_io import WrenchSeries, write_joint_states_bag
-    from robodyn_ros.identification.command import main
+    from robodyn_ros.bags.bag_io import WrenchSeries, write_joint_states_bag
+    from robodyn_ros.cli.identify import main
     rng = np.random.default_rng(31)
     robot_p, payload = robot.with_payload(2.0, [0.01, -0.02, 0.05])
     t, Q, V, A = (x[::5] for x in trajectories[0])
@@ -451,7 +451,7 @@ def test_rls_bounded_covariance_at_standstill_and_outlier_rejection():
     """Standstill: the regressor repeats one row pair, exponential forgetting alone winds P up without
     bound; the trace bound keeps it at trace(P0) and the estimate does not jump when motion resumes.
     A 50-sigma spike while moving is rejected and leaves the estimate unchanged."""
-    from robodyn_ros.identification.recursive import RecursiveLeastSquares
+    from robodyn_ros.estimation.recursive import RecursiveLeastSquares
     rng = np.random.default_rng(4)
     beta_true = rng.normal(size=6)
     still = rng.normal(size=(2, 6))
@@ -487,7 +487,7 @@ def test_rls_bounded_covariance_at_standstill_and_outlier_rejection():
 
 
 def test_batched_joint_columns_equal_friction_regressor(robot, rng):
-    from robodyn_ros.friction_regressor import joint_parameter_regressor
+    from robodyn_ros.dynamics.friction_regressor import joint_parameter_regressor
     from robodyn_ros.identification.base_parameters import batch_joint_parameter_regressor
     m = robot.nominal
     V, A = rng.normal(size=(5, m.nv)), rng.normal(size=(5, m.nv))

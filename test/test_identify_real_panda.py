@@ -18,11 +18,11 @@ import yaml
 
 import robodyn_ros as rd
 from conftest import erd_path
-from robodyn_ros.bag_io import write_joint_states_bag
+from robodyn_ros.bags.bag_io import write_joint_states_bag
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
-from robodyn_ros.identification.command import main
+from robodyn_ros.cli.identify import main
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "panda-gaz2019")
 DATA = DATA if os.path.isdir(DATA) else "/work/shared/data/panda-gaz2019"
@@ -103,8 +103,8 @@ def test_identified_urdf_predicts_last_30_percent(gaz, identified):
 
 
 def check_yaml_schema_and_consistency(params):
-    from robodyn_ros.control.physical_consistency import is_consistent
-    from robodyn_ros.spatial import numpy_inertia_params
+    from robodyn_ros.identification.physical_consistency import is_consistent
+    from robodyn_ros.model.spatial import numpy_inertia_params
     assert set(params) >= {"robot", "links", "joints", "base_parameters", "fit"}
     assert list(params["joints"]) == JOINTS
     assert list(params["links"]) == [f"panda_link{i}" for i in range(1, 8)]

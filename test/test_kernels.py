@@ -19,8 +19,8 @@ import pytest
 from conftest import PinBridge, assert_close, load_pair
 
 import robodyn_ros as rd
-from robodyn_ros import numeric
-from robodyn_ros.errors import ModelError
+from robodyn_ros.kernels import numeric
+from robodyn_ros.model.errors import ModelError
 from robodyn_ros.kernels import KernelBuildError, compile_kernels, registry
 
 TOL = 1e-12
@@ -69,7 +69,7 @@ def test_kernels_equal_interpreted_algorithms(compiled, rng):
 def _interpreted(name):
     """The core algorithm itself (not the kernel-dispatching public function)."""
     module = {"rnea": "rnea", "aba": "aba", "crba": "crba", "regressor": "regressor"}.get(name, "dynamic_matrices")
-    return getattr(importlib.import_module("robodyn_ros." + module), name)
+    return getattr(importlib.import_module("robodyn_ros.dynamics." + module), name)
 
 
 def test_kernels_equal_pinocchio(compiled, rng):

@@ -4,7 +4,7 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import assert_close
-from robodyn_ros.mesh_inertia import write_stl_binary
+from robodyn_ros.model.mesh_inertia import write_stl_binary
 
 CUBE_V = np.array([[x, y, z] for x in (0, 1) for y in (0, 1) for z in (0, 1)], dtype=float) - 0.5
 CUBE_F = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],

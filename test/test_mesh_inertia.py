@@ -6,8 +6,8 @@ import pytest
 from conftest import assert_close
 from scipy.linalg import expm
 
-from robodyn_ros.errors import ModelError
-from robodyn_ros.mesh_inertia import (
+from robodyn_ros.model.errors import ModelError
+from robodyn_ros.model.mesh_inertia import (
     density_fill_inertial, inertial_parameters_left_twist_derivative, mesh_inertial_parameters,
     mesh_inertial_parameters_vertex_derivative, parameters_from_pseudo_inertia, pseudo_inertia_from_parameters,
     read_stl, transform_inertial_parameters, transformed_inertial_parameters_derivative, write_stl_ascii,
@@ -388,7 +388,7 @@ def test_urdf_loader_fills_a_missing_inertial_from_the_collision_mesh(tmp_path):
     """The loader's contract: a link without <inertial> gets density_fill_inertial of its collision mesh,
     placed by the collision origin, and says so in the model's notes."""
     import robodyn_ros as rd
-    from robodyn_ros.spatial import rpy_to_matrix
+    from robodyn_ros.model.spatial import rpy_to_matrix
     lo, hi = [-0.05, -0.05, 0.0], [0.05, 0.05, 0.4]
     write_stl_ascii(tmp_path / "link1.stl", *box_mesh(lo, hi))
     (tmp_path / "r.urdf").write_text(

@@ -25,7 +25,7 @@ from robodyn_ros.control import ComputedTorqueController
 from robodyn_ros.control.command_guard import CommandGuard, ControlStatus, effort_bounds, torque_rate_bounds
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
 from robodyn_ros.control.reference import ReferenceClippedWarning, fourier_reference
-from robodyn_ros.exciting_trajectory import FourierTrajectory
+from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
 from robodyn_ros.ros import qos
 from robodyn_ros.ros.bringup import Bringup
 from robodyn_ros.ros.estimator_node import PENDING_LIMIT

@@ -180,7 +180,7 @@ def test_reordered_and_extra_joint_names_are_mapped_by_name():
         ctrl = up.nodes["inverse_dynamics"]
         # reference "hold" holds the first state: the command is the gravity torque at q, in joint order
         expected = ctrl.functions.gravity(q, ctrl.controller.pi) + 0.0
-        from robodyn_ros.friction import friction_torque
+        from robodyn_ros.dynamics.friction import friction_torque
         expected = expected + friction_torque(ctrl.robot.model, np.zeros(7))
         assert_close(commands[0], expected, rtol=1e-9)
         up.executor.remove_node(driver)
@@ -364,7 +364,7 @@ def test_slotine_li_mode_closes_the_loop_and_adapts():
 
 
 def test_identification_bringup_records_a_bag_that_robodyn_identify_reads(tmp_path):
-    from robodyn_ros.bag_io import read_joint_states, read_wrenches
+    from robodyn_ros.bags.bag_io import read_joint_states, read_wrenches
     from robodyn_ros.ros.bringup import BagRecorder
     from robodyn_ros.ros.launch_description_data import RECORDED_TOPICS
 

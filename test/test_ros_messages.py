@@ -19,7 +19,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # noqa: E
 from robodyn_ros.ros import messages as rm  # noqa: E402
 from robodyn_ros.ros import qos  # noqa: E402
 from robodyn_ros.ros.testing import isolated_ros_domain, ros_session, spin_until  # noqa: E402
-from robodyn_ros.spatial import numpy_inertia_params  # noqa: E402
+from robodyn_ros.model.spatial import numpy_inertia_params  # noqa: E402
 
 ARM = ["j1", "j2", "j3"]
 

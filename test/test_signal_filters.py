@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robodyn_ros.errors import ModelError
-from robodyn_ros.signal_filters import (
+from robodyn_ros.model.errors import ModelError
+from robodyn_ros.identification.signal_filters import (
     CausalButterworthFilter,
     butterworth_response,
     encoder_resolution,

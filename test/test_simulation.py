@@ -6,7 +6,8 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import assert_close, erd_path
-from robodyn_ros.simulation import Payload, SensorNoise, Simulator, SimulatorConfig
+from robodyn_ros.simulation.simulator import Payload, SensorNoise, Simulator, SimulatorConfig
+from robodyn_ros.model import spatial
 
 PANDA = erd_path("panda_description/urdf/panda.urdf")
 LOCK = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
@@ -30,7 +31,7 @@ def test_payload_dynamics_match_pinocchio(panda, rng):
     pm = pin.buildModelFromXML(urdf_with_payload(mass, com))
     pm = pin.buildReducedModel(pm, [pm.getJointId(n) for n in LOCK], pin.neutral(pm))
     sim = Simulator(panda, SimulatorConfig(limit_stiffness=0.0))
-    sim.attach_payload(Payload("panda_link8", rd.spatial.numpy_inertia_params(mass, com, np.diag([0.001, 0.002, 0.003]))))
+    sim.attach_payload(Payload("panda_link8", spatial.numpy_inertia_params(mass, com, np.diag([0.001, 0.002, 0.003]))))
     q, v, tau = panda.random_configuration(rng), rng.normal(size=7), rng.normal(size=7) * 5
     expected = pin.aba(pm, pm.createData(), q, v, tau)
     assert_close(sim.forward_dynamics(q, v, tau, sim.inertial_parameters), expected, rtol=1e-9)
@@ -119,7 +120,7 @@ def test_effort_limits_clamp_commands(panda):
 @pytest.fixture(scope="module")
 def compiled_steps():
     """The Panda with Coulomb friction (so the tanh term is traced) and its compiled RK4 and Euler steps."""
-    from robodyn_ros.simulation_step import CompiledStep
+    from robodyn_ros.simulation.simulation_step import CompiledStep
 
     model = rd.Model.from_urdf(PANDA, locked_joints=LOCK).with_friction(viscous=0.3, coulomb=0.8)
     return model, {name: CompiledStep(model, name) for name in ("rk4", "semi_implicit_euler")}

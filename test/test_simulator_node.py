@@ -15,7 +15,7 @@ from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
 from robodyn_ros.ros.node_main import bring_up
 from robodyn_ros.ros.simulator_node import MAX_CATCH_UP_STEPS
 from robodyn_ros.ros.testing import ros_context
-from robodyn_ros.simulation import Payload, Simulator
+from robodyn_ros.simulation.simulator import Payload, Simulator
 
 QUIET = {"payload.mass": 0.0, "command_timeout": 1e6, "noise.position": 0.0, "noise.velocity": 0.0,
          "noise.effort": 0.0, "noise.force": 0.0, "noise.torque": 0.0}

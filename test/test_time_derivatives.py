@@ -6,9 +6,9 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import assert_close, erd_path
-from robodyn_ros.matrix_time_derivatives import (body_jacobian_derivatives, coriolis_matrix_time_derivative,
+from robodyn_ros.dynamics.matrix_time_derivatives import (body_jacobian_derivatives, coriolis_matrix_time_derivative,
                                                  gravity_torque_time_derivative, mass_matrix_time_derivative)
-from robodyn_ros.time_derivatives import rnea_time_derivatives
+from robodyn_ros.dynamics.time_derivatives import rnea_time_derivatives
 
 ARMS = {"panda": "panda_description/urdf/panda.urdf", "ur5": "ur_description/urdf/ur5_robot.urdf",
         "z1": "z1_description/urdf/z1.urdf"}

@@ -4,9 +4,9 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import assert_close, erd_path
-from robodyn_ros.calibration import calibrate_joint_twists, link_pose, pose_error, pose_twist_jacobian
-from robodyn_ros.closed_chain import SphericalFiveBar
-from robodyn_ros.twist_derivatives import joint_twists, twist_derivatives, with_twist_corrections
+from robodyn_ros.identification.calibration import calibrate_joint_twists, link_pose, pose_error, pose_twist_jacobian
+from robodyn_ros.dynamics.closed_chain import SphericalFiveBar
+from robodyn_ros.dynamics.twist_derivatives import joint_twists, twist_derivatives, with_twist_corrections
 
 ARMS = {"ur5": ("ur_description/urdf/ur5_robot.urdf", {}, "tool0"),
         "panda": ("panda_description/urdf/panda.urdf", {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}, "panda_hand")}

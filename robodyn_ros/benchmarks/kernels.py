@@ -38,7 +38,7 @@ import timeit
 import numpy as np
 
 from ..kernels import compile_kernels
-from ..model import Model
+from ..model.model import Model
 
 ROBOTS = {
     "panda": "panda_description/urdf/panda.urdf",

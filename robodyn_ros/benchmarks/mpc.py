@@ -29,10 +29,10 @@ import time
 
 import numpy as np
 
-from ..control.compiled_functions import DynamicsFunctions
+from ..kernels.compiled_functions import DynamicsFunctions
 from ..control.mpc import ModelPredictiveController, MPCConfig
 from ..control.reference import QuinticTrajectory
-from ..model import Model
+from ..model.model import Model
 
 PANDA_HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
 PANDA_TARGET = PANDA_HOME + np.array([0.4, 0.3, -0.3, 0.4, 0.3, -0.3, 0.5])

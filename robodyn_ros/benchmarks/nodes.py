@@ -287,8 +287,8 @@ def bench_simulator(context):
         steps = node.steps
         from dataclasses import replace
 
-        from ..simulation import Simulator
-        from ..simulation_step import CompiledStep
+        from ..simulation.simulator import Simulator
+        from ..simulation.simulation_step import CompiledStep
         tau = KernelDynamics(model, node.kernels).gravity(node.robot.home, model.inertial_parameters())
         factors = {}
         for integrator in ("rk4", "semi_implicit_euler"):

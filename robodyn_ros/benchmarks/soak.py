@@ -225,7 +225,7 @@ def _percentile_ms(values_ns, p):
 
 def _effort_limits_command_order():
     """The Panda's effort limits (7,) in command order (config's joints = the arm joints in chain order)."""
-    from ..model import Model
+    from ..model.model import Model
     from ..robots import bundled_robot_info
 
     info = bundled_robot_info("panda")

@@ -5,7 +5,7 @@ Every controller takes the state ``(q, v)`` and a reference and returns ``(tau, 
 :class:`ControlStatus` saying whether the command came from the control law or is a held safe command.
 """
 from .command_guard import CommandGuard, ControlStatus
-from .compiled_functions import DynamicsFunctions, compile_casadi_functions
+from ..kernels.compiled_functions import DynamicsFunctions, compile_casadi_functions
 from .computed_torque import ComputedTorqueController, GravityCompensation
 from .reference import ConstantReference, QuinticTrajectory, ReferenceClippedWarning, clip_reference, fourier_reference
 from .slotine_li import SlotineLiController, consistent_adaptation_gains

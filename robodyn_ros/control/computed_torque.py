@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..friction import viscous_coulomb_torque
+from ..dynamics.friction import viscous_coulomb_torque
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
-from .compiled_functions import DynamicsFunctions
+from ..kernels.compiled_functions import DynamicsFunctions
 from .reference import clip_reference
 
 

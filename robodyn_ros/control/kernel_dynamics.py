@@ -53,6 +53,6 @@ class KernelDynamics:
     def slotine_li(self, q, v, v_r, a_r):
         """Slotine-Li regressor (nv, 10 nb) (compiled CasADi, built on first use)."""
         if self._functions is None:
-            from .compiled_functions import DynamicsFunctions
+            from ..kernels.compiled_functions import DynamicsFunctions
             self._functions = DynamicsFunctions(self.model, compiled=True)
         return self._functions.slotine_li(q, v, v_r, a_r)

@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 import casadi as ca
 import numpy as np
 
-from ..aba import aba
-from ..aba_derivatives import aba_derivatives
-from ..rnea import rnea
+from ..dynamics.aba import aba
+from ..dynamics.aba_derivatives import aba_derivatives
+from ..dynamics.rnea import rnea
 from .command_guard import effort_bounds
-from .compiled_functions import compile_casadi_functions, compile_solver_dependencies
+from ..kernels.compiled_functions import compile_casadi_functions, compile_solver_dependencies
 from .reference import ReferenceClippedWarning
 
 

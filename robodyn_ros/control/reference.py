@@ -4,7 +4,7 @@ with (nv,) arrays for a scalar time.
 - :class:`QuinticTrajectory`: rest-to-rest point-to-point motion along the minimum-jerk quintic
   ``s(τ) = 10 τ³ - 15 τ⁴ + 6 τ⁵`` (Flash and Hogan 1985), zero velocity and acceleration at both ends.
 - :class:`ConstantReference`: hold a configuration.
-- Fourier exciting trajectories: :class:`robodyn_ros.exciting_trajectory.FourierTrajectory` (shared
+- Fourier exciting trajectories: :class:`robodyn_ros.identification.exciting_trajectory.FourierTrajectory` (shared
   with identification) already has ``evaluate(t)``; :func:`fourier_reference` builds one directly.
 - :func:`clip_reference`: joint-limit clipping of a reference sample with a warning.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
-from ..exciting_trajectory import FourierTrajectory
+from ..model.errors import ModelError
+from ..identification.exciting_trajectory import FourierTrajectory
 
 
 class ReferenceClippedWarning(UserWarning):
@@ -66,7 +66,7 @@ class ConstantReference:
 def fourier_reference(q0, amplitudes, period, harmonics=1):
     """A Fourier trajectory ``q_j(t) = q0_j + A_j sin(w_f t)`` style reference (periodic, smooth) of
     ``harmonics`` equal-weight sine terms with total position amplitude about ``amplitudes`` (nv,).
-    For designed exciting trajectories use :func:`robodyn_ros.exciting_trajectory.design_exciting_trajectory`."""
+    For designed exciting trajectories use :func:`robodyn_ros.identification.exciting_trajectory.design_exciting_trajectory`."""
     q0 = np.asarray(q0, dtype=float)
     amp = np.broadcast_to(np.asarray(amplitudes, dtype=float), q0.shape)
     wf = 2 * np.pi / period

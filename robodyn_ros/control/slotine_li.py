@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..friction import friction_torque
+from ..dynamics.friction import friction_torque
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
-from .compiled_functions import DynamicsFunctions
-from .physical_consistency import project_parameters, pseudo_inertia_metric
+from ..kernels.compiled_functions import DynamicsFunctions
+from ..identification.physical_consistency import project_parameters, pseudo_inertia_metric
 from .reference import clip_reference
 
 

@@ -16,7 +16,7 @@ from .base_parameters import BaseParameters, compute_base_parameters, identifiab
 from .batch import IdentificationResult, identify, predict_torques
 from .least_squares import InsufficientExcitation, consistent_fit, weighted_least_squares
 from .payload import PayloadChangeDetector, payload_from_joint_torques, payload_from_wrench
-from .recursive import OnlineIdentifier, RecursiveLeastSquares
+from ..estimation.recursive import OnlineIdentifier, RecursiveLeastSquares
 
 __all__ = ["BaseParameters", "compute_base_parameters", "identifiability_explanation", "IdentificationResult",
            "identify", "predict_torques", "InsufficientExcitation", "consistent_fit", "weighted_least_squares",

@@ -42,7 +42,7 @@ def smooth_sign(v, width=0.0):
 def batch_joint_parameter_regressor(model, V, A, coulomb_width=0.0):
     """Per-joint parameter columns (N, nv, 4 nv): row j, columns 4j..4j+3 = ``[a_j, v_j, sgn(v_j), 1]``
     (armature, viscous, Coulomb, offset): the batched, smooth-sign form of
-    :func:`robodyn_ros.friction_regressor.joint_parameter_regressor` (same columns; equal for N = 1 and
+    :func:`robodyn_ros.dynamics.friction_regressor.joint_parameter_regressor` (same columns; equal for N = 1 and
     ``coulomb_width = 0``, tested). Written here before that module existed, kept for the batch and tanh."""
     V, A = np.atleast_2d(V), np.atleast_2d(A)
     N, nv = V.shape

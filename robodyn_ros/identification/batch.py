@@ -1,7 +1,7 @@
 """The offline identification pipeline: measured joint signals -> filtered samples -> base regressor ->
 weighted least squares -> physically consistent parameters -> identified :class:`Model`.
 
-Signals go through ONE zero-phase low-pass F (robodyn_ros.signal_filters): q̇, q̈ are derivatives of F q
+Signals go through ONE zero-phase low-pass F (robodyn_ros.identification.signal_filters): q̇, q̈ are derivatives of F q
 (or of F q̇ when velocities are measured) and the torques are F tau, so ``F tau = Y(F q, ...) beta`` holds
 up to the filter's effect on the nonlinear terms (Gautier's "parallel filtering"). The first and last
 2/cutoff seconds, where the filter's edge is less accurate, are dropped; the rest is decimated to
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
-from ..signal_filters import filter_joint_signals
+from ..model.errors import ModelError
+from .signal_filters import filter_joint_signals
 from .base_parameters import BaseParameters, compute_base_parameters, full_regressor, split_full_parameters
 from .least_squares import ConsistentFit, LeastSquaresFit, RegressorAccumulator, consistent_fit, weighted_least_squares
 

@@ -1,8 +1,8 @@
 """The joint-torque regressor ``Y(q, v, a)`` for many samples at once, vectorised over samples with NumPy
-(the per-sample :func:`robodyn_ros.regressor.regressor` costs about a millisecond in Python; identifying
+(the per-sample :func:`robodyn_ros.dynamics.regressor.regressor` costs about a millisecond in Python; identifying
 100 000 samples needs the whole batch in a few seconds).
 
-Same algorithm as :mod:`robodyn_ros.regressor` (Garofalo Prop. 2; Cărmizaru eqs. 4.11-4.15): an RNEA
+Same algorithm as :mod:`robodyn_ros.dynamics.regressor` (Garofalo Prop. 2; Cărmizaru eqs. 4.11-4.15): an RNEA
 forward pass gives every body's twist ``v_k`` and acceleration ``a_k`` (gravity as ``a_0 = -g``), the body
 regressor ``Y_b(v_k, a_k)`` (6, 10) gives the wrench linear in its 10 parameters, and a backward pass
 projects it on the joints of the body's ancestors, ``Y[j, 10k:10k+10] = S_j^T X*_{j,k} Y_b,k``.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..regressor import regressor as single_regressor
+from ..dynamics.regressor import regressor as single_regressor
 
 
 def _skew_cross(a, b):
@@ -35,7 +35,7 @@ def _is_vectorisable(model):
 
 def batch_parent_placements(model, Q):
     """``liMi`` of every body for every sample: lists of R (N, 3, 3) and p (N, 3) (parent-frame
-    placement ``X_tree X_J(q)``, as :func:`robodyn_ros.kinematics.parent_placements`)."""
+    placement ``X_tree X_J(q)``, as :func:`robodyn_ros.dynamics.kinematics.parent_placements`)."""
     N = Q.shape[0]
     Rs, ps = [], []
     for i, joint in enumerate(model.joints):
@@ -86,7 +86,7 @@ def batch_body_motions(model, Q, V, A, placements=None):
 
 def batch_body_wrench_regressor(v, a):
     """``Y_b`` (N, 6, 10) with ``I a + v x* (I v) = Y_b pi_b`` for twists v and accelerations a (N, 6),
-    ``pi_b = [m, hx, hy, hz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` (batched :func:`robodyn_ros.regressor.body_wrench_regressor`).
+    ``pi_b = [m, hx, hy, hz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]`` (batched :func:`robodyn_ros.dynamics.regressor.body_wrench_regressor`).
 
     Newton-Euler with ``(m, h, I)``: ``f = m (a_l + w x v_l) + α x h + w x (w x h)``,
     ``n = I α + w x (I w) + h x (a_l + w x v_l)``.
@@ -141,7 +141,7 @@ def _world_joint_axes(model, Ro, po):
 
 def batch_regressor(model, Q, V, A):
     """Joint-torque regressors ``Y`` (N, nv, 10 nbodies) of N samples Q (N, nq), V, A (N, nv):
-    ``Y[n] == robodyn_ros.regressor(model, Q[n], V[n], A[n])``.
+    ``Y[n] == robodyn_ros.dynamics.regressor(model, Q[n], V[n], A[n])``.
 
     The projection ``S_j^T X*_{j,k} Y_b,k`` is evaluated in the base frame (power is frame invariant):
     each body's wrench regressor is expressed once about the base origin, ``F_k = X*_{0,k} Y_b,k``,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from ..errors import ModelError
+from ..model.errors import ModelError
 from .base_parameters import full_parameters
 
 
@@ -164,7 +164,7 @@ def pseudo_inertia_upper_factor(J):
 
 def _log_cholesky_start(pi_b, eps=1e-6):
     """θ (10,) of the log-Cholesky parametrisation closest to body parameters pi_b (10,)."""
-    from ..control.physical_consistency import project_body, pseudo_inertia
+    from .physical_consistency import project_body, pseudo_inertia
     m_scale = max(abs(pi_b[0]), 1e-2)
     U = pseudo_inertia_upper_factor(pseudo_inertia(project_body(pi_b, eps * m_scale)))
     return np.array([np.log(U[0, 0]), U[0, 1], U[0, 2], U[0, 3], np.log(U[1, 1]), U[1, 2], U[1, 3],

@@ -4,7 +4,7 @@ From a wrist force/torque sensor (Kubus, Kröger & Wahl 2008, "On-line estimatio
 using a recursive total least-squares approach"): the sensor, at URDF link ``link``, measures the wrench
 it applies to everything beyond it, expressed in its frame about its origin,
 
-    w = Y_b(v_s, a_s) pi_p + b,     Y_b: the 6x10 body wrench regressor (robodyn_ros.regressor),
+    w = Y_b(v_s, a_s) pi_p + b,     Y_b: the 6x10 body wrench regressor (robodyn_ros.dynamics.regressor),
 
 with v_s, a_s the sensor frame's twist and acceleration (gravity included as a_0 = -g) and b the
 sensor's constant bias (6 numbers). Stacking N samples gives 6N equations in the 16 unknowns.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ModelError
-from ..spatial import numpy_inertia_split
+from ..model.errors import ModelError
+from ..model.spatial import numpy_inertia_split
 from .batch_regressor import _inv_act_motion, batch_body_motions, batch_body_wrench_regressor, batch_regressor
 
 

@@ -8,7 +8,7 @@ URDF: the input URDF with, per body, the identified inertia in the ``<inertial>`
 (COM as the inertial origin, inertia about the COM in link axes); links merged into a body through fixed
 joints get zero mass and inertia, because the body's identified inertia has absorbed them; each movable
 joint gets ``<dynamics damping="viscous" friction="coulomb"/>``. Joints locked for the identification are
-written as fixed joints at their locked coordinate (``robodyn_ros.urdf_edit.lock_joints``), so the file
+written as fixed joints at their locked coordinate (``robodyn_ros.model.urdf_edit.lock_joints``), so the file
 describes exactly the identified model (a movable joint with a massless child would also break forward
 dynamics in simulators). Armature and friction offset have no URDF tag: they are in the YAML and in a
 comment of the URDF.
@@ -22,8 +22,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import yaml
 
-from ..spatial import numpy_inertia_split
-from ..urdf_edit import lock_joints
+from ..model.spatial import numpy_inertia_split
+from ..model.urdf_edit import lock_joints
 
 
 def _f(x):
@@ -62,7 +62,7 @@ def result_document(result, robot=None, identifiability=None, extra=None):
                            "s": "sign(v)" if result.coulomb_width <= 0 else f"tanh(v / {result.coulomb_width})",
                            "coulomb_width": _f(result.coulomb_width)},
         "signal_processing": {"lowpass_cutoff_hz": _f(result.cutoff_hz),
-                              "filter": "zero-phase Butterworth (robodyn_ros.signal_filters), same on q, v, tau"},
+                              "filter": "zero-phase Butterworth (robodyn_ros.identification.signal_filters), same on q, v, tau"},
     }
     if result.consistent is not None:
         doc["physical_consistency"] = {"method": "log-Cholesky pseudo-inertia, IPOPT",

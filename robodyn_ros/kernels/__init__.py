@@ -21,10 +21,10 @@ batches use fewer threads, and the results are bit-identical whatever the count.
 ``regressor_batch`` and ``rnea_derivatives_batch`` compute four samples at a time with AVX2 vector code
 (:mod:`.codegen`); their rows equal the per-call results to rounding (relative 1e-15), not bit for bit.
 Wrong shapes raise ``ValueError`` naming the argument; values are not checked (NaN in, NaN out): that is
-the job of the public functions in :mod:`robodyn_ros.numeric`.
+the job of the public functions in :mod:`robodyn_ros.kernels.numeric`.
 
 Derivative source: ``rnea_derivatives`` is generated from whichever of forward-mode AD, reverse-mode AD
-(of the core's RNEA) and the analytical IDSVA recursion (``robodyn_ros.rnea_derivatives``) has the fewest
+(of the core's RNEA) and the analytical IDSVA recursion (``robodyn_ros.dynamics.rnea_derivatives``) has the fewest
 operations for the model (flops measured: UR5 reverse AD 3 739 < forward 4 548 < IDSVA 5 183;
 Panda IDSVA 9 385 < reverse 14 707 < forward 17 536; Talos 44 DoF IDSVA 59 998 < reverse 93 659 <
 forward 119 181). ``aba_derivatives`` is C code composed of the ABA and RNEA-derivative kernels

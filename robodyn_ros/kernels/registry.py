@@ -1,5 +1,5 @@
 """Which models have compiled kernels: ``compile_kernels(model)`` registers its result here and the
-numeric top-level functions (:mod:`robodyn_ros.numeric`) look it up. Keyed by the model object (models
+numeric top-level functions (:mod:`robodyn_ros.kernels.numeric`) look it up. Keyed by the model object (models
 are immutable and compared by identity), held weakly so a dropped model drops its entry."""
 from __future__ import annotations
 

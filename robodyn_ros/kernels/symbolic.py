@@ -11,9 +11,9 @@ by ``q ⊕ δ`` to first order (:func:`tangent_perturbation`) and the Jacobian i
 for revolute and prismatic joints this is the ordinary partial derivative.
 
 Derivative source of ``rnea_derivatives``: the candidate with the fewest arithmetic operations
-(:func:`flop_count`) among forward-mode AD of :func:`robodyn_ros.rnea.rnea` (CasADi ``jacobian``),
+(:func:`flop_count`) among forward-mode AD of :func:`robodyn_ros.dynamics.rnea.rnea` (CasADi ``jacobian``),
 reverse-mode AD (one adjoint sweep per row) and the analytical IDSVA recursion of
-``robodyn_ros.rnea_derivatives`` (Singh et al. 2022) when it exists and accepts CasADi symbols; the
+``robodyn_ros.dynamics.rnea_derivatives`` (Singh et al. 2022) when it exists and accepts CasADi symbols; the
 choice and every candidate's count are recorded in ``KernelSet.sources`` / ``instruction_counts``.
 Measured (flops): UR5 forward 4 548, reverse 3 739, IDSVA 5 183 (reverse AD kept); Panda 17 536,
 14 707, 9 385 and Talos (44 DoF) 119 181, 93 659, 59 998 (IDSVA kept).
@@ -26,13 +26,13 @@ import importlib
 
 import casadi as ca
 
-from ..aba import aba
-from ..backend import CASADI
-from ..crba import crba
-from ..dynamic_matrices import coriolis_matrix, gravity_torque, nonlinear_effects
-from ..joints import FreeFlyerJoint, SphericalJoint
-from ..regressor import regressor
-from ..rnea import rnea
+from ..dynamics.aba import aba
+from ..model.backend import CASADI
+from ..dynamics.crba import crba
+from ..dynamics.dynamic_matrices import coriolis_matrix, gravity_torque, nonlinear_effects
+from ..model.joints import FreeFlyerJoint, SphericalJoint
+from ..dynamics.regressor import regressor
+from ..dynamics.rnea import rnea
 
 # Operation codes that are bookkeeping, not arithmetic, in a CasADi SX algorithm.
 _NON_ARITHMETIC = {ca.OP_INPUT, ca.OP_OUTPUT, ca.OP_CONST, ca.OP_ASSIGN, ca.OP_PARAMETER}
@@ -119,7 +119,7 @@ def _spec(model, name, inputs, outputs, batch):
 def _analytical(module_name, function_name):
     """The analytical derivative function of another module, or None when it does not exist (yet)."""
     try:
-        return getattr(importlib.import_module("robodyn_ros." + module_name), function_name)
+        return getattr(importlib.import_module("robodyn_ros.dynamics." + module_name), function_name)
     except (ImportError, AttributeError):
         return None
 

@@ -4,7 +4,7 @@
 ``iiwa.urdf`` is the KUKA LBR iiwa 14 R820 written from Müller & Kumar (2021), Table 1. Each file's header
 comment states its origin and licence; ``tools/make_bundled_urdfs.py`` regenerates them.
 
-    >>> from robodyn_ros.model import Model
+    >>> from robodyn_ros.model.model import Model
     >>> info = bundled_robot_info("panda")
     >>> model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
 """
@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ..errors import ModelError
+from ..model.errors import ModelError
 
 BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
 
@@ -65,7 +65,7 @@ def _check_name(name):
 def bundled_urdf_path(name):
     """Absolute path (str) of the bundled URDF of robot ``name`` (one of ``BUNDLED_ROBOTS``).
 
-    Raises :class:`~robodyn_ros.errors.ModelError` (a ValueError) naming the available robots otherwise."""
+    Raises :class:`~robodyn_ros.model.errors.ModelError` (a ValueError) naming the available robots otherwise."""
     _check_name(name)
     return os.path.join(_HERE, f"{name}.urdf")
 

@@ -107,7 +107,7 @@ class Bringup:
 
 class BagRecorder:
     """``ros2 bag record`` for pip users: subscribes to ``topics`` on ``node`` (raw CDR, no decoding) and
-    writes them to a rosbag2 bag at ``path`` (sqlite3, readable by :mod:`robodyn_ros.bag_io` and
+    writes them to a rosbag2 bag at ``path`` (sqlite3, readable by :mod:`robodyn_ros.bags.bag_io` and
     ``robodyn identify``), receive time as the bag timestamp. ``close()`` finishes the bag."""
 
     TYPES = {"sensor_msgs/msg/JointState": "sensor_msgs.msg.JointState",
@@ -118,7 +118,7 @@ class BagRecorder:
 
         from rosbags.rosbag2 import Writer
 
-        from ..bag_io import _typestore
+        from ..bags.bag_io import _typestore
         from . import qos
 
         self.writer = Writer(path, version=9)

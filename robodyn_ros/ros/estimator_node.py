@@ -10,13 +10,13 @@ message (:meth:`EstimatorNode._on_state`, :meth:`EstimatorNode._on_wrench`); the
 estimates bit for bit on the same messages (test_estimator_polling.py).
 
 Every ``decimation``-th joint state goes through the causal Butterworth filter
-(:class:`~robodyn_ros.signal_filters.CausalButterworthFilter`, giving q, q̇, q̈ and τ); the latest wrench
+(:class:`~robodyn_ros.identification.signal_filters.CausalButterworthFilter`, giving q, q̇, q̈ and τ); the latest wrench
 goes through the same filter (same delay). Then
 
 * payload (``use_wrench``): recursive least squares on ``w = Y_b(q, q̇, q̈) pi_p + b`` (sensor frame,
-  :mod:`robodyn_ros.sensor_wrench`), pi_p the payload's 10 parameters, b the sensor bias; a CUSUM test
+  :mod:`robodyn_ros.identification.sensor_wrench`), pi_p the payload's 10 parameters, b the sensor bias; a CUSUM test
   on the innovations detects a payload change and re-opens the payload covariance
-  (:class:`~robodyn_ros.identification.recursive.RecursiveLeastSquares`);
+  (:class:`~robodyn_ros.estimation.recursive.RecursiveLeastSquares`);
 * base parameters (``base_parameters``): the same RLS on ``τ = Y_base(q, q̇, q̈) beta`` (Gautier-Khalil
   base parameters incl. armature and friction); without the wrench the payload is the change of the
   last body's parameters explaining the change of beta.
@@ -57,10 +57,10 @@ from std_msgs.msg import Float64MultiArray
 
 from ..identification.base_parameters import compute_base_parameters, full_parameters, smooth_sign
 from ..identification.payload import PayloadChangeDetector, body_parameter_change
-from ..identification.recursive import RecursiveLeastSquares
+from ..estimation.recursive import RecursiveLeastSquares
 from ..kernels import compile_kernels
-from ..sensor_wrench import SensorWrenchRegressor
-from ..signal_filters import CausalButterworthFilter
+from ..identification.sensor_wrench import SensorWrenchRegressor
+from ..identification.signal_filters import CausalButterworthFilter
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode

@@ -39,10 +39,10 @@ from ..control.command_guard import CommandGuard, effort_bounds, torque_rate_bou
 from ..control.kernel_dynamics import KernelDynamics
 from ..control.mpc import MPCSolution
 from ..control.reference import fourier_reference
-from ..exciting_trajectory import FourierTrajectory
+from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
-from ..sensor_wrench import link_inertia_in_body
-from ..spatial import numpy_inertia_params
+from ..identification.sensor_wrench import link_inertia_in_body
+from ..model.spatial import numpy_inertia_params
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
@@ -120,7 +120,7 @@ class FourierSampler:
     """``(q_d, v_d, a_d)`` (nv,) of a :class:`FourierTrajectory` at one time ``t`` with one ``sin`` and one
     ``cos`` call for all three orders (FourierTrajectory.evaluate makes three calls of ``derivatives``, each
     building its basis: ~110 us per sample at 1 kHz, this ~15 us). Same formula, eq. of
-    :func:`robodyn_ros.exciting_trajectory._harmonic_basis`: with w_k = w_f k and phase r pi / 2,
+    :func:`robodyn_ros.identification.exciting_trajectory._harmonic_basis`: with w_k = w_f k and phase r pi / 2,
 
         q^(r)(t) = sum_k w_k^(r-1) [sin(w_k t + r pi/2) a_jk - cos(w_k t + r pi/2) b_jk]  (+ q0 for r = 0),
 

@@ -20,8 +20,8 @@ from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from robodyn_ros.model import MAX_MAGNITUDE
-from robodyn_ros.spatial import numpy_inertia_split
+from robodyn_ros.model.model import MAX_MAGNITUDE
+from robodyn_ros.model.spatial import numpy_inertia_split
 
 
 _NOT_USABLE = f"(NaN, inf or |x| > {MAX_MAGNITUDE:g})"

@@ -240,8 +240,8 @@ class Robot:
 
 def load_robot(config):
     """:class:`Robot` from a node config (module docstring for the precedence); ModelError on bad input."""
-    from ..errors import ModelError
-    from ..model import Model
+    from ..model.errors import ModelError
+    from ..model.model import Model
     from ..robots import bundled_robot_info
 
     info = None

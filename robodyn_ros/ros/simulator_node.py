@@ -1,4 +1,4 @@
-"""``simulator`` lifecycle node: :class:`robodyn_ros.simulation.Simulator` behind the topics of a
+"""``simulator`` lifecycle node: :class:`robodyn_ros.simulation.simulator.Simulator` behind the topics of a
 ros2_control robot (joint_state_broadcaster, force_torque_sensor_broadcaster, an effort controller).
 
 Publishes ``/joint_states`` (position, velocity, measured effort), the wrist wrench (``frame_id`` the
@@ -14,7 +14,7 @@ possible, in ``lockstep`` stepping as soon as a command answers the last publish
 ``/clock`` is not published). A command older than ``command_timeout`` simulated seconds is replaced by
 zero torque, with a warning. ``publish_decimation`` k > 1 publishes the joint states, the wrench and
 ``/clock`` after every k-th step only (in lockstep, k steps per command). Dynamics: one compiled function
-per step (:class:`robodyn_ros.simulation_step.CompiledStep`, robot and payload parameters as its input,
+per step (:class:`robodyn_ros.simulation.simulation_step.CompiledStep`, robot and payload parameters as its input,
 compiled on configure; the same function in CasADi's virtual machine if no C compiler works).
 
 Stepping: with ``step_thread`` (default), real time and as fast as possible without lockstep step in a
@@ -53,13 +53,13 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import Trigger
 
-from ..control.compiled_functions import CompileError
-from ..errors import ModelError
-from ..aba import aba
+from ..kernels.compiled_functions import CompileError
+from ..model.errors import ModelError
+from ..dynamics.aba import aba
 from ..kernels import compile_kernels
-from ..sensor_wrench import SensorWrenchRegressor
-from ..simulation import Payload, SensorNoise, Simulator, SimulatorConfig
-from ..simulation_step import CompiledStep
+from ..identification.sensor_wrench import SensorWrenchRegressor
+from ..simulation.simulator import Payload, SensorNoise, Simulator, SimulatorConfig
+from ..simulation.simulation_step import CompiledStep
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode

@@ -1,0 +1,1 @@
+"""ROS 2 bag reading and writing without ROS (rosbags)."""

@@ -1,0 +1,132 @@
+"""The ``robodyn`` command: ``info``, ``identify``, ``demo``, ``node``, ``bench``.
+
+Subcommands other than ``info`` live in their own modules and are imported only when used, so that
+``robodyn info`` starts fast and needs neither ROS nor a compiler.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+import numpy as np
+
+from ..model.errors import ModelError
+
+
+def resolve_urdf(name_or_path):
+    """A URDF path from a path or the name of a bundled robot (``panda``, ``ur5``, ``iiwa``)."""
+    if os.path.exists(name_or_path) or os.sep in name_or_path or name_or_path.endswith(".urdf"):
+        return name_or_path
+    from ..robots import bundled_urdf_path
+    return bundled_urdf_path(name_or_path)
+
+
+def format_model_info(model):
+    """Human-readable summary: joints with type, axis, limits and friction; bodies with masses."""
+    lines = [f"robot: {model.name}  (root link {model.root_link}, {'floating' if model.floating_base else 'fixed'} base)",
+             f"degrees of freedom: nq = {model.nq}, nv = {model.nv}, bodies = {model.nbodies}",
+             f"gravity: {model.gravity.tolist()}", "",
+             f"{'joint':<24} {'type':<10} {'axis':<18} {'lower':>9} {'upper':>9} {'vel':>8} {'effort':>8} {'visc':>6} {'coul':>6}"]
+    for i, (name, joint) in enumerate(zip(model.joint_names, model.joints)):
+        iq, iv = model.idx_q[i], model.idx_v[i]
+        axis = np.round(getattr(joint, "axis", np.full(3, np.nan)), 3).tolist() if hasattr(joint, "axis") else "-"
+        kind = joint.kind if not (joint.kind == "revolute" and np.isinf(model.lower[iq])) else "continuous"
+        lines.append(f"{name:<24} {kind:<10} {str(axis):<18} {model.lower[iq]:>9.3f} {model.upper[iq]:>9.3f} "
+                     f"{model.velocity_limit[iv]:>8.3f} {model.effort_limit[iv]:>8.2f} {model.viscous[iv]:>6.2f} {model.coulomb[iv]:>6.2f}")
+    lines += ["", f"{'body (link)':<24} {'mass kg':>9}  {'com (body frame) m':<30} merged links"]
+    for i, name in enumerate(model.body_names):
+        pi = model.inertias[i]
+        com = pi[1:4] / pi[0] if pi[0] > 0 else np.zeros(3)
+        merged = [l for l in model.merged_links[i] if l != name]
+        lines.append(f"{name:<24} {pi[0]:>9.4f}  {str(np.round(com, 4).tolist()):<30} {', '.join(merged)}")
+    lines += ["", f"total moving mass: {model.inertias[:, 0].sum():.4f} kg"]
+    if model.notes:
+        lines.append(f"notes ({len(model.notes)}): parser warnings and loader remarks; first: {model.notes[0]}")
+    return "\n".join(lines)
+
+
+def cmd_info(args):
+    from ..model.model import Model
+    locked = dict(_parse_assignment(s) for s in args.lock_joint)
+    model = Model.from_urdf(resolve_urdf(args.urdf), floating_base=args.floating_base, locked_joints=locked or None)
+    print(format_model_info(model))
+    return 0
+
+
+def _parse_assignment(text):
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise ModelError(f"--lock-joint expects NAME=VALUE, got '{text}'")
+    try:
+        return name, float(value)
+    except ValueError:
+        raise ModelError(f"--lock-joint {name}: '{value}' is not a number") from None
+
+
+def cmd_node(args):
+    from ..ros.node_main import run
+    return run(args.name, args.rest)
+
+
+def cmd_bench(args):
+    mod = importlib.import_module(f"robodyn_ros.benchmarks.{args.which}")
+    if args.which == "soak":
+        result = mod.run(minutes=args.minutes, json=args.json, report=args.report)
+    else:
+        result = mod.run(json=args.json)
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="robodyn", description="Robot dynamics, identification and adaptive control.")
+    sub = p.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="print a robot model (joints, limits, masses)")
+    info.add_argument("urdf", help="URDF path, or a bundled robot: panda, ur5, iiwa")
+    info.add_argument("--floating-base", action="store_true")
+    info.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE")
+    info.set_defaults(func=cmd_info)
+    for name, help_ in (("identify", "identify parameters from a rosbag (robodyn identify --help)"),
+                        ("demo", "simulated adaptive-control demo (robodyn demo --help)")):
+        sub.add_parser(name, help=help_, add_help=False)   # dispatched in main() before parsing
+    node = sub.add_parser("node", help="run one ROS 2 node (simulator, inverse_dynamics, estimator, mpc)")
+    node.add_argument("name")
+    node.add_argument("rest", nargs=argparse.REMAINDER)
+    node.set_defaults(func=cmd_node)
+    bench = sub.add_parser("bench", help="benchmark tables against Pinocchio")
+    bench.add_argument("which", nargs="?", default="kernels", choices=["kernels", "mpc", "nodes", "soak"])
+    bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    bench.add_argument("--minutes", type=float, default=30.0, help="soak only: run length (default 30)")
+    bench.add_argument("--report", metavar="PATH", help="soak only: write the JSON report to PATH")
+    bench.set_defaults(func=cmd_bench)
+    return p
+
+
+DELEGATED = {"identify": "cli.identify", "demo": "cli.demo"}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:  # the subcommand parses its own options, --help included
+        module = importlib.import_module(f"robodyn_ros.{DELEGATED[argv[0]]}")
+        try:
+            return int(module.main(argv[1:]) or 0)
+        except ModelError as exc:
+            print(f"robodyn {argv[0]}: error: {exc}", file=sys.stderr)
+            return 2
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ModelError as exc:
+        print(f"robodyn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

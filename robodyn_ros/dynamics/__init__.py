@@ -1,0 +1,1 @@
+"""Rigid-body dynamics algorithms and their analytical derivatives (NumPy and CasADi)."""

@@ -1,0 +1,58 @@
+"""Articulated-body algorithm: forward dynamics in O(n) (Featherstone RBDA Table 7.1), body coordinates,
+Pinocchio conventions, armature added to the joint-space articulated inertia ``D``."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import spatial
+from ..model.backend import ops_for
+from .kinematics import joint_slices, parent_placements
+from .rnea import base_acceleration, body_inertia, external_wrench
+
+
+def aba(model, q, v, tau, f_ext=None, pi=None):
+    """Joint accelerations ``a = M^-1 (tau - C v - g + sum_k J_k^T f_ext_k)`` (nv,).
+
+    q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body wrenches; ``pi`` optional parameters."""
+    ops = ops_for(q, v, tau, f_ext, pi)
+    if ops.name == "numpy":
+        q, v, tau = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
+        f_ext, pi = model.check_f_ext(f_ext), model.check_parameters(pi)
+    n = model.nbodies
+    liMi = parent_placements(ops, model, q)
+    vel, c, IA, pA = [], [], [], []
+    for i, (R, p) in enumerate(liMi):                      # pass 1: velocities and bias forces
+        lam = model.parents[i]
+        _, sv = joint_slices(model, i)
+        vJ = model.joints[i].motion(ops, v[sv])
+        vi = vJ if lam < 0 else spatial.inv_act_motion(ops, R, p, vel[lam]) + vJ
+        inertia = body_inertia(ops, model, i, pi)
+        pi_ = spatial.cross_force(ops, vi, spatial.inertia_apply(ops, inertia, vi))
+        fe = external_wrench(ops, f_ext, i)
+        vel.append(vi), c.append(spatial.cross_motion(ops, vi, vJ))
+        IA.append(spatial.inertia_matrix(ops, inertia)), pA.append(pi_ if fe is None else pi_ - fe)
+    U, Dinv, u = [None] * n, [None] * n, [None] * n
+    for i in reversed(range(n)):                            # pass 2: articulated inertias
+        _, sv = joint_slices(model, i)
+        S = model.joints[i].S
+        U[i] = ops.mtimes(IA[i], S)
+        Dinv[i] = ops.inv(ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        u[i] = tau[sv] - ops.mtimes(S.T, pA[i])
+        lam = model.parents[i]
+        if lam >= 0:
+            UD = ops.mtimes(U[i], Dinv[i])
+            Ia = IA[i] - ops.mtimes(UD, ops.T(U[i]))
+            pa = pA[i] + ops.mtimes(Ia, c[i]) + ops.mtimes(UD, u[i])
+            X = spatial.inv_motion_matrix(ops, *liMi[i])
+            IA[lam] = IA[lam] + ops.mtimes(ops.T(X), ops.mtimes(Ia, X))
+            pA[lam] = pA[lam] + spatial.act_force(ops, *liMi[i], pa)
+    qdd = ops.zeros(model.nv)
+    a0 = base_acceleration(ops, model)
+    acc = [None] * n
+    for i, (R, p) in enumerate(liMi):                      # pass 3: accelerations
+        lam = model.parents[i]
+        _, sv = joint_slices(model, i)
+        ai = spatial.inv_act_motion(ops, R, p, a0 if lam < 0 else acc[lam]) + c[i]
+        qdd[sv] = ops.mtimes(Dinv[i], u[i] - ops.mtimes(ops.T(U[i]), ai))
+        acc[i] = ai + model.joints[i].motion(ops, qdd[sv])
+    return qdd

@@ -1,0 +1,1 @@
+"""Online estimation: recursive least squares and the online estimator."""

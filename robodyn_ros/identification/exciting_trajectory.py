@@ -1,0 +1,370 @@
+"""Periodic exciting trajectories for identification: finite Fourier series (Swevers et al. 1997,
+"Optimal robot excitation and identification", IEEE T-RA 13(5); Gautier & Khalil 1992).
+
+Joint j follows (Swevers' eq. for q_i(t), with a fundamental pulsation w_f = 2 pi / T):
+
+    q_j(t) = q0_j + sum_{k=1..K} a_jk / (w_f k) sin(w_f k t) - b_jk / (w_f k) cos(w_f k t)
+    v_j(t) = sum_k a_jk cos(w_f k t) + b_jk sin(w_f k t)
+
+so every derivative is analytic: d^r/dt^r sin(x) = sin(x + r pi/2). The trajectory is T-periodic
+(q, v, a, jerk, snap all repeat), so a measurement can be averaged over periods, and its spectrum is
+known: K lines at multiples of 1/T, which the low-pass filter's cutoff must keep.
+
+`design_exciting_trajectory` chooses the coefficients x = [q0, a, b] (n + 2 n K numbers). Position,
+velocity and acceleration are LINEAR in x, so their limits on a dense time grid are linear inequality
+constraints; the optional torque limit is a nonlinear constraint through the caller's tau_check. The
+problem is solved with SLSQP from a seeded random start scaled into the feasible set, so the result
+is deterministic given the seed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import minimize
+
+from robodyn_ros.model.errors import ModelError
+
+
+@dataclass(frozen=True)
+class DesignReport:
+    """How the design went: costs at the start and end, SLSQP's verdict, wall time, and the factor by
+    which the oscillation was finally shrunk to satisfy the limits on the dense check grid (1 = none)."""
+
+    initial_cost: float
+    final_cost: float
+    iterations: int
+    seconds: float
+    success: bool
+    message: str
+    final_scale: float = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class FourierTrajectory:
+    """Finite Fourier series trajectory of n joints with K harmonics of period T (module docstring).
+
+    q0: (n,) offsets; a, b: (n, K) coefficients of harmonic k = 1..K (columns); period: T (s).
+    """
+
+    q0: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    period: float
+    design_report: DesignReport | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "q0", np.asarray(self.q0, dtype=np.float64).reshape(-1))
+        n = self.q0.size
+        object.__setattr__(self, "a", np.asarray(self.a, dtype=np.float64).reshape(n, -1))
+        object.__setattr__(self, "b", np.asarray(self.b, dtype=np.float64).reshape(n, -1))
+        if self.a.shape != self.b.shape or not self.period > 0:
+            raise ModelError(f"a {self.a.shape} and b {self.b.shape} must match and period > 0")
+
+    @property
+    def n_joints(self) -> int:
+        return self.q0.size
+
+    @property
+    def harmonics(self) -> int:
+        return self.a.shape[1]
+
+    @property
+    def omega_f(self) -> float:
+        """Fundamental pulsation w_f = 2 pi / T (rad/s)."""
+        return 2.0 * np.pi / self.period
+
+    def derivatives(self, t, order: int) -> np.ndarray:
+        """d^order q / dt^order at t: (n,) for scalar t, (N, n) for t of shape (N,). order 0..4 and beyond."""
+        if order < 0:
+            raise ModelError(f"order={order} must be >= 0")
+        t = np.asarray(t, dtype=np.float64)
+        sin_part, cos_part = _harmonic_basis(np.atleast_1d(t), self.harmonics, self.omega_f, order)
+        value = sin_part @ self.a.T - cos_part @ self.b.T
+        if order == 0:
+            value = value + self.q0
+        return value[0] if t.ndim == 0 else value
+
+    def evaluate(self, t):
+        """(q, v, a) at t, each (n,) for scalar t or (N, n) for t (N,)."""
+        return tuple(self.derivatives(t, r) for r in range(3))
+
+    def sample(self, dt: float, periods: int = 1):
+        """Uniform samples over ``periods`` periods: t (N,), q, v, a (N, n), t[-1] < periods * T."""
+        t = np.arange(0.0, periods * self.period - 0.5 * dt, dt)
+        return (t, *self.evaluate(t))
+
+    def to_dict(self) -> dict:
+        return {"period": float(self.period), "q0": self.q0.tolist(), "a": self.a.tolist(), "b": self.b.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FourierTrajectory:
+        return cls(q0=data["q0"], a=data["a"], b=data["b"], period=data["period"])
+
+
+def _harmonic_basis(t: np.ndarray, harmonics: int, omega_f: float, order: int):
+    """(N, K) matrices S, C with d^r q/dt^r = S a^T - C b^T (+ q0 for r = 0):
+    S_ik = (w_f k)^(r-1) sin(w_f k t_i + r pi/2), C_ik = (w_f k)^(r-1) cos(w_f k t_i + r pi/2)."""
+    w = omega_f * np.arange(1, harmonics + 1)
+    angle = np.outer(t, w) + order * np.pi / 2
+    scale = w ** (order - 1)
+    return np.sin(angle) * scale, np.cos(angle) * scale
+
+
+# --------------------------------------------------------------------------------------------------
+# Design
+# --------------------------------------------------------------------------------------------------
+
+
+class _Coefficients:
+    """x = [q0 (n), a^T.ravel() (K*n), b^T.ravel() (K*n)] and the linear maps x -> q^(r) on a grid."""
+
+    def __init__(self, n: int, harmonics: int, period: float):
+        self.n, self.K, self.period = n, harmonics, period
+        self.omega_f = 2.0 * np.pi / period
+        self.size = n + 2 * n * harmonics
+
+    def trajectory(self, x: np.ndarray, report: DesignReport | None = None) -> FourierTrajectory:
+        n, K = self.n, self.K
+        a = x[n:n + n * K].reshape(K, n).T
+        b = x[n + n * K:].reshape(K, n).T
+        return FourierTrajectory(q0=x[:n].copy(), a=a, b=b, period=self.period, design_report=report)
+
+    def pack(self, q0, a, b) -> np.ndarray:
+        return np.concatenate([q0, a.T.ravel(), b.T.ravel()])
+
+    def linear_map(self, t: np.ndarray, order: int) -> np.ndarray:
+        """G (N*n, size) with q^(order)(t).ravel() = G x (rows ordered sample-major)."""
+        sin_part, cos_part = _harmonic_basis(t, self.K, self.omega_f, order)
+        eye = np.eye(self.n)
+        offset = np.kron(np.ones((len(t), 1)), eye) if order == 0 else np.zeros((len(t) * self.n, self.n))
+        return np.hstack([offset, np.kron(sin_part, eye), -np.kron(cos_part, eye)])
+
+
+def _per_joint(value, n: int, label: str) -> np.ndarray:
+    array = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)).copy()
+    if not np.all(np.isfinite(array)):
+        raise ModelError(f"{label} must be finite")
+    return array
+
+
+def _excitation_cost(coefficients: _Coefficients, grid: np.ndarray, scales: np.ndarray):
+    """Default cost: -sum_j log det(Phi_j^T Phi_j / N + 1e-9 I), Phi_j (N, 3) = [(q_j - q0_j) / r_j,
+    v_j / v_max_j, a_j / a_scale_j] on the grid: a D-optimal design of each joint's own signals. It rewards
+    large amplitudes of position, velocity and acceleration of every joint (the log keeps one joint from
+    being sacrificed to another) and decorrelates them (one harmonic alone gives a_j = -(w k)^2 (q_j - q0_j),
+    a singular Phi_j), which separates inertial from gravity and friction terms. Cross-joint
+    decorrelation is not sought: all joints share the 2K functions sin/cos(w_f k t), so more than 2K
+    linear signals are always dependent; the regressor's nonlinearity (sin q, v_i v_j) is what separates
+    joints, which a model-based ``cost`` captures. Returns cost(x) -> (value, exact gradient)."""
+    n, N = coefficients.n, len(grid)
+    maps = [coefficients.linear_map(grid, r).reshape(N, n, -1) for r in range(3)]
+    maps[0][:, :, :n] = 0.0  # q - q0
+    # L[j] maps x to Phi_j.ravel() (N*3,)
+    L = np.stack(maps, axis=2) / scales.reshape(3, n).T[None, :, :, None]  # (N, n, 3, size)
+    L = np.moveaxis(L, 1, 0).reshape(n, N * 3, -1)
+
+    def cost(x):
+        phi = (L @ x).reshape(n, N, 3)
+        information = np.einsum("jnr,jns->jrs", phi, phi) / N + 1e-9 * np.eye(3)
+        value = -np.sum(np.linalg.slogdet(information)[1])
+        d_phi = -(2.0 / N) * np.einsum("jnr,jrs->jns", phi, np.linalg.inv(information))
+        gradient = np.einsum("jm,jmp->p", d_phi.reshape(n, N * 3), L)
+        return value, gradient
+
+    return cost
+
+
+def _equality_constraints(coefficients: _Coefficients, start_at_rest: bool, q_start):
+    """Rows E, e with E x = e: v(0) = 0 and a(0) = 0 when start_at_rest; q(0) = q_start when given."""
+    zero = np.zeros(1)
+    rows, values = [], []
+    if start_at_rest:
+        rows += [coefficients.linear_map(zero, 1), coefficients.linear_map(zero, 2)]
+        values += [np.zeros(coefficients.n), np.zeros(coefficients.n)]
+    if q_start is not None:
+        rows.append(coefficients.linear_map(zero, 0))
+        values.append(q_start)
+    if not rows:
+        return None, None
+    return np.vstack(rows), np.concatenate(values)
+
+
+def _initial_guess(coefficients, rng, center, E, e, q_start, feasible: Callable[[np.ndarray], bool]):
+    """Seeded random coefficients with a 1/k spectrum, projected on E x = e, shrunk until feasible."""
+    n, K = coefficients.n, coefficients.K
+    decay = 1.0 / np.arange(1, K + 1)
+    a = rng.normal(size=(n, K)) * decay
+    b = rng.normal(size=(n, K)) * decay
+    x = coefficients.pack(center, a, b)
+    if E is not None:
+        x = x + np.linalg.lstsq(E, e - E @ x, rcond=None)[0]
+    anchor = _anchor(coefficients, x, q_start)
+    for _ in range(60):
+        if feasible(x):
+            return x
+        x = anchor + 0.5 * (x - anchor)
+    raise ModelError("no feasible starting trajectory: the limits exclude even a tiny motion about "
+                     f"the start/centre {x[:n]} (check lower/upper, q_start, tau_max)")
+
+
+def _anchor(coefficients, x, q_start):
+    """The motionless trajectory the oscillation is shrunk towards: q = q_start if imposed, else q = q0
+    (q0 is the period mean of q, so it lies inside any box that contains the trajectory). It satisfies
+    every equality constraint, so x_s = anchor + s (x - anchor) does too, and for 0 <= s <= 1 each
+    q(t) of x_s is a convex combination of two points inside the position box."""
+    anchor = np.zeros_like(x)
+    anchor[:coefficients.n] = x[:coefficients.n] if q_start is None else q_start
+    return anchor
+
+
+def design_exciting_trajectory(
+    n_joints: int,
+    lower,
+    upper,
+    v_max,
+    a_max=None,
+    period: float = 10.0,
+    harmonics: int = 5,
+    cost: Callable[[FourierTrajectory], float] | None = None,
+    seed: int = 0,
+    tau_check: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
+    tau_max=None,
+    *,
+    margin: float = 0.05,
+    start_at_rest: bool = False,
+    q_start=None,
+    grid_points: int | None = None,
+    max_iterations: int = 100,
+) -> FourierTrajectory:
+    """Optimise a Fourier trajectory (module docstring) that respects joint limits with a margin.
+
+    lower, upper: (n,) position limits; v_max, a_max, tau_max: (n,) or scalars (a_max, tau_max
+    optional). Constraints, on ``grid_points`` (default 20 K) instants over one period:
+    lower + margin (upper - lower) <= q <= upper - margin (upper - lower), |v| <= (1 - margin) v_max,
+    |a| <= (1 - margin) a_max, |tau_check(q, v, a)| <= (1 - margin) tau_max, with tau_check mapping
+    (N, n) arrays to (N, n) torques. start_at_rest imposes v(0) = a(0) = 0 (so v(T) = a(T) = 0 too);
+    q_start imposes q(0) = q_start.
+
+    Minimises ``cost(trajectory)`` (e.g. the condition number of the identification regressor;
+    gradient by finite differences) or, when cost is None, the D-optimal signal criterion of
+    `_excitation_cost`. Afterwards the limits are re-checked on a grid 10 times denser and, if
+    needed, the oscillation is shrunk towards the start/centre until they hold with margin/2
+    (``design_report.final_scale``). Deterministic given ``seed``. Returns the FourierTrajectory with
+    its ``design_report``.
+    """
+    start = time.perf_counter()
+    n = int(n_joints)
+    lower, upper = _per_joint(lower, n, "lower"), _per_joint(upper, n, "upper")
+    if np.any(upper <= lower):
+        raise ModelError(f"upper {upper} must exceed lower {lower} for every joint")
+    v_max = _per_joint(v_max, n, "v_max")
+    a_max = None if a_max is None else _per_joint(a_max, n, "a_max")
+    if (tau_check is None) != (tau_max is None):
+        raise ModelError("tau_check and tau_max go together: give both or neither")
+    tau_max = None if tau_max is None else _per_joint(tau_max, n, "tau_max")
+    if not 0.0 <= margin < 0.5:
+        raise ModelError(f"margin={margin} must lie in [0, 0.5)")
+    if q_start is not None:
+        q_start = _per_joint(q_start, n, "q_start")
+        if np.any(q_start <= lower + margin * (upper - lower)) or np.any(q_start >= upper - margin * (upper - lower)):
+            raise ModelError(f"q_start {q_start} lies outside the limits shrunk by the margin")
+
+    coefficients = _Coefficients(n, int(harmonics), float(period))
+    grid = np.linspace(0.0, period, grid_points or 20 * harmonics, endpoint=False)
+    limits = _LimitChecks(coefficients, lower, upper, v_max, a_max, tau_check, tau_max)
+    E, e = _equality_constraints(coefficients, start_at_rest, q_start)
+
+    if cost is None:
+        a_scale = a_max if a_max is not None else v_max * coefficients.omega_f * harmonics
+        scales = np.concatenate([(upper - lower) / 2.0, v_max, a_scale])
+        objective = _excitation_cost(coefficients, grid, scales)
+        use_gradient = True
+    else:
+        objective = lambda x: float(cost(coefficients.trajectory(x)))  # noqa: E731
+        use_gradient = False
+
+    rng = np.random.default_rng(seed)
+    center = q_start if q_start is not None else (lower + upper) / 2.0
+    x0 = _initial_guess(coefficients, rng, center, E, e, q_start,
+                        lambda x: limits.satisfied(x, grid, margin))
+    constraints = limits.slsqp_constraints(grid, margin)
+    if E is not None:
+        constraints.append({"type": "eq", "fun": lambda x: E @ x - e, "jac": lambda x: E})
+
+    value = lambda x: objective(x)[0] if use_gradient else objective(x)  # noqa: E731
+    initial_cost = value(x0)
+    result = minimize(objective, x0, jac=use_gradient, method="SLSQP", constraints=constraints,
+                      options={"maxiter": max_iterations, "ftol": 1e-9})
+    dense_grid = np.linspace(0.0, period, 10 * len(grid), endpoint=False)
+    x, scale = _shrink_until_feasible(coefficients, limits, result.x, q_start, margin, dense_grid)
+    if value(x) > initial_cost:  # SLSQP ended far outside the feasible set: keep the start
+        x, scale = _shrink_until_feasible(coefficients, limits, x0, q_start, margin, dense_grid)
+    report = DesignReport(initial_cost=float(initial_cost), final_cost=float(value(x)),
+                          iterations=int(result.nit), seconds=time.perf_counter() - start,
+                          success=bool(result.success), message=str(result.message), final_scale=scale)
+    return coefficients.trajectory(x, report)
+
+
+class _LimitChecks:
+    """Limit constraints of the design as SLSQP inequality dictionaries (fun(x) >= 0) and as a test."""
+
+    def __init__(self, coefficients, lower, upper, v_max, a_max, tau_check, tau_max):
+        self.coefficients = coefficients
+        self.lower, self.upper = lower, upper
+        self.symmetric = [(1, v_max)] + ([] if a_max is None else [(2, a_max)])
+        self.tau_check, self.tau_max = tau_check, tau_max
+        self._cache = {}
+
+    def _linear(self, grid, margin):
+        """Stacked G, h with G x <= h: positions within shrunk limits, |v|, |a| below shrunk maxima."""
+        key = (grid.tobytes(), margin)
+        if key not in self._cache:
+            self._cache[key] = self._build_linear(grid, margin)
+        return self._cache[key]
+
+    def _build_linear(self, grid, margin):
+        shrink = margin * (self.upper - self.lower)
+        G0 = self.coefficients.linear_map(grid, 0)
+        blocks = [G0, -G0]
+        bounds = [np.tile(self.upper - shrink, len(grid)), np.tile(-(self.lower + shrink), len(grid))]
+        for order, maximum in self.symmetric:
+            G = self.coefficients.linear_map(grid, order)
+            blocks += [G, -G]
+            bounds += [np.tile((1 - margin) * maximum, len(grid))] * 2
+        return np.vstack(blocks), np.concatenate(bounds)
+
+    def _torque_slack(self, x, grid, margin):
+        q, v, a = self.coefficients.trajectory(x).evaluate(grid)
+        tau = np.asarray(self.tau_check(q, v, a), dtype=np.float64)
+        limit = (1 - margin) * self.tau_max
+        return np.concatenate([(limit - tau).ravel(), (limit + tau).ravel()])
+
+    def slsqp_constraints(self, grid, margin):
+        G, h = self._linear(grid, margin)
+        constraints = [{"type": "ineq", "fun": lambda x: h - G @ x, "jac": lambda x: -G}]
+        if self.tau_check is not None:
+            constraints.append({"type": "ineq", "fun": lambda x: self._torque_slack(x, grid, margin)})
+        return constraints
+
+    def satisfied(self, x, grid, margin, tolerance=0.0) -> bool:
+        G, h = self._linear(grid, margin)
+        if np.any(G @ x > h + tolerance):
+            return False
+        return self.tau_check is None or bool(np.all(self._torque_slack(x, grid, margin) >= -tolerance))
+
+
+def _shrink_until_feasible(coefficients, limits, x, q_start, margin, dense_grid):
+    """Shrink the oscillation about the anchor (convexity keeps positions inside) until the limits hold
+    on the dense grid with margin/2; returns x and the total scale applied."""
+    anchor = _anchor(coefficients, x, q_start)
+    scale = 1.0
+    for _ in range(60):
+        if limits.satisfied(x, dense_grid, margin / 2):
+            return x, scale
+        x = anchor + 0.9 * (x - anchor)
+        scale *= 0.9
+    raise ModelError("the designed trajectory cannot be made to respect the limits on the dense grid")

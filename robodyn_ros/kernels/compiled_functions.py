@@ -1,0 +1,178 @@
+"""CasADi functions of the core's algorithms for the controllers' fast numeric paths, and the small
+codegen + gcc helper that compiles a set of CasADi functions into one shared library cached on disk.
+
+The controllers call the dynamics hundreds to thousands of times per second; the NumPy path of the core
+costs about a millisecond per ABA, the same algorithm traced once into a CasADi SX function and evaluated
+by CasADi's virtual machine about a tenth of that, and compiled C a few microseconds. Every function here
+is the core's algorithm (``rnea``, ``aba``, ``crba``, ``slotine_li_regressor``) traced with symbolic
+inputs, so there is exactly one implementation of the dynamics.
+
+Cache: the kernels' cache directory (``$ROBODYN_CACHE_DIR`` or ``~/.cache/robodyn_ros``), one library
+per key; the key hashes the caller's key (e.g. the model fingerprint and problem options), the generated
+C source and the compiler flags, so any change of model or problem gives a new library.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+
+import casadi as ca
+import numpy as np
+
+from ..dynamics.aba import aba
+from ..dynamics.crba import crba
+from ..dynamics.regressor import slotine_li_regressor
+from ..dynamics.rnea import rnea
+
+try:  # reuse the kernels' cache directory, compiler lookup and per-key lock when that package is present
+    from .build import cache_dir, find_compiler, key_lock
+except ImportError:  # pragma: no cover
+    import contextlib
+    import shutil
+
+    def cache_dir():
+        path = os.environ.get("ROBODYN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "robodyn_ros")
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def find_compiler():
+        for name in ("cc", "gcc", "clang"):
+            if shutil.which(name):
+                return [shutil.which(name)]
+        return None
+
+    @contextlib.contextmanager
+    def key_lock(key):
+        yield
+
+CFLAGS = ("-O1", "-fPIC", "-shared", "-fno-math-errno", "-w")
+
+
+class CompileError(RuntimeError):
+    """gcc failed or no C compiler was found."""
+
+
+def _compile_source(generate, key, flags):
+    """Generate C with ``generate(directory) -> path``, compile it to a cached library; its path."""
+    compiler = find_compiler()
+    if compiler is None:
+        raise CompileError("no C compiler found (set CC or install gcc)")
+    with tempfile.TemporaryDirectory(prefix="casadi-gen-", dir=cache_dir()) as tmp:
+        src = generate(tmp)
+        with open(src, "rb") as fh:
+            code = fh.read()
+        digest = hashlib.sha256(key.encode() + b"\0" + code + b"\0" + " ".join(flags).encode()).hexdigest()[:24]
+        lib = os.path.join(cache_dir(), f"casadi_{digest}.so")
+        with key_lock("casadi_" + digest):
+            if not os.path.isfile(lib):
+                tmp_lib = os.path.join(tmp, "lib.so")
+                proc = subprocess.run(compiler + list(flags) + [src, "-o", tmp_lib, "-lm"],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+                    raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
+                os.replace(tmp_lib, lib)
+    return lib
+
+
+def compile_casadi_functions(functions, key, flags=CFLAGS):
+    """Generate C for ``functions`` (list of ``ca.Function``) into one library, compile it with the
+    system C compiler and load each function back with ``ca.external``.
+
+    ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
+    the cache under a hash of ``key``, the C source and ``flags``, so a second call (or process) loads it
+    without compiling. Returns ``{name: ca.Function}``. Raises :class:`CompileError`."""
+    def generate(tmp):
+        gen = ca.CodeGenerator("robodyn_casadi.c", {"with_header": False})
+        for f in functions:
+            gen.add(f)
+        return gen.generate(tmp + os.sep)
+    lib = _compile_source(generate, key, flags)
+    return {f.name(): ca.external(f.name(), lib) for f in functions}
+
+
+def compile_solver_dependencies(solver, key, flags=CFLAGS):
+    """Compile the oracle functions of an ``nlpsol`` (``generate_dependencies``) into a cached library
+    and return its path, to be passed to ``ca.nlpsol(name, plugin, path, opts)``."""
+    def generate(tmp):                    # generate_dependencies() writes into the working directory
+        gen = ca.CodeGenerator("robodyn_nlp.c", {"with_header": False})
+        gen.add(solver.oracle())
+        for name in solver.get_function():
+            gen.add(solver.get_function(name))
+        return gen.generate(tmp + os.sep)
+    return _compile_source(generate, key, flags)
+
+
+def rk4_step_function(model, name="rd_rk4_step"):
+    """CasADi function ``(q, v, tau, pi, dt) -> (q+, v+)``: one classic RK4 step of
+    ``q̇ = v, v̇ = aba(q, v, tau - τ_f(v); pi)`` with the model's friction
+    ``τ_f = viscous v + coulomb sign(v) + offset``, the torque held constant over the step (a simulator
+    of the plant; fixed-base models, ``nq == nv``)."""
+    nv, npi = model.nv, 10 * model.nbodies
+    q, v, tau = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv)
+    pi, dt = ca.SX.sym("pi", npi), ca.SX.sym("dt")
+
+    def f(q_, v_):
+        tau_f = ca.DM(model.viscous) * v_ + ca.DM(model.coulomb) * ca.sign(v_) + ca.DM(model.friction_offset)
+        return v_, aba(model, q_, v_, tau - tau_f, pi=pi)
+
+    k1q, k1v = f(q, v)
+    k2q, k2v = f(q + dt / 2 * k1q, v + dt / 2 * k1v)
+    k3q, k3v = f(q + dt / 2 * k2q, v + dt / 2 * k2v)
+    k4q, k4v = f(q + dt * k3q, v + dt * k3v)
+    return ca.Function(name, [q, v, tau, pi, dt], [q + dt / 6 * (k1q + 2 * k2q + 2 * k3q + k4q),
+                                                   v + dt / 6 * (k1v + 2 * k2v + 2 * k3v + k4v)])
+
+
+class DynamicsFunctions:
+    """The core's dynamics as CasADi functions of ``(q, v, ..., pi)`` for one model (numeric evaluation
+    through CasADi's VM, or compiled C with ``compiled=True``).
+
+    ``rnea(q, v, a, pi) -> tau`` (nv,), ``aba(q, v, tau, pi) -> a`` (nv,), ``mass(q, pi) -> M``
+    (nv, nv), ``gravity(q, pi) -> g`` (nv,), ``slotine_li(q, v, v_r, a_r) -> Y`` (nv, 10 nb),
+    ``regressor(q, v, a) -> Y`` (nv, 10 nb), ``rk4_step(q, v, tau, pi, dt) -> (q, v)`` (a simulator step,
+    :func:`rk4_step_function`). ``pi`` (10 nb,) are inertial parameters; armature and
+    friction stay the model's (rnea/aba/mass include the armature, as the core does)."""
+
+    def __init__(self, model, compiled=False):
+        self.model = model
+        nv, npi = model.nv, 10 * model.nbodies
+        q, v, a, vr, pi = (ca.SX.sym(n, k) for n, k in
+                           (("q", model.nq), ("v", nv), ("a", nv), ("v_r", nv), ("pi", npi)))
+        fns = [
+            ca.Function("rd_rnea", [q, v, a, pi], [rnea(model, q, v, a, pi=pi)]),
+            ca.Function("rd_aba", [q, v, a, pi], [aba(model, q, v, a, pi=pi)]),
+            ca.Function("rd_mass", [q, pi], [crba(model, q, pi=pi)]),
+            ca.Function("rd_gravity", [q, pi], [rnea(model, q, ca.SX.zeros(nv), ca.SX.zeros(nv), pi=pi)]),
+            ca.Function("rd_slotine_li", [q, v, vr, a], [slotine_li_regressor(model, q, v, vr, a)]),
+            ca.Function("rd_regressor", [q, v, a], [slotine_li_regressor(model, q, v, v, a)]),
+            rk4_step_function(model),
+        ]
+        if compiled:
+            out = compile_casadi_functions(fns, "dynamics:" + model.fingerprint())
+            fns = [out[f.name()] for f in fns]
+        self._rnea, self._aba, self._mass, self._gravity, self._sl, self._reg, self._rk4 = fns
+
+    def rnea(self, q, v, a, pi):
+        return np.asarray(self._rnea(q, v, a, pi)).reshape(-1)
+
+    def aba(self, q, v, tau, pi):
+        return np.asarray(self._aba(q, v, tau, pi)).reshape(-1)
+
+    def mass(self, q, pi):
+        return np.asarray(self._mass(q, pi))
+
+    def gravity(self, q, pi):
+        return np.asarray(self._gravity(q, pi)).reshape(-1)
+
+    def slotine_li(self, q, v, v_r, a_r):
+        return np.asarray(self._sl(q, v, v_r, a_r))
+
+    def regressor(self, q, v, a):
+        return np.asarray(self._reg(q, v, a))
+
+    def rk4_step(self, q, v, tau, pi, dt):
+        qn, vn = self._rk4(q, v, tau, pi, dt)
+        return np.asarray(qn).reshape(-1), np.asarray(vn).reshape(-1)

@@ -1,0 +1,1 @@
+"""Robot model: URDF loading, joints, spatial algebra, the math backend."""

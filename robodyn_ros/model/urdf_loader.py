@@ -1,0 +1,312 @@
+"""URDF to :class:`~robodyn_ros.model.model.Model` (Cărmizaru Alg. 3: extraction of kinematic and inertial
+parameters), with links on fixed joints merged into their movable ancestor as Pinocchio does.
+
+Bodies are created in depth-first order of the URDF tree, children in document order of their joints.
+Everything that is wrong in the description raises :class:`ModelError` naming the file, link or joint.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import numpy as np
+
+from . import spatial
+from .backend import NUMPY
+from .errors import ModelError
+from .joints import FreeFlyerJoint, PrismaticJoint, RevoluteJoint
+from .model import Frame
+
+_MOVABLE = ("revolute", "continuous", "prismatic")
+
+
+@contextmanager
+def _captured_parser_warnings(sink):
+    """urdf_parser_py writes warnings about unknown tags to stderr: keep them for ``model.notes``."""
+    import urdf_parser_py.xml_reflection.core as core
+    previous = core.on_error
+    core.on_error = sink.append
+    try:
+        yield
+    finally:
+        core.on_error = previous
+
+
+def read_urdf_source(source):
+    """``(xml_text, origin)`` from a path or an XML string; origin names the file for messages."""
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("<")):
+        path = os.fspath(source)
+        if not os.path.isfile(path):
+            raise ModelError(f"URDF file not found: {path}")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return fh.read(), path
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelError(f"cannot read URDF file {path}: {exc}") from exc
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", errors="replace")
+    if not isinstance(source, str):
+        raise ModelError(f"URDF source must be a path or an XML string, got {type(source).__name__}")
+    return source, "<URDF string>"
+
+
+def parse_urdf(xml, origin):
+    """The urdf_parser_py ``Robot`` and the parser's warnings; ModelError on malformed XML."""
+    from urdf_parser_py.urdf import URDF
+    warnings = []
+    try:
+        with _captured_parser_warnings(warnings):
+            robot = URDF.from_xml_string(xml.encode("utf-8") if "encoding=" in xml[:100] else xml)
+    except Exception as exc:  # lxml and urdf_parser_py raise many types for malformed files
+        raise ModelError(f"{origin}: malformed URDF: {exc}") from exc
+    if not robot.links:
+        raise ModelError(f"{origin}: the URDF has no <link>")
+    return robot, [f"{origin}: {w}" for w in warnings]
+
+
+def _origin(element):
+    o = getattr(element, "origin", None)
+    if o is None:
+        return np.eye(3), np.zeros(3)
+    xyz = np.zeros(3) if o.xyz is None else np.asarray(o.xyz, dtype=float)
+    rpy = np.zeros(3) if o.rpy is None else np.asarray(o.rpy, dtype=float)
+    if xyz.shape != (3,) or rpy.shape != (3,) or not (np.all(np.abs(xyz) <= PHYSICAL_MAGNITUDE)
+                                                      and np.all(np.isfinite(rpy))):
+        raise ModelError(f"origin of '{element_name(element)}' must be 3 finite xyz (|xyz| <= "
+                         f"{PHYSICAL_MAGNITUDE:g} m) and 3 finite rpy values")
+    return spatial.rpy_to_matrix(rpy), xyz
+
+
+def element_name(e):
+    return getattr(e, "name", None) or type(e).__name__
+
+
+PHYSICAL_MAGNITUDE = 1e12
+"""Largest accepted |mass| (kg), |inertia| (kg m^2), |origin xyz| (m) and joint axis component: far
+beyond any robot, and small enough that the dynamics of the model (products of masses, lever arms and
+state values up to ``model.MAX_MAGNITUDE``) cannot overflow."""
+
+INERTIA_TOLERANCE = 1e-6
+"""kg m^2: principal moments or triangle-inequality defects smaller than this are accepted (real URDFs,
+e.g. Tiago's antenna links, carry such rounding); larger ones raise ModelError."""
+
+
+def link_inertial_parameters(link, origin, notes=None):
+    """10-vector of a URDF link's ``<inertial>`` about the link origin in link axes (zeros if absent).
+
+    Checks mass >= 0 and a positive semi-definite inertia about the COM satisfying the triangle
+    inequalities (the physical-consistency conditions of a rigid body), to :data:`INERTIA_TOLERANCE`;
+    defects within the tolerance are recorded in ``notes``."""
+    inertial = link.inertial
+    if inertial is None:
+        return np.zeros(10)
+    m = float(inertial.mass or 0.0)
+    t = inertial.inertia
+    I = np.zeros((3, 3)) if t is None else np.array([[t.ixx, t.ixy, t.ixz], [t.ixy, t.iyy, t.iyz],
+                                                      [t.ixz, t.iyz, t.izz]], dtype=float)
+    if not (np.isfinite(m) and np.all(np.isfinite(I))):
+        raise ModelError(f"{origin}: link '{link.name}' has a non-finite mass or inertia")
+    if abs(m) > PHYSICAL_MAGNITUDE or np.abs(I).max() > PHYSICAL_MAGNITUDE:
+        raise ModelError(f"{origin}: link '{link.name}' has a mass or inertia beyond {PHYSICAL_MAGNITUDE:g}")
+    if m < 0:
+        raise ModelError(f"{origin}: link '{link.name}' has negative mass {m}")
+    R, c = _origin(inertial)
+    Ic = R @ I @ R.T
+    eig = np.linalg.eigvalsh(Ic)
+    tol = INERTIA_TOLERANCE * max(1.0, float(np.abs(eig).max()))
+    if eig.min() < -tol:
+        raise ModelError(f"{origin}: link '{link.name}' has an inertia that is not positive definite "
+                         f"(principal moments {eig.round(9).tolist()})")
+    if eig[0] + eig[1] < eig[2] - tol:
+        raise ModelError(f"{origin}: link '{link.name}' has an inertia violating the triangle inequality "
+                         f"(principal moments {eig.round(9).tolist()})")
+    if m == 0 and np.any(np.abs(Ic) > tol):
+        raise ModelError(f"{origin}: link '{link.name}' has zero mass but a nonzero inertia")
+    if notes is not None and (eig.min() < 0 or eig[0] + eig[1] < eig[2]):
+        notes.append(f"{origin}: link '{link.name}' has a slightly inconsistent inertia "
+                     f"(principal moments {eig.tolist()}), accepted within {INERTIA_TOLERANCE} kg m^2")
+    return spatial.numpy_inertia_params(m, c, Ic)
+
+
+def _joint_limits(joint, origin):
+    """``(lower, upper, velocity, effort)`` of a joint's ``<limit>``; missing or zero velocity/effort
+    mean unlimited (inf). ModelError on NaN, on a negative velocity or effort limit, on lower > upper."""
+    lim = joint.limit
+    lo, hi = -np.inf, np.inf
+    vel = eff = np.inf
+    if lim is not None:
+        if joint.type != "continuous":
+            lo = -np.inf if lim.lower is None else float(lim.lower)
+            hi = np.inf if lim.upper is None else float(lim.upper)
+        vel = np.inf if not lim.velocity else float(lim.velocity)
+        eff = np.inf if not lim.effort else float(lim.effort)
+    if np.isnan([lo, hi, vel, eff]).any() or vel < 0 or eff < 0:
+        raise ModelError(f"{origin}: joint '{joint.name}' has an invalid <limit> (lower {lo}, upper {hi}, "
+                         f"velocity {vel}, effort {eff}): NaN or a negative velocity/effort limit")
+    if lo > hi:
+        raise ModelError(f"{origin}: joint '{joint.name}' has lower limit {lo} above upper limit {hi}")
+    return lo, hi, vel, eff
+
+
+def _joint_friction(joint, origin):
+    """``(viscous, coulomb)`` from a joint's ``<dynamics damping friction>``; ModelError unless finite
+    and non-negative (negative damping or friction would inject energy)."""
+    dyn = joint.dynamics
+    damping = float(dyn.damping or 0.0) if dyn is not None else 0.0
+    friction = float(dyn.friction or 0.0) if dyn is not None else 0.0
+    if not (0.0 <= damping <= PHYSICAL_MAGNITUDE and 0.0 <= friction <= PHYSICAL_MAGNITUDE):
+        raise ModelError(f"{origin}: joint '{joint.name}' has <dynamics damping=\"{damping}\" "
+                         f"friction=\"{friction}\">: both must be finite and non-negative")
+    return damping, friction
+
+
+def _check_tree(robot, origin):
+    """Root link and child joints per link; ModelError for duplicate names, dangling joints, loops and
+    forests."""
+    for kind, names in (("link", [l.name for l in robot.links]), ("joint", [j.name for j in robot.joints])):
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ModelError(f"{origin}: {kind} name(s) {repeated} used more than once")
+    links = {l.name for l in robot.links}
+    child_of = {}
+    children = {name: [] for name in links}
+    for j in robot.joints:
+        for role, name in (("parent", j.parent), ("child", j.child)):
+            if name not in links:
+                raise ModelError(f"{origin}: joint '{j.name}' has {role} link '{name}', which does not exist")
+        if j.child in child_of:
+            raise ModelError(f"{origin}: link '{j.child}' is the child of joints '{child_of[j.child].name}' and "
+                             f"'{j.name}': kinematic loop (closed chains are not trees)")
+        child_of[j.child] = j
+        children[j.parent].append(j)
+    roots = [l.name for l in robot.links if l.name not in child_of]
+    if not roots:
+        raise ModelError(f"{origin}: every link is a child of a joint: kinematic loop")
+    if len(roots) > 1:
+        raise ModelError(f"{origin}: several root links {roots}: the links do not form one tree")
+    seen, stack = set(), [roots[0]]
+    while stack:
+        name = stack.pop()
+        seen.add(name)
+        stack.extend(j.child for j in children[name])
+    if seen != links:
+        raise ModelError(f"{origin}: links {sorted(links - seen)} are not reachable from root '{roots[0]}': "
+                         f"kinematic loop")
+    return roots[0], children
+
+
+def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
+                    mesh_density=None, locked_joints=None):
+    """Build the model (see :meth:`Model.from_urdf`)."""
+    xml, origin = read_urdf_source(source)
+    robot, notes = parse_urdf(xml, origin)
+    root, children = _check_tree(robot, origin)
+    locked = dict(locked_joints or {})
+    unknown = set(locked) - {j.name for j in robot.joints if j.type in _MOVABLE}
+    if unknown:
+        raise ModelError(f"{origin}: cannot lock {sorted(unknown)}: no movable joint of that name")
+    links = {l.name: l for l in robot.links}
+
+    joints, joint_names, body_names, parents, placements, inertias, merged = [], [], [], [], [], [], []
+    lower, upper, vel, eff, viscous, coulomb = [], [], [], [], [], []
+    frames = {}
+
+    def add_link_inertia(link_name, body, R, p):
+        pi = link_inertial_parameters(links[link_name], origin, notes)
+        if pi[0] == 0 and mesh_density is not None:
+            pi = _mesh_inertia_or_zero(links[link_name], mesh_density, origin, notes)
+        if body >= 0:
+            tri = spatial.inertia_act(NUMPY, R, p, spatial.inertia_from_params(NUMPY, pi))
+            inertias[body] = inertias[body] + spatial.params_from_inertia(NUMPY, *tri)
+            merged[body].append(link_name)
+
+    base_body = -1
+    if floating_base:
+        joints.append(FreeFlyerJoint())
+        joint_names.append("root_joint")
+        body_names.append(root)
+        parents.append(-1)
+        placements.append((np.eye(3), np.zeros(3)))
+        inertias.append(np.zeros(10))
+        merged.append([])
+        lower.extend([-np.inf] * 7), upper.extend([np.inf] * 7)
+        vel.extend([np.inf] * 6), eff.extend([np.inf] * 6), viscous.extend([0.0] * 6), coulomb.extend([0.0] * 6)
+        base_body = 0
+
+    # depth-first traversal: (link, body it belongs to, placement of the link in that body's frame)
+    stack = [(root, base_body, np.eye(3), np.zeros(3))]
+    while stack:
+        link_name, body, R, p = stack.pop()
+        frames[link_name] = Frame(link_name, body, R, p)
+        add_link_inertia(link_name, body, R, p)
+        pending = []
+        for j in children[link_name]:
+            Rj, pj = spatial.compose(NUMPY, R, p, *_origin(j))
+            if j.name in locked:   # a locked joint is a fixed joint at the given coordinate
+                axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
+                joint = PrismaticJoint(axis / np.linalg.norm(axis)) if j.type == "prismatic" \
+                    else RevoluteJoint(axis / np.linalg.norm(axis))
+                Rj, pj = spatial.compose(NUMPY, Rj, pj, *joint.placement(NUMPY, np.array([float(locked[j.name])])))
+                pending.append((j.child, body, Rj, pj))
+                continue
+            if j.type == "fixed":
+                pending.append((j.child, body, Rj, pj))
+                continue
+            if j.type not in _MOVABLE:
+                raise ModelError(f"{origin}: joint '{j.name}' has type '{j.type}', which is not supported "
+                                 f"(revolute, continuous, prismatic, fixed)")
+            axis = np.array([1.0, 0.0, 0.0] if j.axis is None else j.axis, dtype=float)
+            if axis.shape != (3,) or not np.all(np.abs(axis) <= PHYSICAL_MAGNITUDE) or np.linalg.norm(axis) < 1e-12:
+                raise ModelError(f"{origin}: joint '{j.name}' has an invalid axis {j.axis}")
+            axis = axis / np.linalg.norm(axis)
+            joints.append(PrismaticJoint(axis) if j.type == "prismatic" else RevoluteJoint(axis))
+            joint_names.append(j.name)
+            body_names.append(j.child)
+            parents.append(body)
+            placements.append((Rj, pj))
+            inertias.append(np.zeros(10))
+            merged.append([])
+            lo, hi, v_max, e_max = _joint_limits(j, origin)
+            lower.append(lo), upper.append(hi), vel.append(v_max), eff.append(e_max)
+            damping, friction = _joint_friction(j, origin)
+            viscous.append(damping), coulomb.append(friction)
+            if j.mimic is not None:
+                notes.append(f"{origin}: joint '{j.name}' mimics '{j.mimic.joint}'; it is kept as an independent joint")
+            pending.append((j.child, len(joints) - 1, np.eye(3), np.zeros(3)))
+        stack.extend(reversed(pending))
+
+    model = cls(name=robot.name or "robot", joint_names=tuple(joint_names), body_names=tuple(body_names),
+                joints=tuple(joints), parents=tuple(parents), placements=tuple(placements),
+                inertias=np.array(inertias).reshape(-1, 10), armature=np.zeros(len(viscous)),
+                viscous=np.array(viscous), coulomb=np.array(coulomb), friction_offset=np.zeros(len(viscous)),
+                lower=np.array(lower), upper=np.array(upper), velocity_limit=np.array(vel),
+                effort_limit=np.array(eff), gravity=np.asarray(gravity, dtype=float), frames=frames,
+                merged_links=tuple(tuple(m) for m in merged), root_link=root, urdf_xml=xml,
+                floating_base=floating_base, notes=tuple(notes))
+    if model.nbodies == 0:
+        raise ModelError(f"{origin}: the robot has no movable joint")
+    if armature is not None:
+        model = model.with_armature(armature)
+    return model.with_gravity(gravity)
+
+
+def _mesh_inertia_or_zero(link, density, origin, notes):
+    """Inertial of a link without one, from its first collision mesh and ``density`` (Kwon eqs. 15-28)."""
+    collisions = getattr(link, "collisions", None) or []
+    for col in collisions:
+        geom = getattr(col, "geometry", None)
+        filename = getattr(geom, "filename", None)
+        if not filename:
+            continue
+        from .mesh_inertia import density_fill_inertial
+        if filename.startswith("package://"):
+            raise ModelError(f"{origin}: link '{link.name}' has no inertial and its mesh {filename} is a package:// "
+                             f"URI, which cannot be resolved outside a ROS workspace: give a file path")
+        path = filename[7:] if filename.startswith("file://") else filename
+        if not os.path.isabs(path) and os.path.isfile(origin):
+            path = os.path.join(os.path.dirname(origin), path)
+        scale = getattr(geom, "scale", None) or (1.0, 1.0, 1.0)
+        pi = density_fill_inertial(path, density, scale=scale, origin=_origin(col))
+        notes.append(f"{origin}: link '{link.name}' has no inertial: filled from mesh {filename} with density {density}")
+        return pi
+    return np.zeros(10)

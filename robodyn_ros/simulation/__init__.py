@@ -1,0 +1,1 @@
+"""The Gazebo-free simulator: plant dynamics, joint limits, sensor noise."""

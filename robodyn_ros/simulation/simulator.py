@@ -1,0 +1,306 @@
+"""Gazebo-free simulation of a torque-controlled arm: fixed-step forward dynamics (ABA) with joint
+friction, stiff spring-damper joint-limit stops, a payload attached to a link at any time, and the
+sensors of a ros2_control robot (joint positions, velocities, efforts; a wrist force/torque sensor), with
+configurable noise. The simulator node is a thin ROS wrapper around :class:`Simulator`.
+
+Sign conventions: the effort a joint reports is the commanded torque after effort-limit clamping
+(``effort_measurement='commanded'``, what most ros2_control drivers report) or that torque minus joint
+friction (``'link_side'``, a link-side torque sensor such as Franka's ``tau_J``). The force/torque
+sensor reports the wrench it transmits to the load, in the sensor link's frame, about its origin:
+``w = Y_b(v_s, a_s) pi_load`` (:func:`robodyn_ros.dynamics.regressor.body_wrench_regressor`, gravity included),
+so a static load of mass m reads ``+m g`` opposite to gravity, plus a constant bias.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import spatial
+from ..dynamics.aba import aba
+from ..model.backend import NUMPY
+from ..model.errors import ModelError
+from ..dynamics.kinematics import parent_placements
+from ..dynamics.regressor import body_wrench_regressor
+from ..dynamics.rnea import body_motions
+
+
+@dataclass(frozen=True)
+class SensorNoise:
+    """Standard deviations of white measurement noise, and the encoder resolution (rad per count)."""
+
+    position: float = 0.0
+    velocity: float = 0.0
+    effort: float = 0.0
+    force: float = 0.0
+    torque: float = 0.0
+    encoder_resolution: float = 0.0
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A rigid load: its 10 inertial parameters about the origin of ``link``'s frame, in that frame."""
+
+    link: str
+    pi: np.ndarray
+
+    @classmethod
+    def box(cls, link, mass, com=(0.0, 0.0, 0.0), size=(0.1, 0.1, 0.1)):
+        """A solid box of ``mass`` with its centre at ``com`` (3,) in the link frame, edges ``size``."""
+        a, b, c = size
+        Ic = mass / 12.0 * np.diag([b * b + c * c, a * a + c * c, a * a + b * b])
+        return cls(link, spatial.numpy_inertia_params(mass, com, Ic))
+
+    @property
+    def mass(self):
+        return float(self.pi[0])
+
+
+@dataclass
+class JointMeasurement:
+    t: float
+    q: np.ndarray
+    v: np.ndarray
+    tau: np.ndarray
+
+
+@dataclass
+class SimulatorConfig:
+    dt: float = 1e-3
+    integrator: str = "rk4"                  # "rk4" or "semi_implicit_euler"
+    limit_stiffness: float = 2.0e4           # N m / rad beyond a position limit
+    limit_damping: float = 2.0e2             # N m s / rad while beyond it
+    coulomb_smoothing: float = 1e-3          # rad/s: tanh(v / eps) replaces sign(v) for integration
+    effort_measurement: str = "commanded"    # or "link_side"
+    noise: SensorNoise = field(default_factory=SensorNoise)
+    wrench_bias: tuple = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    seed: int = 0
+
+    def validate(self):
+        if not (np.isfinite(self.dt) and 0 < self.dt <= 0.1):
+            raise ModelError(f"simulator dt must be in (0, 0.1] s, got {self.dt}")
+        if self.integrator not in ("rk4", "semi_implicit_euler"):
+            raise ModelError(f"simulator integrator must be 'rk4' or 'semi_implicit_euler', got {self.integrator!r}")
+        if self.effort_measurement not in ("commanded", "link_side"):
+            raise ModelError(f"effort_measurement must be 'commanded' or 'link_side', got {self.effort_measurement!r}")
+        for name in ("limit_stiffness", "limit_damping", "coulomb_smoothing"):
+            if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ModelError(f"simulator {name} must be a finite non-negative number")
+
+
+def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping, coulomb_smoothing):
+    """Torque reaching the rigid bodies (nv,): ``tau_command - viscous v - coulomb tanh(v / eps)`` (``sign(v)``
+    when ``eps = coulomb_smoothing`` is 0) plus, for each joint beyond a finite position limit, the
+    spring-damper stop ``-k (q - limit) - d max(v, 0)`` (upper; ``min(v, 0)`` at the lower limit).
+
+    One formula for both backends: ``ops`` NUMPY (the Python step; terms that are zero, no Coulomb
+    friction or no joint beyond a limit, the usual case, are skipped, which halves the cost of an RK4 step)
+    or CASADI (``q``, ``v``, ``tau_command`` (nv, 1) and the three constants SX symbols: the compiled step
+    of :mod:`robodyn_ros.simulation.simulation_step`, every stop term kept behind ``if_else``)."""
+    symbolic = ops.is_symbolic()
+    k, d, eps = limit_stiffness, limit_damping, coulomb_smoothing
+    tau = tau_command - ops.const(model.viscous) * v
+    if model.coulomb.any():
+        if symbolic:
+            direction = ops.if_else(eps > 0, ops.tanh(v / eps), ops.sign(v))
+        else:
+            direction = ops.tanh(v / eps) if eps > 0 else ops.sign(v)
+        tau = tau - ops.const(model.coulomb) * direction
+    for limit, toward, beyond in ((model.upper, ops.fmax, lambda x, y: x > y),
+                                  (model.lower, ops.fmin, lambda x, y: x < y)):
+        finite = np.isfinite(limit)
+        if not finite.any():
+            continue
+        bound = ops.const(np.where(finite, limit, 0.0))
+        active = beyond(q, bound)
+        if symbolic:
+            if not finite.all():
+                active = active * ops.const(finite.astype(float))
+            zero = ops.zeros(model.nv)
+        else:
+            active = active & finite
+            if not active.any():
+                continue
+            zero = 0.0
+        tau = tau + ops.if_else(active, -k * (q - bound) - d * toward(v, 0.0), zero)
+    return tau
+
+
+class Simulator:
+    """Fixed-step simulation of ``model`` under joint torques.
+
+    ``forward_dynamics(q, v, tau, pi) -> a`` defaults to the interpreted :func:`robodyn_ros.dynamics.aba`;
+    pass a compiled kernel for speed. ``pi`` (10 nbodies,) are the true inertial parameters including
+    any attached payload. Fixed-base models with 1-DoF joints. ``wrench_regressor(q, v, a) -> Y_b``
+    (6, 10) of ``sensor_link`` (e.g. :class:`robodyn_ros.identification.sensor_wrench.SensorWrenchRegressor`, compiled)
+    replaces the NumPy forward pass in :meth:`true_wrench`, which costs milliseconds per sample.
+    ``step_function`` (:class:`robodyn_ros.simulation.simulation_step.CompiledStep` of ``model`` and the configured
+    integrator) makes :meth:`step` one compiled call (the same arithmetic, to rounding; the robot's and
+    payload's parameters are its input, so ``forward_dynamics`` then serves only callers of it).
+    """
+
+    def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None,
+                 wrench_regressor=None, step_function=None):
+        if model.nq != model.nv:
+            raise ModelError("the simulator handles fixed-base models (nq == nv)")
+        self.model = model
+        self.config = config or SimulatorConfig()
+        self.config.validate()
+        self.rng = np.random.default_rng(self.config.seed)
+        self.forward_dynamics = forward_dynamics or (lambda q, v, tau, pi: aba(model, q, v, tau, pi=pi))
+        self.t = 0.0
+        self.q = model.check_vector("q0", np.zeros(model.nq) if q0 is None else q0, model.nq).copy()
+        self.v = model.check_vector("v0", np.zeros(model.nv) if v0 is None else v0, model.nv).copy()
+        self.tau_command = np.zeros(model.nv)
+        self.a = np.zeros(model.nv)
+        self.payload = None
+        self.sensor_link = sensor_link
+        self.wrench_regressor = wrench_regressor
+        if step_function is not None and (step_function.integrator != self.config.integrator
+                                          or step_function.nv != model.nv):
+            raise ModelError(f"step_function integrates with {step_function.integrator!r} for nv = "
+                             f"{step_function.nv}, the simulator {self.config.integrator!r} for nv = {model.nv}")
+        self.step_function = step_function
+        self._pi_sensor = None   # (payload, its parameters about the sensor frame), cached
+        if sensor_link is not None:
+            model.body_index(sensor_link)
+        self._pi_robot = model.inertial_parameters()
+        self._pi = self._pi_robot.copy()
+        self._effort = np.where(np.isfinite(model.effort_limit), model.effort_limit, np.inf)
+
+    # ----------------------------------------------------------------------------------------- payload
+    def attach_payload(self, payload):
+        """Rigidly attach ``payload`` (replacing any previous one); its link must belong to a body."""
+        frame = self.model.frames.get(payload.link)
+        if frame is None or frame.body < 0:
+            raise ModelError(f"cannot attach a payload to link '{payload.link}': "
+                             + ("unknown link" if frame is None else "it is part of the fixed base"))
+        pi = np.asarray(payload.pi, dtype=float)
+        if pi.shape != (10,) or not np.all(np.isfinite(pi)) or pi[0] < 0:
+            raise ModelError("payload inertial parameters must be 10 finite numbers with non-negative mass")
+        tri = spatial.inertia_act(NUMPY, frame.R, frame.p, spatial.inertia_from_params(NUMPY, pi))
+        self._pi = self._pi_robot.copy()
+        self._pi[10 * frame.body:10 * frame.body + 10] += spatial.params_from_inertia(NUMPY, *tri)
+        self.payload = payload
+
+    def detach_payload(self):
+        self._pi = self._pi_robot.copy()
+        self.payload = None
+
+    @property
+    def inertial_parameters(self):
+        """True parameters (10 nbodies,) of robot plus payload."""
+        return self._pi.copy()
+
+    # ---------------------------------------------------------------------------------------- dynamics
+    def applied_torque(self, q, v, tau_command):
+        """Torque reaching the rigid bodies: command minus friction plus the joint-limit stops (the module
+        function :func:`applied_torque` on NumPy: the formula the compiled step traces on SX)."""
+        c = self.config
+        return applied_torque(NUMPY, self.model, q, v, tau_command, c.limit_stiffness, c.limit_damping,
+                              c.coulomb_smoothing)
+
+    def _acceleration(self, q, v):
+        return self.forward_dynamics(q, v, self.applied_torque(q, v, self.tau_command), self._pi)
+
+    def step(self, tau_command):
+        """Advance one ``dt`` with ``tau_command`` (nv,) held (clamped to the effort limits).
+
+        A non-finite command is refused (ModelError) and the state is unchanged."""
+        try:
+            tau = self.model.check_vector("tau_command", tau_command, self.model.nv)
+        except ValueError as exc:   # ModelError too; strings, ragged lists, complex, huge ints included
+            raise ModelError(f"torque command must be {self.model.nv} finite numbers: {exc}") from None
+        self.step_validated(tau)
+
+    def step_validated(self, tau):
+        """:meth:`step` with ``tau`` (nv,) float64 already known to be finite and in range (validated once
+        on receipt, as the simulator node does with each command): the per-step check costs a few µs."""
+        if self.step_function is not None:
+            q, v, a, self.tau_command, finite = self.step_function.step(self.q, self.v, tau, self._pi, self.config)
+            if not finite:
+                raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+            self.q, self.v, self.a = q, v, a
+            self.t += self.config.dt
+            return
+        self.tau_command = np.clip(tau, -self._effort, self._effort)
+        h, q, v = self.config.dt, self.q, self.v
+        if self.config.integrator == "rk4":
+            a1 = self._acceleration(q, v)
+            q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
+            a2 = self._acceleration(q2, v2)
+            q3, v3 = q + 0.5 * h * v2, v + 0.5 * h * a2
+            a3 = self._acceleration(q3, v3)
+            q4, v4 = q + h * v3, v + h * a3
+            a4 = self._acceleration(q4, v4)
+            self.q = q + h / 6.0 * (v + 2 * v2 + 2 * v3 + v4)
+            self.v = v + h / 6.0 * (a1 + 2 * a2 + 2 * a3 + a4)
+        else:
+            a1 = self._acceleration(q, v)
+            self.v = v + h * a1
+            self.q = q + h * self.v
+        if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v))):
+            self.q, self.v = q, v
+            raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+        self.a = self._acceleration(self.q, self.v)
+        self.t += h
+
+    # ----------------------------------------------------------------------------------------- sensors
+    def measure_joints(self):
+        """Joint positions, velocities and efforts with the configured noise and quantisation."""
+        q, v, tau = np.empty(self.model.nq), np.empty(self.model.nv), np.empty(self.model.nv)
+        self.measure_joints_into(q, v, tau)
+        return JointMeasurement(self.t, q, v, tau)
+
+    def measure_joints_into(self, q, v, tau):
+        """:meth:`measure_joints` written into ``q`` (nq,), ``v``, ``tau`` (nv,) float64 arrays (e.g. views of
+        a message's fields), without allocating when there is no noise; returns the time ``t``."""
+        n, c = self.config.noise, self.config
+        np.copyto(q, self.q)
+        if n.position > 0:
+            q += self.rng.normal(0.0, n.position, self.model.nq)
+        if n.encoder_resolution > 0:
+            np.multiply(np.round(q / n.encoder_resolution), n.encoder_resolution, out=q)
+        np.copyto(v, self.v)
+        if n.velocity > 0:
+            v += self.rng.normal(0.0, n.velocity, self.model.nv)
+        np.copyto(tau, self.tau_command)
+        if c.effort_measurement == "link_side":
+            tau -= self.model.viscous * self.v + self.model.coulomb * np.tanh(self.v / max(c.coulomb_smoothing, 1e-12))
+        if n.effort > 0:
+            tau += self.rng.normal(0.0, n.effort, self.model.nv)
+        return self.t
+
+    def true_wrench(self):
+        """Noise-free wrench (6,) ``[f; n]`` the sensor transmits to the load, in the sensor frame."""
+        if self.sensor_link is None:
+            raise ModelError("no force/torque sensor configured (sensor_link)")
+        if self.payload is None:
+            return np.zeros(6)
+        if self.wrench_regressor is not None:
+            if self._pi_sensor is None or self._pi_sensor[0] is not self.payload:
+                from ..identification.sensor_wrench import inertia_in_frame
+                self._pi_sensor = (self.payload, inertia_in_frame(self.model, self.payload.pi, self.payload.link,
+                                                                  self.sensor_link))
+            return self.wrench_regressor(self.q, self.v, self.a) @ self._pi_sensor[1]
+        frame = self.model.frames[self.sensor_link]
+        vel, acc = body_motions(NUMPY, self.model, parent_placements(NUMPY, self.model, self.q), self.v, self.a)
+        vs = spatial.inv_act_motion(NUMPY, frame.R, frame.p, vel[frame.body])
+        as_ = spatial.inv_act_motion(NUMPY, frame.R, frame.p, acc[frame.body])
+        pi = self.payload.pi
+        if self.payload.link != self.sensor_link:   # express the load's inertia in the sensor frame
+            pf = self.model.frames[self.payload.link]
+            tri = spatial.inertia_act(NUMPY, pf.R, pf.p, spatial.inertia_from_params(NUMPY, pi))
+            Rs, ps = spatial.inverse(NUMPY, frame.R, frame.p)
+            pi = spatial.params_from_inertia(NUMPY, *spatial.inertia_act(NUMPY, Rs, ps, tri))
+        return body_wrench_regressor(NUMPY, vs, as_) @ pi
+
+    def measure_wrench(self):
+        """Sensor reading: :meth:`true_wrench` plus bias and noise."""
+        n = self.config.noise
+        w = self.true_wrench() + np.asarray(self.config.wrench_bias, dtype=float)
+        if n.force > 0:
+            w[:3] += self.rng.normal(0.0, n.force, 3)
+        if n.torque > 0:
+            w[3:] += self.rng.normal(0.0, n.torque, 3)
+        return w
