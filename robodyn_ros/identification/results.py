@@ -22,7 +22,8 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import yaml
 
-from ..model.spatial import numpy_inertia_split
+from ..model.errors import ModelError
+from ..model.spatial import numpy_inertia_params, numpy_inertia_split
 from ..model.urdf_edit import lock_joints
 
 
@@ -141,3 +142,70 @@ def read_parameters(path):
     """The YAML document written by ``robodyn identify``."""
     with open(path) as stream:
         return yaml.safe_load(stream)
+
+
+def _parameter_numbers(where, value, n):
+    try:
+        x = np.asarray(value, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: expected {n} number(s), got {value!r}") from None
+    if x.size != n or not np.all(np.isfinite(x)):
+        raise ModelError(f"{where}: expected {n} finite number(s), got {value!r}")
+    return x
+
+
+def model_from_parameters(model, params, source="parameters"):
+    """``model`` with the inertias, armature and friction of a parameter document applied on top.
+
+    ``params``: the document written by ``robodyn identify`` (a dict, or the path of its YAML): ``links:``
+    per body link ``{mass, com (3,), inertia [ixx, ixy, ixz, iyy, iyz, izz] about the COM, link axes}``,
+    ``joints:`` per joint ``{armature, viscous, coulomb, offset}``. Bodies and joints the document does not
+    name keep the model's values; a name the model does not have, a missing or non-finite number or a
+    negative mass raises :class:`~robodyn_ros.model.errors.ModelError` naming the link or joint (and the file)."""
+    if isinstance(params, (str, os.PathLike)):
+        source = str(params)
+        try:
+            params = read_parameters(params)
+        except OSError as exc:
+            raise ModelError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        except yaml.YAMLError as exc:
+            raise ModelError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(params, dict) or not isinstance(params.get("links", {}), dict) \
+            or not isinstance(params.get("joints", {}), dict):
+        raise ModelError(f"{source}: expected a mapping with 'links:' and 'joints:' (robodyn identify's format)")
+    pi = model.inertial_parameters()
+    for link, entry in (params.get("links") or {}).items():
+        if link not in model.body_names:
+            raise ModelError(f"{source}: link '{link}' is not a body of {model.name} "
+                             f"(bodies: {', '.join(model.body_names)})")
+        where = f"{source}: link '{link}'"
+        if not isinstance(entry, dict) or not {"mass", "com", "inertia"} <= set(entry):
+            raise ModelError(f"{where}: needs mass, com and inertia")
+        m = _parameter_numbers(f"{where} mass", entry["mass"], 1)[0]
+        if m < 0:
+            raise ModelError(f"{where}: negative mass {m}")
+        com = _parameter_numbers(f"{where} com", entry["com"], 3)
+        ixx, ixy, ixz, iyy, iyz, izz = _parameter_numbers(f"{where} inertia", entry["inertia"], 6)
+        Ic = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        b = model.body_names.index(link)
+        pi[10 * b:10 * b + 10] = numpy_inertia_params(m, com, Ic)
+    friction = {k: np.array(getattr(model, a), dtype=float) for k, a in
+                (("armature", "armature"), ("viscous", "viscous"), ("coulomb", "coulomb"), ("offset", "friction_offset"))}
+    for joint, entry in (params.get("joints") or {}).items():
+        if joint not in model.joint_names:
+            raise ModelError(f"{source}: joint '{joint}' is not a movable joint of {model.name} "
+                             f"(joints: {', '.join(model.joint_names)})")
+        if not isinstance(entry, dict):
+            raise ModelError(f"{source}: joint '{joint}': expected a mapping of armature, viscous, coulomb, offset")
+        i = model.joint_names.index(joint)
+        for key, values in friction.items():
+            if key in entry:
+                values[i] = _parameter_numbers(f"{source}: joint '{joint}' {key}", entry[key], 1)[0]
+    return (model.with_inertial_parameters(pi).with_armature(friction["armature"])
+            .with_friction(friction["viscous"], friction["coulomb"], friction["offset"]))
+
+
+def parameters_coulomb_width(params, default=0.0):
+    """The ``tanh(v / width)`` width (rad/s) of the Coulomb friction of a parameter document (dict)."""
+    width = (params.get("friction_model") or {}).get("coulomb_width", default)
+    return float(width)

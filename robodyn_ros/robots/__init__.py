@@ -92,3 +92,15 @@ def bundled_robot_info(name):
         "home": np.array(info["home"], dtype=float),
         "locked_joints": dict(info["locked_joints"]),
     }
+
+
+# Parameter documents of bundled robots identified from real measurements (robodyn_ros.simulation.plant)
+_TWINS = {"panda_twin": "panda_twin.yaml"}
+
+
+def bundled_twin_path(name):
+    """Absolute path (str) of a bundled identified parameter document: ``panda_twin`` (the Panda identified
+    from a real robot's log by ``tools/make_panda_twin.py``). ModelError naming the available ones otherwise."""
+    if name not in _TWINS:
+        raise ModelError(f"unknown plant {name!r}: not a file, and not a bundled twin ({', '.join(_TWINS)})")
+    return os.path.join(_HERE, _TWINS[name])

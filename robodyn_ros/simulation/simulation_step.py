@@ -14,7 +14,7 @@ payload: one function serves both), ``c = [dt, limit_stiffness, limit_damping, c
 ``x+`` the state after one step, ``a+`` (nv,) the acceleration at ``x+`` under the same command (what the
 force/torque sensor needs), ``tau`` (nv,) the clamped command and ``check`` (1,) ``sum(x+)``, finite
 exactly when every entry of ``x+`` is (short of an overflow of the sum, itself a diverged state).
-Friction (viscous, Coulomb), joint limits and effort limits are the model's, built into the code.
+Friction (viscous, Coulomb, offset), joint limits and effort limits are the model's, built into the code.
 """
 from __future__ import annotations
 
@@ -81,6 +81,16 @@ def step_function(model, integrator="rk4"):
                        ["x", "tau_command", "pi", "c"], ["x_next", "a_next", "tau", "check"])
 
 
+def plant_key(model):
+    """What the compiled step bakes in: the model's fingerprint (structure, inertias, armature, gravity)
+    plus its friction, joint limits and effort limits (a string)."""
+    import hashlib
+    h = hashlib.sha256(model.fingerprint().encode())
+    for arr in (model.viscous, model.coulomb, model.friction_offset, model.lower, model.upper, model.effort_limit):
+        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
+    return h.hexdigest()
+
+
 class CompiledStep:
     """:func:`step_function` of ``model`` compiled to C (``compiled=False``: CasADi's SX virtual machine,
     for tests without a compiler), called through a function buffer bound to arrays it owns.
@@ -94,9 +104,10 @@ class CompiledStep:
         if compiled:
             from ..kernels.compiled_functions import compile_casadi_functions
 
-            function = compile_casadi_functions([function], f"sim_step:{integrator}:{model.fingerprint()}")[
+            function = compile_casadi_functions([function], f"sim_step:{integrator}:{plant_key(model)}")[
                 function.name()]
         self.function, self.integrator, self.nv = function, integrator, model.nv
+        self.plant_key = plant_key(model)
         nv = model.nv
         self._x, self._tau_command = np.zeros(2 * nv), np.zeros(nv)
         self._pi, self._c = np.zeros(10 * model.nbodies), np.zeros(4)

@@ -27,7 +27,11 @@ from ..dynamics.rnea import body_motions
 
 @dataclass(frozen=True)
 class SensorNoise:
-    """Standard deviations of white measurement noise, and the encoder resolution (rad per count)."""
+    """Standard deviations of white measurement noise, and the encoder resolution (rad per count).
+
+    ``position``, ``velocity``, ``effort``: a scalar for every joint or an (nv,) sequence per joint
+    (e.g. the measured torque noise of a real robot, :mod:`robodyn_ros.simulation.plant`); ``force``,
+    ``torque``: the wrist sensor's, scalars."""
 
     position: float = 0.0
     velocity: float = 0.0
@@ -86,11 +90,18 @@ class SimulatorConfig:
         for name in ("limit_stiffness", "limit_damping", "coulomb_smoothing"):
             if not (np.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ModelError(f"simulator {name} must be a finite non-negative number")
+        for name in ("position", "velocity", "effort", "force", "torque", "encoder_resolution"):
+            x = np.asarray(getattr(self.noise, name), dtype=float)
+            if x.ndim > 1 or (x.ndim == 1 and name in ("force", "torque", "encoder_resolution")) \
+                    or not (np.all(np.isfinite(x)) and np.all(x >= 0)):
+                raise ModelError(f"sensor noise {name} must be finite and non-negative"
+                                 + ("" if name in ("force", "torque", "encoder_resolution") else
+                                    ", a scalar or one value per joint"))
 
 
 def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping, coulomb_smoothing):
-    """Torque reaching the rigid bodies (nv,): ``tau_command - viscous v - coulomb tanh(v / eps)`` (``sign(v)``
-    when ``eps = coulomb_smoothing`` is 0) plus, for each joint beyond a finite position limit, the
+    """Torque reaching the rigid bodies (nv,): ``tau_command - viscous v - coulomb tanh(v / eps) - offset``
+    (``sign(v)`` when ``eps = coulomb_smoothing`` is 0; the offset term only when the model has one) plus, for each joint beyond a finite position limit, the
     spring-damper stop ``-k (q - limit) - d max(v, 0)`` (upper; ``min(v, 0)`` at the lower limit).
 
     One formula for both backends: ``ops`` NUMPY (the Python step; terms that are zero, no Coulomb
@@ -100,6 +111,8 @@ def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping
     symbolic = ops.is_symbolic()
     k, d, eps = limit_stiffness, limit_damping, coulomb_smoothing
     tau = tau_command - ops.const(model.viscous) * v
+    if model.friction_offset.any():
+        tau = tau - ops.const(model.friction_offset)
     if model.coulomb.any():
         if symbolic:
             direction = ops.if_else(eps > 0, ops.tanh(v / eps), ops.sign(v))
@@ -129,6 +142,12 @@ def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping
 class Simulator:
     """Fixed-step simulation of ``model`` under joint torques.
 
+    ``plant``: the simulated robot when it is not ``model`` (the controllers' model), a
+    :class:`robodyn_ros.simulation.plant.Plant` or a Model with the same joints (e.g. a URDF or an
+    identified parameter set applied on top of the robot's URDF, :func:`robodyn_ros.simulation.plant.load_plant`);
+    ``self.model`` is then the plant's model, ``self.nominal_model`` the one passed in, and
+    ``forward_dynamics`` / ``step_function`` must be built from the plant.
+
     ``forward_dynamics(q, v, tau, pi) -> a`` defaults to the interpreted :func:`robodyn_ros.dynamics.aba`;
     pass a compiled kernel for speed. ``pi`` (10 nbodies,) are the true inertial parameters including
     any attached payload. Fixed-base models with 1-DoF joints. ``wrench_regressor(q, v, a) -> Y_b``
@@ -140,12 +159,26 @@ class Simulator:
     """
 
     def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None,
-                 wrench_regressor=None, step_function=None):
+                 wrench_regressor=None, step_function=None, plant=None):
+        from .simulation_step import plant_key as _plant_key
         if model.nq != model.nv:
             raise ModelError("the simulator handles fixed-base models (nq == nv)")
+        self.nominal_model = model
+        if plant is not None:
+            from .plant import Plant
+            plant = plant if isinstance(plant, Plant) else Plant(plant)
+            plant.check_matches(model)
+            model = plant.model
+        self.plant = plant
         self.model = model
         self.config = config or SimulatorConfig()
         self.config.validate()
+        for name, n in (("position", model.nq), ("velocity", model.nv), ("effort", model.nv)):
+            x = np.asarray(getattr(self.config.noise, name), dtype=float)
+            if x.ndim == 1 and x.size != n:
+                raise ModelError(f"sensor noise {name} has {x.size} values for {n} joints")
+        self._noisy = tuple(bool(np.any(np.asarray(getattr(self.config.noise, name)) > 0))
+                            for name in ("position", "velocity", "effort"))
         self.rng = np.random.default_rng(self.config.seed)
         self.forward_dynamics = forward_dynamics or (lambda q, v, tau, pi: aba(model, q, v, tau, pi=pi))
         self.t = 0.0
@@ -160,6 +193,9 @@ class Simulator:
                                           or step_function.nv != model.nv):
             raise ModelError(f"step_function integrates with {step_function.integrator!r} for nv = "
                              f"{step_function.nv}, the simulator {self.config.integrator!r} for nv = {model.nv}")
+        if step_function is not None and step_function.plant_key != _plant_key(model):
+            raise ModelError("step_function was compiled for another model than the simulated one "
+                             "(build it from the plant: CompiledStep(simulator.model))")
         self.step_function = step_function
         self._pi_sensor = None   # (payload, its parameters about the sensor frame), cached
         if sensor_link is not None:
@@ -257,17 +293,18 @@ class Simulator:
         a message's fields), without allocating when there is no noise; returns the time ``t``."""
         n, c = self.config.noise, self.config
         np.copyto(q, self.q)
-        if n.position > 0:
+        if self._noisy[0]:
             q += self.rng.normal(0.0, n.position, self.model.nq)
         if n.encoder_resolution > 0:
             np.multiply(np.round(q / n.encoder_resolution), n.encoder_resolution, out=q)
         np.copyto(v, self.v)
-        if n.velocity > 0:
+        if self._noisy[1]:
             v += self.rng.normal(0.0, n.velocity, self.model.nv)
         np.copyto(tau, self.tau_command)
         if c.effort_measurement == "link_side":
-            tau -= self.model.viscous * self.v + self.model.coulomb * np.tanh(self.v / max(c.coulomb_smoothing, 1e-12))
-        if n.effort > 0:
+            tau -= (self.model.viscous * self.v + self.model.coulomb * np.tanh(self.v / max(c.coulomb_smoothing, 1e-12))
+                    + self.model.friction_offset)
+        if self._noisy[2]:
             tau += self.rng.normal(0.0, n.effort, self.model.nv)
         return self.t
 
