@@ -12,7 +12,7 @@ so a static load of mass m reads ``+m g`` opposite to gravity, plus a constant b
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -79,12 +79,15 @@ class SimulatorConfig:
     noise: SensorNoise = field(default_factory=SensorNoise)
     wrench_bias: tuple = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     seed: int = 0
+    substeps: int = 1                        # integration steps per dt (the command is held over dt)
 
     def validate(self):
         if not (np.isfinite(self.dt) and 0 < self.dt <= 0.1):
             raise ModelError(f"simulator dt must be in (0, 0.1] s, got {self.dt}")
         if self.integrator not in ("rk4", "semi_implicit_euler"):
             raise ModelError(f"simulator integrator must be 'rk4' or 'semi_implicit_euler', got {self.integrator!r}")
+        if not (isinstance(self.substeps, (int, np.integer)) and 1 <= self.substeps <= 1000):
+            raise ModelError(f"simulator substeps must be an integer in [1, 1000], got {self.substeps!r}")
         if self.effort_measurement not in ("commanded", "link_side"):
             raise ModelError(f"effort_measurement must be 'commanded' or 'link_side', got {self.effort_measurement!r}")
         for name in ("limit_stiffness", "limit_damping", "coulomb_smoothing"):
@@ -253,14 +256,28 @@ class Simulator:
         """:meth:`step` with ``tau`` (nv,) float64 already known to be finite and in range (validated once
         on receipt, as the simulator node does with each command): the per-step check costs a few µs."""
         if self.step_function is not None:
-            q, v, a, self.tau_command, finite = self.step_function.step(self.q, self.v, tau, self._pi, self.config)
-            if not finite:
-                raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+            q, v, n = self.q, self.v, self.config.substeps
+            config = self.config if n == 1 else replace(self.config, dt=self.config.dt / n)
+            for _ in range(self.config.substeps):
+                q, v, a, self.tau_command, finite = self.step_function.step(q, v, tau, self._pi, config)
+                if not finite:
+                    raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
             self.q, self.v, self.a = q, v, a
             self.t += self.config.dt
             return
         self.tau_command = np.clip(tau, -self._effort, self._effort)
-        h, q, v = self.config.dt, self.q, self.v
+        q0, v0 = self.q, self.v
+        for _ in range(self.config.substeps):
+            self._integrate(self.config.dt / self.config.substeps)
+            if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v))):
+                self.q, self.v = q0, v0
+                raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+        self.a = self._acceleration(self.q, self.v)
+        self.t += self.config.dt
+
+    def _integrate(self, h):
+        """One integration step of ``h`` s under the held ``tau_command``."""
+        q, v = self.q, self.v
         if self.config.integrator == "rk4":
             a1 = self._acceleration(q, v)
             q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
@@ -275,11 +292,6 @@ class Simulator:
             a1 = self._acceleration(q, v)
             self.v = v + h * a1
             self.q = q + h * self.v
-        if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v))):
-            self.q, self.v = q, v
-            raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
-        self.a = self._acceleration(self.q, self.v)
-        self.t += h
 
     # ----------------------------------------------------------------------------------------- sensors
     def measure_joints(self):

@@ -1,0 +1,200 @@
+"""Controllers that use a base-parameter estimate directly: inverse dynamics from the base regressor.
+
+The joint-torque model is linear in the base parameters (Gautier & Khalil 1990;
+:mod:`robodyn_ros.identification.base_parameters`), friction and armature included:
+
+    τ = Y_full(q, v, a) π_full = Y_base(q, v, a) β,    Y_base = Y_full[:, independent]      (nv, r)
+
+with ``Y_full = [Y_rigid | Y_joint]``, ``Y_joint[j, 4j:4j+4] = [a_j, v_j, sgn(v_j), 1]``. So the inverse
+dynamics of the estimated robot needs β only, never the full parameters an estimator cannot see:
+
+* computed torque (Siciliano et al. §8.5.2): ``a_cmd = a_d - K_D ė - K_P e``, ``τ = Y_base(q, v, a_cmd) β``
+  (``M a_cmd + C v + g + τ_f(v)`` of the estimated robot, exactly);
+* Slotine-Li (Slotine and Li 1987): ``v_r = v_d - Λ e``, ``a_r = a_d - Λ ė``, ``s = ė + Λ e``,
+  ``τ = Y_sl,base(q, v, v_r, a_r) β - K_D s`` with ``Y_sl π = M a_r + C(q, v) v_r + g`` (Christoffel C) plus
+  the joint columns ``[a_r, v, sgn(v), 1]``. The reduction to base columns holds for ``Y_sl`` too: a
+  parameter direction that changes no joint torque changes neither ``M(q)`` nor ``g(q)``, hence neither
+  the Christoffel ``C`` built from ``M``. Optionally the controller adapts β itself by the gradient law
+  ``β̇ = -Γ Y_sl,baseᵀ s`` (``gamma``); by default it consumes the estimator's β (certainty equivalence).
+
+β comes from the estimator through a :class:`robodyn_ros.control.parameter_gate.ParameterGate` (converged,
+plausible, not diverging). Both controllers clip the reference to the joint limits, hold the last safe command
+on a non-finite state, and clamp to the effort limits (:mod:`robodyn_ros.control.command_guard`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..identification.base_parameters import smooth_sign
+from .command_guard import CommandGuard, ControlStatus, effort_bounds
+from .computed_torque import _gain
+from .reference import clip_reference
+
+
+def _rigid_regressor(model):
+    """The compiled regressor kernel ``(q, v, a) -> (nv, 10 nb)`` of ``model`` (about 3 µs), or NumPy's."""
+    try:
+        from ..kernels import compile_kernels
+        return compile_kernels(model).regressor
+    except Exception:   # no compiler: the interpreted regressor
+        from ..dynamics.regressor import regressor
+        return lambda q, v, a: regressor(model, q, v, a)
+
+
+class BaseParameterDynamics:
+    """``τ = Y_base(q, v, a) β`` (module docstring) of ``model`` and its
+    :class:`~robodyn_ros.identification.base_parameters.BaseParameters` ``base``; the Coulomb sign is
+    ``base.coulomb_width``'s. ``rigid_regressor(q, v, a) -> (nv, 10 nb)`` defaults to the compiled kernel."""
+
+    def __init__(self, model, base, rigid_regressor=None):
+        self.model, self.base = model, base
+        self.rigid_regressor = rigid_regressor or _rigid_regressor(model)
+        nv, n_rigid = model.nv, 10 * model.nbodies
+        self._Y = np.zeros((nv, n_rigid + 4 * nv))
+        j = np.arange(nv)
+        self._rows, self._col = j, n_rigid + 4 * j
+        self._Y[j, self._col + 3] = 1.0
+
+    def full_regressor(self, Y_rigid, v, a):
+        """``Y_full`` (nv, 10 nb + 4 nv) from the rigid part (nv, 10 nb) and the joint columns of ``a``, ``v``."""
+        Y = self._Y
+        Y[:, :Y_rigid.shape[1]] = Y_rigid
+        Y[self._rows, self._col] = a
+        Y[self._rows, self._col + 1] = v
+        Y[self._rows, self._col + 2] = smooth_sign(v, self.base.coulomb_width)
+        return Y
+
+    def regressor(self, q, v, a):
+        """``Y_base(q, v, a)`` (nv, r)."""
+        return self.full_regressor(np.asarray(self.rigid_regressor(q, v, a)), v, a)[:, self.base.independent]
+
+    def torque(self, q, v, a, beta):
+        """``Y_base(q, v, a) β`` (nv,): rigid body, armature and friction of the parameters ``β`` (r,)."""
+        return self.regressor(q, v, a) @ beta
+
+    def mass_matrix(self, q, beta):
+        """``M̂(q)`` (nv, nv) of the parameters ``β`` (r,): column i is ``Y_base(q, 0, e_i) β - Y_base(q, 0, 0) β``
+        (armature included; friction and gravity cancel), symmetrised."""
+        nv = self.model.nv
+        z = np.zeros(nv)
+        g = self.torque(q, z, z, beta)
+        M = np.stack([self.torque(q, z, e, beta) - g for e in np.eye(nv)], axis=1)
+        return 0.5 * (M + M.T)
+
+
+class InertiaPlausibility:
+    """An estimate is plausible when its mass matrix is positive definite and not far lighter than the nominal
+    model's in any direction: ``λ_min(M̂(q), M_nom(q)) >= min_ratio`` (generalised eigenvalue) at the given
+    configurations. A computed-torque law scales its feedback by ``M̂``: a nearly singular or indefinite
+    ``M̂`` turns the PD loop into positive feedback in that direction. (The Panda twin identified from real
+    data is at 0.09-0.12 of the nominal URDF's inertia in its lightest direction; the default 0.03 keeps it.)"""
+
+    def __init__(self, dynamics, beta_nominal, min_ratio=0.03):
+        self.dynamics, self.beta_nominal, self.min_ratio = dynamics, np.asarray(beta_nominal, dtype=float), float(min_ratio)
+
+    def __call__(self, beta, configurations):
+        import scipy.linalg
+        for q in configurations:
+            try:
+                lam = scipy.linalg.eigh(self.dynamics.mass_matrix(q, beta), self.dynamics.mass_matrix(q, self.beta_nominal),
+                                        eigvals_only=True)
+            except (np.linalg.LinAlgError, ValueError):
+                return False
+            if not lam[0] >= self.min_ratio:
+                return False
+        return True
+
+
+def _check_beta(beta, r):
+    beta = np.asarray(beta, dtype=float)
+    if beta.shape != (r,) or not np.all(np.isfinite(beta)):
+        raise ValueError(f"beta must be a finite ({r},) vector of base parameters")
+    return beta.copy()
+
+
+class BaseParameterComputedTorque:
+    """Computed torque on base parameters (module docstring): ``τ = Y_base(q, v, a_d - K_D ė - K_P e) β``.
+
+    ``beta`` (r,): the parameters used (the nominal model's by default; :meth:`set_parameters` for a new
+    estimate); ``kp``, ``kd``: scalar or (nv,) gains; ``dynamics``: a shared :class:`BaseParameterDynamics`."""
+
+    def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, limit_margin=0.0, dynamics=None):
+        from ..identification.base_parameters import full_parameters
+        self.model, self.base = model, base
+        self.kp, self.kd = _gain(kp, model.nv, "kp"), _gain(kd, model.nv, "kd")
+        self.dynamics = dynamics or BaseParameterDynamics(model, base)
+        self.beta = _check_beta(base.from_full(full_parameters(model)) if beta is None else beta, base.count)
+        self.limit_margin = float(limit_margin)
+        self.guard = CommandGuard(effort_bounds(model))
+
+    def set_parameters(self, beta):
+        """Use the base parameters ``beta`` (r,) from the next step on."""
+        self.beta = _check_beta(beta, self.base.count)
+
+    def compute(self, q, v, q_d, v_d, a_d):
+        """Torque ``τ`` (nv,) and :class:`ControlStatus` for the state ``(q, v)`` and reference
+        ``(q_d, v_d, a_d)`` (nv,) each."""
+        status = ControlStatus()
+        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+            return self.guard.hold(), status
+        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
+            return self.guard.hold(), status
+        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
+        return self.guard.accept(self.dynamics.torque(q, v, a_cmd, self.beta), status), status
+
+
+class BaseParameterSlotineLi:
+    """Slotine-Li on base parameters (module docstring): ``τ = Y_sl,base(q, v, v_r, a_r) β - K_D s``.
+
+    ``beta`` (r,): initial / consumed estimate (:meth:`set_parameters`); ``Lambda``, ``kd``: scalar or (nv,);
+    ``gamma``: gain of the controller's own gradient adaptation ``β̇ = -Γ Y_sl,baseᵀ s`` (0: none, the
+    estimate comes from the estimator), a scalar, (r,) diagonal or (r, r); ``functions``: a
+    :class:`~robodyn_ros.kernels.compiled_functions.DynamicsFunctions` of ``model`` (its ``slotine_li``)."""
+
+    def __init__(self, model, base, beta=None, *, Lambda=10.0, kd=40.0, gamma=0.0, limit_margin=0.0,
+                 functions=None, compiled=False):
+        from ..identification.base_parameters import full_parameters
+        from ..kernels.compiled_functions import DynamicsFunctions
+        self.model, self.base = model, base
+        self.Lambda, self.kd = _gain(Lambda, model.nv, "Lambda"), _gain(kd, model.nv, "kd")
+        self.beta = _check_beta(base.from_full(full_parameters(model)) if beta is None else beta, base.count)
+        g = np.asarray(gamma, dtype=float)
+        self.Gamma = np.diag(np.broadcast_to(g, (base.count,))) if g.ndim <= 1 else g.copy()
+        if self.Gamma.shape != (base.count,) * 2 or not np.all(np.isfinite(self.Gamma)):
+            raise ValueError(f"gamma must be a scalar, an ({base.count},) vector or a ({base.count}, {base.count}) matrix")
+        self.functions = functions or DynamicsFunctions(model, compiled=compiled)
+        self.joint = BaseParameterDynamics(model, base, rigid_regressor=lambda q, v, a: None)
+        self.limit_margin = float(limit_margin)
+        self.guard = CommandGuard(effort_bounds(model))
+        self.s = np.zeros(model.nv)
+
+    def set_parameters(self, beta):
+        self.beta = _check_beta(beta, self.base.count)
+
+    def regressor(self, q, v, v_r, a_r):
+        """``Y_sl,base(q, v, v_r, a_r)`` (nv, r): the Slotine-Li regressor with joint columns ``[a_r, v, sgn v, 1]``."""
+        return self.joint.full_regressor(self.functions.slotine_li(q, v, v_r, a_r), v, a_r)[:, self.base.independent]
+
+    def compute(self, q, v, q_d, v_d, a_d, dt=0.0):
+        """Torque ``τ`` (nv,) and status; with ``gamma`` > 0 then one Euler step ``β += dt β̇`` of the
+        gradient law (``dt``: the control period, s). On a fault β is not changed."""
+        status = ControlStatus()
+        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+            return self.guard.hold(), status
+        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
+            return self.guard.hold(), status
+        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
+        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        e, de = q - q_d, v - v_d
+        v_r, a_r = v_d - self.Lambda * e, a_d - self.Lambda * de
+        s = v - v_r
+        Y = self.regressor(q, v, v_r, a_r)
+        tau = self.guard.accept(Y @ self.beta - self.kd * s, status)
+        if status.ok and dt > 0.0 and self.Gamma.any():
+            beta = self.beta - dt * (self.Gamma @ (Y.T @ s))
+            if np.all(np.isfinite(beta)):
+                self.beta = beta
+        self.s = s
+        return tau, status

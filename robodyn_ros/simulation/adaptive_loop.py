@@ -1,0 +1,338 @@
+"""The adaptive loop on a plant that is not the model, without ROS: what ``robodyn demo --scenario twin`` runs.
+
+At 1 kHz: the plant (e.g. the Panda twin, :mod:`robodyn_ros.simulation.plant`) is measured with noise; the
+estimator (causal Butterworth filter -> base regressor -> recursive least squares on ``τ = Y_base β``, the
+estimator node's pipeline, :class:`robodyn_ros.estimation.recursive.RecursiveLeastSquares`) takes every
+joint state, joint torques only; at ``publish_rate`` its estimate is offered to the
+:class:`~robodyn_ros.control.parameter_gate.ParameterGate`, whose applied parameters the controller uses
+from the next step on:
+
+* ``computed_torque`` / ``slotine_li``: :mod:`robodyn_ros.control.base_parameter_control` (inverse dynamics
+  from ``Y_base β``, friction included);
+* ``mpc``: :class:`robodyn_ros.control.mpc.ModelPredictiveController` at ``mpc_rate`` with its feedforward and
+  gains applied at 1 kHz, its NLP parameters ``θ = [π, f_v, f_c, f_o]`` set from the gated estimate by
+  :class:`robodyn_ros.control.consistent_parameters.ConsistentParameters` (a physically consistent ``π``
+  reproducing β, closest to the nominal one; nothing rebuilt).
+
+A payload attached at ``attach_time`` is estimated from the joint torques as a load on the last body
+explaining the residual of the estimate from just before the change detector fired (:class:`JointTorqueEstimator`) (the robot starts without one: until ``CONVERGED_AFTER`` s after the gate first accepted
+an estimate, changes are convergence, not payload). With ``adapt=False`` the same loop (same noise) runs on the nominal model.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
+                                              BaseParameterSlotineLi, InertiaPlausibility)
+from ..control.consistent_parameters import ConsistentParameters
+from ..control.parameter_gate import ParameterGate, friction_indices
+from ..estimation.recursive import RecursiveLeastSquares
+from ..identification.base_parameters import compute_base_parameters, full_parameters
+from ..identification.payload import PayloadChangeDetector
+from ..identification.signal_filters import CausalButterworthFilter
+from ..model.errors import ModelError
+from .simulation_step import CompiledStep
+from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
+
+CONTROLLERS = ("computed_torque", "slotine_li", "mpc")
+CONVERGED_AFTER = 1.0   # s after the gate first accepts a base estimate from which a detected change is a payload
+
+
+@dataclass
+class AdaptiveLoopConfig:
+    """What the loop runs: ``controller`` (one of CONTROLLERS), ``duration`` (s), ``attach_time`` (s, the
+    payload; None: none), ``payload_mass`` (kg, a 0.1 m box centred ``payload_com`` in ``payload_link``'s
+    frame), ``adapt`` (False: the nominal model throughout), gains ``kp``, ``kd`` (computed torque; Slotine-Li
+    uses ``kd`` and ``Lambda = kp / kd``), the sensor noise (position, velocity; the effort noise is the
+    plant's when it has one, else ``effort_noise``), the estimator's ``cutoff`` (Hz), ``filter_order``,
+    ``effort_std`` (σ assumed by the RLS and the gate, N m, scalar or (nv,); None: the sensor's effort noise), ``coulomb_width`` (rad/s, the estimator's Coulomb sign; None:
+    the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``seed``."""
+
+    controller: str = "computed_torque"
+    duration: float = 15.0
+    attach_time: float | None = 7.5
+    payload_mass: float = 2.0
+    payload_link: str = "panda_link8"
+    payload_com: tuple = (0.0, 0.0, 0.05)
+    adapt: bool = True
+    kp: float = 400.0
+    kd: float = 40.0
+    position_noise: float = 1e-5
+    velocity_noise: float = 1e-3
+    effort_noise: float = 0.01
+    cutoff: float = 20.0
+    filter_order: int = 2
+    effort_std: float | None = None
+    coulomb_width: float | None = None
+    publish_rate: float = 100.0
+    gate_window: int = 200
+    consistent_rate: float = 2.0
+    mpc_rate: float = 100.0
+    seed: int = 0
+    substeps: int = 10
+    options: dict = field(default_factory=dict)
+
+    def validate(self):
+        if self.controller not in CONTROLLERS:
+            raise ModelError(f"controller must be one of {', '.join(CONTROLLERS)}, got {self.controller!r}")
+        if not self.duration > 0:
+            raise ModelError(f"duration must be positive, got {self.duration}")
+        if self.attach_time is not None and not 0 < self.attach_time < self.duration:
+            raise ModelError(f"attach_time must be inside (0, duration = {self.duration}), got {self.attach_time}")
+
+
+def _payload_prior_variance(mass_std, length=0.2):
+    """Prior variances (10,) of a payload's parameters: mass ``mass_std``², first moments ``(mass_std length)²``,
+    inertias ``(mass_std length²)²`` (the estimator node's prior, a load within ``length`` of the flange)."""
+    return np.array([mass_std ** 2] + [(mass_std * length) ** 2] * 3 + [(mass_std * length ** 2) ** 2] * 6)
+
+
+class JointTorqueEstimator:
+    """The estimator node's base-parameter pipeline, joint torques only: causal filter (``cutoff``,
+    ``order``), ``Y_base`` of the filtered signals, RLS with the node's prior (``β_nominal``, variance
+    ``(0.2 |β| + 0.01)²``, plus 0.25 on the parameters a payload moves) and change detection.
+
+    Payload from joint torques: when a change is detected (after the base estimate has converged:
+    ``converged``, set by the caller when the gate first accepts an estimate), ``β_ref`` is frozen at the
+    estimate just before it and a 10-parameter RLS estimates the load ``π_p`` on the last body from the
+    residual of that model: ``τ_f - Y_base β_ref = Y_last(q, v, a) π_p`` (``Y_last`` the rigid regressor's
+    columns of the last body, as :func:`robodyn_ros.identification.payload.payload_from_joint_torques` in
+    batch). Alarms within ``event_window`` s of the previous event are the same change."""
+
+    def __init__(self, model, base, dynamics, cutoff=20.0, order=2, effort_std=0.5, change_threshold=25.0,
+                 payload_mass_std=10.0, event_window=3.0):
+        self.model, self.base, self.dynamics = model, base, dynamics
+        self.filter = CausalButterworthFilter(model.nv, cutoff, order)
+        self.settle_time = 3.0 / cutoff
+        self.beta_nominal = base.from_full(full_parameters(model))
+        last = model.nbodies - 1
+        self._last = slice(10 * last, 10 * last + 10)
+        moved = np.flatnonzero(np.abs(base.K[:, self._last]).sum(axis=1) > 1e-9)
+        P0 = (0.2 * np.abs(self.beta_nominal) + 0.01) ** 2
+        P0[moved] += 0.25
+        self.rls = RecursiveLeastSquares(self.beta_nominal, P0, effort_std, forgetting=1.0, trace_max=10.0 * P0.sum(),
+                                         boost_indices=moved, detector=PayloadChangeDetector(threshold=change_threshold))
+        Pp = _payload_prior_variance(payload_mass_std)
+        self.payload_rls = RecursiveLeastSquares(np.zeros(10), Pp, effort_std, forgetting=1.0, detector=None)
+        self.event_window = float(event_window)
+        self._t0 = None
+        self._beta_ref = None
+        self._payload_ref = np.zeros(10)
+        self.payload_events = []
+        self.converged = False      # set by the caller once an estimate has passed the gate
+        self.last_sample = None     # (Y_base, tau_f) of the last update
+
+    def update(self, t, q, v, tau):
+        """One joint state; returns True when the RLS was updated."""
+        q_f, v_f, a_f, tau_f = self.filter.update(t, q, v, tau)
+        if self._t0 is None:
+            self._t0 = t
+        if t - self._t0 < self.settle_time:
+            return False
+        Y_full = self.dynamics.full_regressor(np.asarray(self.dynamics.rigid_regressor(q_f, v_f, a_f)), v_f, a_f)
+        Y = Y_full[:, self.base.independent]
+        before = self.rls.beta.copy()
+        result = self.rls.update(Y, tau_f)
+        if self.converged and result.change_detected and not (
+                self.payload_events and t - self.payload_events[-1] <= self.event_window):
+            self._payload_ref = self.payload_parameters()
+            self._beta_ref = before
+            self.payload_rls.reset()
+            self.payload_events.append(float(t))
+        if self._beta_ref is not None:
+            self.payload_rls.update(Y_full[:, self._last], tau_f - Y @ self._beta_ref)
+        self.last_sample = (Y, tau_f)
+        return True
+
+    def payload_parameters(self):
+        """Payload (10,) about the last body's frame (zero before the first change: the robot starts without one)."""
+        if self._beta_ref is None:
+            return np.zeros(10)
+        return self._payload_ref + self.payload_rls.beta
+
+    def payload_candidate(self, beta_before, mass_std_limit=0.05):
+        """``(β, P)``: ``beta_before`` (the parameters applied before the change) plus the payload estimate,
+        ``β_before + K_last π_p`` with ``P = K_last P_p K_lastᵀ``, once the payload mass is known to
+        ``mass_std_limit`` kg; else None."""
+        if self._beta_ref is None or self.payload_rls.std[0] > mass_std_limit:
+            return None
+        K = self.base.K[:, self._last]
+        return beta_before + K @ self.payload_rls.beta, K @ self.payload_rls.P @ K.T
+
+    def restore(self, beta):
+        """Continue from ``beta`` (a roll-back by the gate); the covariance is kept."""
+        self.rls.beta = np.array(beta, dtype=float)
+
+
+def time_to_within(t, values, true_value, start, fraction=0.05):
+    """Seconds after ``start`` from which ``values`` (at times ``t``) stay within ``fraction`` of
+    ``true_value``; None if the last sample is outside."""
+    t, values = np.asarray(t), np.asarray(values)
+    after = t >= start
+    t, values = t[after], values[after]
+    if len(t) == 0:
+        return None
+    bad = np.flatnonzero(np.abs(values - true_value) > fraction * abs(true_value))
+    if len(bad) == 0:
+        return float(t[0] - start)
+    if bad[-1] == len(t) - 1:
+        return None
+    return float(t[bad[-1] + 1] - start)
+
+
+def rms(errors, t, lo, hi):
+    """RMS over all joints of ``errors`` (N, nv) at times ``t`` in ``[lo, hi)``."""
+    rows = np.asarray(errors)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)]
+    return float(np.sqrt(np.mean(rows ** 2))) if len(rows) else float("nan")
+
+
+class AdaptiveLoop:
+    """One run (module docstring) of ``plant`` (a :class:`~robodyn_ros.simulation.plant.Plant`) under a controller
+    built on ``model`` (the nominal model), following ``reference`` (``evaluate(t) -> (q, v, a)``)."""
+
+    def __init__(self, model, plant, reference, config=None, base=None):
+        self.config = config or AdaptiveLoopConfig()
+        self.config.validate()
+        self.model, self.plant, self.reference = model, plant, reference
+        c = self.config
+        width = c.coulomb_width if c.coulomb_width is not None else (plant.coulomb_width or 1e-3)
+        self.base = base or compute_base_parameters(model, coulomb_width=width)
+        if abs(self.base.coulomb_width - width) > 1e-12:
+            raise ModelError(f"base parameters computed with Coulomb width {self.base.coulomb_width}, loop uses {width}")
+        self.dynamics = BaseParameterDynamics(model, self.base)
+        noise = plant.sensor_noise(SensorNoise(position=c.position_noise, velocity=c.velocity_noise,
+                                               effort=c.effort_noise))
+        q0 = np.asarray(reference.evaluate(0.0)[0], dtype=float)
+        v0 = np.asarray(reference.evaluate(0.0)[1], dtype=float)
+        sim_config = SimulatorConfig(noise=noise, seed=c.seed, substeps=c.substeps,
+                                     coulomb_smoothing=plant.coulomb_width if plant.coulomb_width else 1e-3)
+        try:
+            step = CompiledStep(plant.model, sim_config.integrator)
+        except Exception:   # no C compiler: CasADi's virtual machine
+            step = CompiledStep(plant.model, sim_config.integrator, compiled=False)
+        self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=step)
+        sigma = np.asarray(noise.effort, dtype=float) if c.effort_std is None else c.effort_std
+        self.estimator = JointTorqueEstimator(model, self.base, self.dynamics, c.cutoff, c.filter_order, sigma)
+        self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window, torque_std=sigma,
+                                  friction_indices=friction_indices(self.base),
+                                  plausibility=InertiaPlausibility(self.dynamics, self.estimator.beta_nominal),
+                                  **c.options.get("gate", {}))
+        self.consistent = ConsistentParameters(model, self.base)
+        self.controller = self._controller()
+
+    def _controller(self):
+        c, beta = self.config, self.estimator.beta_nominal
+        if c.controller == "computed_torque":
+            return BaseParameterComputedTorque(self.model, self.base, beta, c.kp, c.kd, dynamics=self.dynamics)
+        if c.controller == "slotine_li":
+            return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd, kd=c.kd, compiled=True)
+        from .mpc_adapter import MPCInTheLoop
+        return MPCInTheLoop(self.model, self.base, beta, rate=c.mpc_rate, reference=self.reference,
+                            **c.options.get("mpc", {}))
+
+    def run(self, progress=None):
+        """Simulate; returns a dict of series: ``t`` (N,), ``error`` (N, nv) ``q - q_d``, ``t_estimate`` (M,),
+        ``payload_mass`` (M,), ``beta`` (M, r) applied, ``gate`` (M,) statuses, plus counters."""
+        c, sim, est, gate = self.config, self.sim, self.estimator, self.gate
+        dt = sim.config.dt
+        steps = int(round(c.duration / dt))
+        every = max(1, int(round(1.0 / (c.publish_rate * dt))))
+        nv = self.model.nv
+        T, E = np.empty(steps), np.empty((steps, nv))
+        t_est, mass, betas, statuses = [], [], [], []
+        non_finite, rollbacks, attached, events, first_accept = 0, 0, False, 0, None
+        consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
+        candidate, applied_before = None, None
+        wall = time.monotonic()
+        for k in range(steps):
+            t = sim.t
+            if c.attach_time is not None and not attached and t >= c.attach_time - 1e-12:
+                sim.attach_payload(Payload.box(c.payload_link, c.payload_mass, c.payload_com))
+                attached = True
+            meas = sim.measure_joints()
+            q_d, v_d, a_d = self.reference.evaluate(t)
+            if c.controller == "slotine_li":
+                tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d, dt)
+            elif c.controller == "mpc":
+                tau, _ = self.controller.compute(t, meas.q, meas.v)
+            else:
+                tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d)
+            if not np.all(np.isfinite(tau)):
+                non_finite += 1
+                tau = np.zeros(nv)
+            T[k], E[k] = t, sim.q - q_d
+            sim.step(tau)
+            if c.adapt and est.update(meas.t, meas.q, meas.v, meas.tau) and k % 10 == 0:
+                gate.observe(*est.last_sample, q=meas.q)
+            if c.adapt and len(est.payload_events) > events:
+                events = len(est.payload_events)
+                applied_before = gate.applied.copy()
+                gate.clear_window(min_samples=30)
+            if c.adapt and k % every == 0 and est.last_sample is not None:
+                if candidate is None or k % consistent_every == 0:
+                    fit = self.consistent.fit(est.rls.beta, est.rls.P)
+                    candidate = (fit.beta, est.rls.P) if fit.success else (est.rls.beta, est.rls.P)
+                decision = gate.offer(*candidate)
+                if decision.restore is not None:
+                    est.restore(decision.restore)
+                    rollbacks += 1
+                payload_candidate = (est.payload_candidate(applied_before)
+                                     if decision.status != "accepted" and events else None)
+                if payload_candidate is not None:
+                    decision = gate.offer(*payload_candidate)
+                if decision.status == "accepted" and first_accept is None:
+                    first_accept = t
+                est.converged = first_accept is not None and t >= first_accept + CONVERGED_AFTER
+                if not np.array_equal(decision.beta, self.controller.beta):
+                    self.controller.set_parameters(decision.beta)
+                t_est.append(t)
+                mass.append(est.payload_parameters()[0])
+                betas.append(decision.beta)
+                statuses.append(decision.status)
+            if progress is not None and k % 1000 == 0:
+                progress(t)
+        return {"t": T, "error": E, "t_estimate": np.array(t_est), "payload_mass": np.array(mass),
+                "beta": np.array(betas), "gate": statuses, "non_finite_commands": non_finite,
+                "rollbacks": rollbacks, "gate_counts": dict(gate.counts), "payload_events": list(est.payload_events),
+                "wall_seconds": time.monotonic() - wall}
+
+
+def twin_experiment(model, plant, reference, config=None, base=None, progress=None):
+    """The paired runs of the twin scenario: the nominal model without adaptation and the adaptive loop,
+    same plant, trajectory, noise (seed) and payload. Returns ``(report dict, adapted series, nominal series)``
+    with ``tracking_rms_nominal`` and ``tracking_rms_adapted`` over the last third of the time before the
+    payload (the whole run's last third without one)."""
+    config = config or AdaptiveLoopConfig()
+    base = base or compute_base_parameters(model, coulomb_width=config.coulomb_width if config.coulomb_width is not None
+                                           else (plant.coulomb_width or 1e-3))
+    nominal_cfg = AdaptiveLoopConfig(**{**vars(config), "adapt": False})
+    nominal = AdaptiveLoop(model, plant, reference, nominal_cfg, base).run(progress)
+    adapted = AdaptiveLoop(model, plant, reference, config, base).run(progress)
+    end = config.attach_time if config.attach_time is not None else config.duration
+    lo = end * 2.0 / 3.0
+    r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, end), rms(adapted["error"], adapted["t"], lo, end)
+    report = {
+        "controller": config.controller,
+        "duration": float(config.duration),
+        "tracking_window": [float(lo), float(end)],
+        "tracking_rms_nominal": r_nom,
+        "tracking_rms_adapted": r_ad,
+        "tracking_ratio": r_nom / r_ad if r_ad > 0 else float("inf"),
+        "payload_attach_time": config.attach_time,
+        "payload_mass_true": float(config.payload_mass) if config.attach_time is not None else 0.0,
+        "payload_mass_estimated": float(adapted["payload_mass"][-1]) if len(adapted["payload_mass"]) else float("nan"),
+        "payload_source": "joint_torques",
+        "payload_time_to_5_percent": (time_to_within(adapted["t_estimate"], adapted["payload_mass"], config.payload_mass,
+                                                     config.attach_time) if config.attach_time is not None else None),
+        "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], (config.attach_time or 0.0) + 3.0, np.inf),
+        "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], (config.attach_time or 0.0) + 3.0, np.inf),
+        "non_finite_commands": int(adapted["non_finite_commands"] + nominal["non_finite_commands"]),
+        "gate": adapted["gate_counts"],
+        "rollbacks": int(adapted["rollbacks"]),
+        "payload_changes_detected": adapted["payload_events"],
+        "wall_seconds": round(adapted["wall_seconds"] + nominal["wall_seconds"], 2),
+    }
+    return report, adapted, nominal
