@@ -28,7 +28,7 @@ import numpy as np
 from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                               BaseParameterSlotineLi, InertiaPlausibility)
 from ..control.consistent_parameters import ConsistentParameters
-from ..control.parameter_gate import ParameterGate, friction_indices
+from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices
 from ..estimation.recursive import RecursiveLeastSquares
 from ..identification.base_parameters import compute_base_parameters, full_parameters
 from ..identification.payload import PayloadChangeDetector
@@ -46,7 +46,7 @@ class AdaptiveLoopConfig:
     """What the loop runs: ``controller`` (one of CONTROLLERS), ``duration`` (s), ``attach_time`` (s, the
     payload; None: none), ``payload_mass`` (kg, a 0.1 m box centred ``payload_com`` in ``payload_link``'s
     frame), ``adapt`` (False: the nominal model throughout), gains ``kp``, ``kd`` (computed torque; Slotine-Li
-    uses ``kd`` and ``Lambda = kp / kd``), the sensor noise (position, velocity; the effort noise is the
+    uses ``Lambda = kp / kd`` and ``K_D = kd diag(M_nom(q_0))``), the sensor noise (position, velocity; the effort noise is the
     plant's when it has one, else ``effort_noise``), the estimator's ``cutoff`` (Hz), ``filter_order``,
     ``effort_std`` (σ assumed by the RLS and the gate, N m, scalar or (nv,); None: the sensor's effort noise), ``coulomb_width`` (rad/s, the estimator's Coulomb sign; None:
     the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``seed``."""
@@ -228,10 +228,25 @@ class AdaptiveLoop:
         if c.controller == "computed_torque":
             return BaseParameterComputedTorque(self.model, self.base, beta, c.kp, c.kd, dynamics=self.dynamics)
         if c.controller == "slotine_li":
-            return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd, kd=c.kd, compiled=True)
-        from .mpc_adapter import MPCInTheLoop
-        return MPCInTheLoop(self.model, self.base, beta, rate=c.mpc_rate, reference=self.reference,
-                            **c.options.get("mpc", {}))
+            # the computed-torque gains as Slotine-Li's: Λ = kp / kd and K_D = kd M_nom(q0) (diagonal), so that
+            # near q0 both give ë + (Λ + kd) ė + Λ kd e = 0 (K_D in N m s/rad must scale with each joint's
+            # inertia: kd = 40 unscaled on a wrist of 1e-3 kg m² is a 40 000 rad/s loop at 1 kHz)
+            from ..dynamics.crba import crba
+            q0 = np.asarray(self.reference.evaluate(0.0)[0], dtype=float)
+            return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd,
+                                          kd=c.kd * np.diag(crba(self.model, q0)), compiled=True)
+        from ..control.adaptive_mpc import AdaptiveMPC
+        return AdaptiveMPC(self.model, self.reference, rate=c.mpc_rate, beta=beta,
+                           coulomb_smoothing=self.base.coulomb_width, **c.options.get("mpc", {}))
+
+    def _with_payload(self, theta, pi_payload):
+        """θ (10 nb + 3 nv,) with the payload's parameters (10,) added to the last body's, or None."""
+        if theta is None:
+            return None
+        theta = theta.copy()
+        last = self.model.nbodies - 1
+        theta[10 * last:10 * last + 10] += pi_payload
+        return theta
 
     def run(self, progress=None):
         """Simulate; returns a dict of series: ``t`` (N,), ``error`` (N, nv) ``q - q_d``, ``t_estimate`` (M,),
@@ -242,10 +257,10 @@ class AdaptiveLoop:
         every = max(1, int(round(1.0 / (c.publish_rate * dt))))
         nv = self.model.nv
         T, E = np.empty(steps), np.empty((steps, nv))
-        t_est, mass, betas, statuses = [], [], [], []
+        t_est, mass, betas, statuses, coulomb = [], [], [], [], []
         non_finite, rollbacks, attached, events, first_accept = 0, 0, False, 0, None
         consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
-        candidate, applied_before = None, None
+        candidate, applied_before, theta_before = None, None, None
         wall = time.monotonic()
         for k in range(steps):
             t = sim.t
@@ -270,32 +285,41 @@ class AdaptiveLoop:
             if c.adapt and len(est.payload_events) > events:
                 events = len(est.payload_events)
                 applied_before = gate.applied.copy()
+                theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
                 gate.clear_window(min_samples=30)
             if c.adapt and k % every == 0 and est.last_sample is not None:
                 if candidate is None or k % consistent_every == 0:
                     fit = self.consistent.fit(est.rls.beta, est.rls.P)
-                    candidate = (fit.beta, est.rls.P) if fit.success else (est.rls.beta, est.rls.P)
-                decision = gate.offer(*candidate)
+                    candidate = (fit.beta, est.rls.P, fit.theta) if fit.success else (est.rls.beta, est.rls.P, None)
+                offered = candidate
+                decision = gate.offer(*candidate[:2])
                 if decision.restore is not None:
                     est.restore(decision.restore)
                     rollbacks += 1
                 payload_candidate = (est.payload_candidate(applied_before)
                                      if decision.status != "accepted" and events else None)
                 if payload_candidate is not None:
+                    offered = payload_candidate + (self._with_payload(theta_before, est.payload_rls.beta),)
                     decision = gate.offer(*payload_candidate)
                 if decision.status == "accepted" and first_accept is None:
                     first_accept = t
                 est.converged = first_accept is not None and t >= first_accept + CONVERGED_AFTER
                 if not np.array_equal(decision.beta, self.controller.beta):
-                    self.controller.set_parameters(decision.beta)
+                    if c.controller != "mpc":
+                        self.controller.set_parameters(decision.beta)
+                    else:        # the MPC takes θ, the consistent parameters the applied β stands for
+                        theta = offered[2] if decision.status == "accepted" else self.controller.nominal_theta()
+                        if theta is not None:
+                            self.controller.set_parameters(decision.beta, theta)
                 t_est.append(t)
                 mass.append(est.payload_parameters()[0])
                 betas.append(decision.beta)
+                coulomb.append(friction_from_base(self.base, decision.beta)["coulomb"])
                 statuses.append(decision.status)
             if progress is not None and k % 1000 == 0:
                 progress(t)
         return {"t": T, "error": E, "t_estimate": np.array(t_est), "payload_mass": np.array(mass),
-                "beta": np.array(betas), "gate": statuses, "non_finite_commands": non_finite,
+                "beta": np.array(betas), "coulomb": np.array(coulomb), "gate": statuses, "non_finite_commands": non_finite,
                 "rollbacks": rollbacks, "gate_counts": dict(gate.counts), "payload_events": list(est.payload_events),
                 "wall_seconds": time.monotonic() - wall}
 
@@ -334,5 +358,7 @@ def twin_experiment(model, plant, reference, config=None, base=None, progress=No
         "rollbacks": int(adapted["rollbacks"]),
         "payload_changes_detected": adapted["payload_events"],
         "wall_seconds": round(adapted["wall_seconds"] + nominal["wall_seconds"], 2),
+        "coulomb_true": [float(x) for x in plant.model.coulomb],
+        "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }
     return report, adapted, nominal
