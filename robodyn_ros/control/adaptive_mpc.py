@@ -19,11 +19,13 @@ from .mpc import MPCConfig, ModelPredictiveController, parameter_vector
 class AdaptiveMPC:
     """``model``: the nominal model; ``reference``: ``evaluate(t) -> (q, v, a)``; ``rate``: solves per second;
     ``beta``: the base parameters the current θ stands for (bookkeeping for the caller); ``config``: an
-    :class:`MPCConfig` (default: RTI, N = 20, 10 ms, the Coulomb width ``coulomb_smoothing``)."""
+    :class:`MPCConfig` (default: RTI, N = 20, 10 ms, the Coulomb width ``coulomb_smoothing``, ``time_limit``
+    s per solve: a simulation that is not in real time passes a large one, so that a loaded machine does
+    not turn solves into fallbacks)."""
 
-    def __init__(self, model, reference, rate=100.0, beta=None, config=None, coulomb_smoothing=0.05):
+    def __init__(self, model, reference, rate=100.0, beta=None, config=None, coulomb_smoothing=0.05, time_limit=0.05):
         self.model, self.reference, self.period = model, reference, 1.0 / float(rate)
-        self.config = config or MPCConfig(solver="rti", coulomb_smoothing=coulomb_smoothing)
+        self.config = config or MPCConfig(solver="rti", coulomb_smoothing=coulomb_smoothing, time_limit=time_limit)
         self.mpc = ModelPredictiveController(model, self.config)
         self.beta = None if beta is None else np.array(beta, dtype=float)
         self.guard = CommandGuard(effort_bounds(model))

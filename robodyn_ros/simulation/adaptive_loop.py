@@ -236,7 +236,8 @@ class AdaptiveLoop:
             return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd,
                                           kd=c.kd * np.diag(crba(self.model, q0)), compiled=True)
         from ..control.adaptive_mpc import AdaptiveMPC
-        return AdaptiveMPC(self.model, self.reference, rate=c.mpc_rate, beta=beta,
+        # simulated time, not wall time: the solve's time limit must not depend on the machine's load
+        return AdaptiveMPC(self.model, self.reference, rate=c.mpc_rate, beta=beta, time_limit=10.0,
                            coulomb_smoothing=self.base.coulomb_width, **c.options.get("mpc", {}))
 
     def _with_payload(self, theta, pi_payload):
