@@ -52,8 +52,8 @@ def test_bringup_closes_the_loop():
         assert np.abs(sim.q - q_d).max() < 5e-3
         assert got["payload"] >= 3 and got["base"] != 0
         labels = [d.label for d in got["base"].layout.dim]
-        assert len(labels) == len(got["base"].data) == up.nodes["estimator"].base.count
-        assert labels == list(up.nodes["estimator"].base.names)
+        assert len(labels) == len(got["base"].data) == up.nodes["estimator"].estimator.base.count
+        assert labels == list(up.nodes["estimator"].estimator.base.names)
         assert ctrl.non_finite_commands == 0 and not any(n.rejected for n in up.nodes.values())
         up.executor.remove_node(listener)
         listener.destroy_node()
@@ -155,7 +155,7 @@ def hostile_messages_scenario():
         assert sim_node.commands_received >= 0.95 * sim_node.steps
         assert np.abs(sim_node.sim.q - ctrl.desired(sim_node.sim.t, sim_node.sim.q)[0]).max() < 5e-3
         assert ctrl.trajectory is None                     # no hostile trajectory was accepted
-        assert est.updates > 0 and np.isfinite(est.payload_parameters()).all()
+        assert est.estimator.updates > 0 and np.isfinite(est.estimator.payload_parameters()).all()
         up.executor.remove_node(attacker)
         attacker.destroy_node()
 

@@ -69,14 +69,14 @@ def test_starved_estimator_pauses_instead_of_estimating_from_sparse_samples(esti
     for k in np.flatnonzero(keep):
         node._on_wrench(array_to_wrench_stamped(float(t[k]), link, W[k]))
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k]))
-        for mark in (2.0, 3.9, 4.0 + node.settle_time + 0.1):
+        for mark in (2.0, 3.9, 4.0 + node.estimator.settle_time + 0.1):
             if mark not in updates_at and t[k] >= mark:
-                updates_at[mark] = node.wrench_rls.updates
+                updates_at[mark] = node.estimator.wrench_rls.updates
                 if mark == 3.9:
                     level, text, values = node.diagnostic_status(float(t[k]))
                     assert level == "WARN" and "too sparse" in text and values["sparse_gaps"] > 5
     assert updates_at[2.0] > 300
     assert updates_at[3.9] == updates_at[2.0]                           # nothing learnt from sparse samples
-    assert node.wrench_rls.updates > updates_at[4.0 + node.settle_time + 0.1]   # dense again: estimating
-    assert abs(node.payload_parameters()[0] - PAYLOAD.mass) < 0.1
+    assert node.estimator.wrench_rls.updates > updates_at[4.0 + node.estimator.settle_time + 0.1]   # dense again: estimating
+    assert abs(node.estimator.payload_parameters()[0] - PAYLOAD.mass) < 0.1
     assert node.diagnostic_status(float(t[-1]))[0] == "OK"
