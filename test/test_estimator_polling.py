@@ -17,6 +17,7 @@ import rclpy
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
+from robodyn_ros.estimation.online_estimator import point_mass_parameters
 from robodyn_ros.ros import estimator_node, qos
 from robodyn_ros.ros.messages import array_to_wrench_stamped, make_joint_state
 from robodyn_ros.ros.testing import spin_until
@@ -143,7 +144,7 @@ def test_published_payload_never_carries_the_transient_after_a_change(estimator_
 
 def test_point_mass_parameters_have_no_inertia_about_their_centre_of_mass():
     from robodyn_ros.model.spatial import numpy_inertia_split
-    pi = estimator_node.point_mass_parameters(2.0, np.array([0.02, -0.04, 0.12]))
+    pi = point_mass_parameters(2.0, np.array([0.02, -0.04, 0.12]))
     m, c, I_c = numpy_inertia_split(pi)
     assert m == 2.0 and np.allclose(c, [0.01, -0.02, 0.06]) and np.abs(I_c).max() < 1e-15
-    assert not estimator_node.point_mass_parameters(0.0, np.zeros(3)).any()
+    assert not point_mass_parameters(0.0, np.zeros(3)).any()

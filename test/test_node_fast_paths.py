@@ -24,14 +24,14 @@ from sensor_msgs.msg import JointState
 from robodyn_ros.control import ComputedTorqueController
 from robodyn_ros.control.command_guard import CommandGuard, ControlStatus, effort_bounds, torque_rate_bounds
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
-from robodyn_ros.control.reference import ReferenceClippedWarning, fourier_reference
+from robodyn_ros.control.reference import FourierSampler, ReferenceClippedWarning, fourier_reference
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
 from robodyn_ros.ros import qos
 from robodyn_ros.ros.bringup import Bringup
 from robodyn_ros.ros.estimator_node import PENDING_LIMIT
-from robodyn_ros.ros.inverse_dynamics_node import FourierSampler, inertia_stamped_to_body_parameters
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
-from robodyn_ros.ros.messages import inertial_parameters_to_inertia_stamped, make_joint_state
+from robodyn_ros.ros.messages import (inertia_stamped_to_body_parameters, inertial_parameters_to_inertia_stamped,
+                                      make_joint_state)
 from robodyn_ros.ros.testing import ros_context
 
 
@@ -79,7 +79,7 @@ def test_controller_commands_equal_the_library_path(bringup):
     # controller); q lags the reference so torques saturate and hit the rate limit
     node, _ = bringup("inverse_dynamics", **{"generator.amplitude": 2.5, "generator.period": 1.0})
     c, robot, model = node.config, node.robot, node.robot.model
-    recorder = node.output.publisher = Recorder()
+    recorder = node.command_pub = Recorder()
 
     reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
                                   c["generator.harmonics"])

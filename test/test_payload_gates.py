@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from robodyn_ros.ros.bringup import Bringup
-from robodyn_ros.ros.inverse_dynamics_node import inertia_stamped_to_body_parameters
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
-from robodyn_ros.ros.messages import array_to_wrench_stamped, make_inertia_stamped, make_joint_state
+from robodyn_ros.ros.messages import (array_to_wrench_stamped, inertia_stamped_to_body_parameters, make_inertia_stamped,
+                                      make_joint_state)
 from robodyn_ros.ros.testing import ros_context
 from test_faults_estimator import PAYLOAD, RATE, estimator_factory, segment  # noqa: F401 (fixture)
 
@@ -39,7 +39,7 @@ def test_controller_keeps_its_model_on_implausible_payload_estimates(controller)
     body = node.robot.model.frames[link].body
     node._on_payload(make_inertia_stamped(1.0, link, 2.0, [0.0, 0.0, 0.05], BOX))
     accepted = _parameters(node)
-    assert node.payload_updates == 1 and abs(accepted[10 * body] - node.pi_nominal[10 * body] - 2.0) < 1e-12
+    assert node.payload_updates == 1 and abs(accepted[10 * body] - node.loop.pi_nominal[10 * body] - 2.0) < 1e-12
     bad = ((-4.8, [0.0, 0.0, 0.05], BOX), (7.5, [0.0, 0.0, 0.05], BOX), (1.9, [1.46, 1.97, 0.85], BOX),
            (2.0, [0.0, 0.0, 0.05], np.diag([0.6, 0.6, 0.6])),        # moments beyond m R^2 = 0.5 kg m^2
            (2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.01, -1.05])))    # indefinite, as in a soak that lost tracking
@@ -51,10 +51,10 @@ def test_controller_keeps_its_model_on_implausible_payload_estimates(controller)
     slightly_off = make_inertia_stamped(2.5, link, 2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.006, -0.007]))
     node._on_payload(slightly_off)
     assert node.payload_updates == 2
-    added = _parameters(node)[10 * body:10 * body + 10] - node.pi_nominal[10 * body:10 * body + 10]
+    added = _parameters(node)[10 * body:10 * body + 10] - node.loop.pi_nominal[10 * body:10 * body + 10]
     assert np.allclose(added, inertia_stamped_to_body_parameters(slightly_off, node.robot.model)[1], atol=1e-12)
     node._on_payload(make_inertia_stamped(3.0, link, 0.0, [0.0, 0.0, 0.0], np.zeros((3, 3))))  # load put down
-    assert node.payload_updates == 3 and np.array_equal(_parameters(node), node.pi_nominal)
+    assert node.payload_updates == 3 and np.array_equal(_parameters(node), node.loop.pi_nominal)
 
 
 def test_starved_estimator_pauses_instead_of_estimating_from_sparse_samples(estimator_factory):

@@ -119,3 +119,27 @@ class GravityCompensation:
         if not self.gravity_compensated_by_robot:
             tau = tau + self.functions.gravity(q, self.pi)
         return self.guard.accept(tau, status), status
+
+
+class FastComputedTorque:
+    """The 1 kHz form of :meth:`ComputedTorqueController.compute` for the node: the controller's own law
+    (:meth:`ComputedTorqueController.torque`) and guard (:meth:`CommandGuard.clamp_and_limit`, no rate
+    limit), without the per-call argument checks and status object. ``q``, ``v`` (nv,) must be finite (the
+    nodes' message conversion checks them); a non-finite or out-of-limit reference, or a non-finite
+    torque, goes to ``controller.compute`` itself (its clipping warning, fault status and hold). Returns
+    ``tau`` (nv,)."""
+
+    def __init__(self, controller):
+        self.c = controller
+        self.lo = controller.model.lower + controller.limit_margin
+        self.hi = controller.model.upper - controller.limit_margin
+
+    def compute(self, q, v, q_d, v_d, a_d):
+        c = self.c
+        if not (np.isfinite(v_d).all() and np.isfinite(a_d).all()) or (q_d < self.lo).any() or (q_d > self.hi).any() \
+                or not np.isfinite(q_d).all():
+            return c.compute(q, v, q_d, v_d, a_d)[0]
+        tau = c.torque(q, v, q_d, v_d, a_d)
+        if not np.isfinite(tau).all():
+            return c.compute(q, v, q_d, v_d, a_d)[0]
+        return c.guard.clamp_and_limit(tau, None)[0]

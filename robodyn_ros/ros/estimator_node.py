@@ -21,7 +21,7 @@ from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from ..estimation.online_estimator import OnlineEstimator, point_mass_parameters  # noqa: F401 (re-export)
+from ..estimation.online_estimator import OnlineEstimator
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
