@@ -226,6 +226,7 @@ class OnlineEstimator:
             self._setup_base_parameters()
         self.payload_frame = self.wrist_link if c["use_wrench"] else model.body_names[-1]
         self.samples = self.updates = 0
+        self.filtered, self.base_updated = None, False
         self.payload_events = []         # (time, payload mass before) of detected payload changes
         self._converged_payload = None   # the last payload estimate within payload_publish_std
         self.unconverged_publishes = 0   # publishes at which the estimate was not converged
@@ -364,6 +365,8 @@ class OnlineEstimator:
                         "decimating too coarsely; estimation paused until the filters settle")
         self.last_update_t = t
         q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
+        self.filtered = (q_f, v_f, a_f, tau_f)   # what this step estimated from (a replay keeps them)
+        self.base_updated = False
         settled = t >= self._settled_at and t >= self._dense_at
         if self.wrench_rls is not None and self.latest_wrench is not None:
             t_w, w = self.latest_wrench
@@ -383,6 +386,7 @@ class OnlineEstimator:
             Y_full = self._full_regressor(q_f, v_f, a_f)
             mass_before = self.payload_parameters()[0] if self.wrench_rls is None else None
             result = self.base_rls.update(self.base.reduce(Y_full), tau_f)
+            self.base_updated = result.accepted
             if result.change_detected and self.wrench_rls is None:
                 self._payload_changed(t, mass_before, "joint torques")
         self.updates += 1
