@@ -6,8 +6,31 @@ import numpy as np
 
 from ..model import spatial
 from ..model.backend import ops_for
+from ..model.errors import ModelError
 from .kinematics import joint_slices, parent_placements
 from .rnea import base_acceleration, body_inertia, external_wrench
+
+
+SINGULAR_D = 1e-12
+"""Relative bound below which the joint-space articulated inertia ``D_i = S_i^T I^A_i S_i + armature``
+(Featherstone RBDA Table 7.1) counts as singular: its smallest eigenvalue <= SINGULAR_D times the
+largest |entry| of ``D`` and of the model's inertial parameters. A body whose subtree carries no inertia has
+``D_i = 0`` exactly (to rounding)."""
+
+
+def articulated_inverse(ops, model, i, D):
+    """``D^-1`` of body ``i``'s joint-space articulated inertia ``D`` (n_i, n_i); on NumPy, ModelError
+    naming the body and its joint when ``D`` is singular or not positive definite (a massless subtree
+    without armature, or non-physical inertias), instead of inf, NaN or a bare LinAlgError."""
+    if ops.name == "numpy":
+        eig = np.linalg.eigvalsh(D) if D.shape != (1, 1) else D[0]
+        scale = max(float(np.abs(model.inertias).max(initial=0.0)), float(np.abs(D).max()), 1e-300)
+        if not (np.all(np.isfinite(eig)) and eig.min() > SINGULAR_D * scale):
+            raise ModelError(f"articulated inertia of body '{model.body_names[i]}' (joint '{model.joint_names[i]}') "
+                             f"is {'singular' if abs(eig.min()) <= SINGULAR_D * scale else 'not positive definite'} "
+                             f"(smallest eigenvalue {float(eig.min()):.3g}): its subtree carries no inertia along "
+                             f"the joint or non-physical inertias; give the joint armature (model '{model.name}')")
+    return ops.inv(D)
 
 
 def aba(model, q, v, tau, f_ext=None, pi=None):
@@ -36,7 +59,7 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
-        Dinv[i] = ops.inv(ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
         u[i] = tau[sv] - ops.mtimes(S.T, pA[i])
         lam = model.parents[i]
         if lam >= 0:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import spatial
-from .aba import aba
+from .aba import aba, articulated_inverse
 from ..model.backend import ops_for
 from .kinematics import joint_slices, parent_placements
 from .rnea import body_inertia
@@ -44,7 +44,7 @@ def articulated_inertias(ops, model, liMi, pi=None):
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
-        Dinv[i] = ops.inv(ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
         lam = model.parents[i]
         if lam >= 0:
             Ia = IA[i] - ops.mtimes(ops.mtimes(U[i], Dinv[i]), ops.T(U[i]))

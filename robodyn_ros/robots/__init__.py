@@ -15,8 +15,7 @@ import os
 import numpy as np
 
 from ..model.errors import ModelError
-
-BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
+from ..model.robot_names import BUNDLED_ROBOTS, bundled_urdf_path
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,14 +59,6 @@ _INFO = {
 def _check_name(name):
     if name not in BUNDLED_ROBOTS:
         raise ModelError(f"unknown bundled robot {name!r}; available: {', '.join(BUNDLED_ROBOTS)}")
-
-
-def bundled_urdf_path(name):
-    """Absolute path (str) of the bundled URDF of robot ``name`` (one of ``BUNDLED_ROBOTS``).
-
-    Raises :class:`~robodyn_ros.model.errors.ModelError` (a ValueError) naming the available robots otherwise."""
-    _check_name(name)
-    return os.path.join(_HERE, f"{name}.urdf")
 
 
 def bundled_robot_info(name):
