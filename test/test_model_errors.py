@@ -90,6 +90,21 @@ def test_moving_body_without_inertia_is_named_and_aba_refuses():
     np.testing.assert_allclose(rd.crba(m2, q) @ a + rd.nonlinear_effects(m2, q, v), tau, atol=1e-12)
 
 
+def test_compiled_aba_refuses_a_singular_articulated_inertia_naming_the_body():
+    """The compiled kernels divide by ``D = 0`` (inf/NaN out); the public functions check their output
+    and name the body, as the interpreted algorithm does."""
+    xml = urdf(good_links()[:2] + ["<link name='l2'/>"], good_joints())
+    with pytest.warns(rd.model.errors.NonPhysicalInertiaWarning):
+        m = rd.Model.from_urdf(xml)
+    kernels = rd.compile_kernels(m)
+    q, v, tau = np.array([0.3, -0.4]), np.array([0.5, 1.0]), np.array([1.0, 0.0])
+    assert not np.all(np.isfinite(kernels.aba(q, v, tau)))       # the raw kernel: what users got before
+    for f in (rd.aba, rd.aba_derivatives):
+        with pytest.raises(rd.ModelError, match="body 'l2' \\(joint 'j2'\\) is singular"):
+            f(m, q, v, tau)
+    np.testing.assert_allclose(rd.rnea(m, q, v, np.zeros(2)), rd.rnea(m, q, v, np.zeros(2), pi=m.inertial_parameters()))
+
+
 @pytest.mark.parametrize("armature", [np.nan, np.inf, -0.1, -np.inf, "abc"])
 def test_bad_armature_is_refused_naming_the_joint(armature):
     m = rd.Model.from_urdf(urdf(good_links(), good_joints()))

@@ -18,18 +18,26 @@ largest |entry| of ``D`` and of the model's inertial parameters. A body whose su
 ``D_i = 0`` exactly (to rounding)."""
 
 
-def articulated_inverse(ops, model, i, D):
-    """``D^-1`` of body ``i``'s joint-space articulated inertia ``D`` (n_i, n_i); on NumPy, ModelError
-    naming the body and its joint when ``D`` is singular or not positive definite (a massless subtree
-    without armature, or non-physical inertias), instead of inf, NaN or a bare LinAlgError."""
-    if ops.name == "numpy":
-        eig = np.linalg.eigvalsh(D) if D.shape != (1, 1) else D[0]
-        scale = max(float(np.abs(model.inertias).max(initial=0.0)), float(np.abs(D).max()), 1e-300)
-        if not (np.all(np.isfinite(eig)) and eig.min() > SINGULAR_D * scale):
+def inertia_scale(model, pi=None):
+    """Largest |inertial parameter| of the model (or of ``pi``) on NumPy, the scale of :data:`SINGULAR_D`;
+    None for symbolic parameters (no check)."""
+    values = model.inertias if pi is None else pi
+    return float(np.abs(values).max(initial=0.0)) if isinstance(values, np.ndarray) else None
+
+
+def articulated_inverse(ops, model, i, D, scale=None):
+    """``D^-1`` of body ``i``'s joint-space articulated inertia ``D`` (n_i, n_i); on NumPy (``scale`` from
+    :func:`inertia_scale`), ModelError naming the body and its joint when ``D`` is singular or not positive
+    definite (a massless subtree without armature, or non-physical inertias), instead of inf, NaN or a
+    bare LinAlgError."""
+    if scale is not None and ops.name == "numpy":
+        smallest = float(D[0, 0]) if D.shape == (1, 1) else float(np.linalg.eigvalsh(D)[0])
+        bound = SINGULAR_D * max(scale, float(np.abs(D).max()), 1e-300)
+        if not smallest > bound:     # NaN too
             raise ModelError(f"articulated inertia of body '{model.body_names[i]}' (joint '{model.joint_names[i]}') "
-                             f"is {'singular' if abs(eig.min()) <= SINGULAR_D * scale else 'not positive definite'} "
-                             f"(smallest eigenvalue {float(eig.min()):.3g}): its subtree carries no inertia along "
-                             f"the joint or non-physical inertias; give the joint armature (model '{model.name}')")
+                             f"is {'singular' if abs(smallest) <= bound else 'not positive definite'} "
+                             f"(smallest eigenvalue {smallest:.3g}): its subtree carries no inertia along the "
+                             f"joint, or non-physical inertias; give the joint armature (model '{model.name}')")
     return ops.inv(D)
 
 
@@ -55,11 +63,12 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
         vel.append(vi), c.append(spatial.cross_motion(ops, vi, vJ))
         IA.append(spatial.inertia_matrix(ops, inertia)), pA.append(pi_ if fe is None else pi_ - fe)
     U, Dinv, u = [None] * n, [None] * n, [None] * n
+    scale = inertia_scale(model, pi) if ops.name == "numpy" else None
     for i in reversed(range(n)):                            # pass 2: articulated inertias
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
-        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]), scale)
         u[i] = tau[sv] - ops.mtimes(S.T, pA[i])
         lam = model.parents[i]
         if lam >= 0:
