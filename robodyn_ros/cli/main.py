@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -115,8 +116,18 @@ def build_parser():
 DELEGATED = {"identify": "cli.identify", "demo": "cli.demo"}
 
 
+def one_line_warnings(command):
+    """Show Python warnings (e.g. a URDF loaded with non-physical inertias) as one line each,
+    ``robodyn COMMAND: warning: ...``, without the file name and source line of the default format."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"robodyn {command}: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+    warnings.showwarning = show
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv:
+        one_line_warnings(argv[0])
     if argv and argv[0] in DELEGATED:  # the subcommand parses its own options, --help included
         module = importlib.import_module(f"robodyn_ros.{DELEGATED[argv[0]]}")
         try:

@@ -10,14 +10,10 @@ comment states its origin and licence; ``tools/make_bundled_urdfs.py`` regenerat
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..model.errors import ModelError
 from ..model.robot_names import BUNDLED_ROBOTS, bundled_urdf_path
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Per robot: the actuated arm joints in chain order, the base link, the last arm link, the flange frame a
 # wrist force/torque sensor or a payload is attached to, a home configuration of the arm joints (rad)
