@@ -293,6 +293,20 @@ def test_lifecycle_autostart_false_waits_for_configure():
         result = node.set_parameters([Parameter("kp", value=-1.0)])[0]
         assert not result.successful and "kp" in result.reason and np.all(node.controller.kp == 100.0)
         assert not node.set_parameters([Parameter("mode", value="pid")])[0].successful
+        # through the parameter service, as `ros2 param set` does: a non-finite gain is refused with a
+        # reason, and the controller keeps its gains
+        from rcl_interfaces.srv import SetParameters
+        client_node = rclpy.create_node("param_client", context=context)
+        up.add_node(client_node)
+        client = client_node.create_client(SetParameters, "/inverse_dynamics/set_parameters")
+        assert client.wait_for_service(timeout_sec=10.0)
+        for name, value in (("kp", math.inf), ("kd", math.nan), ("kd", -math.inf), ("kp", 1e9)):
+            future = client.call_async(SetParameters.Request(
+                parameters=[Parameter(name, value=value).to_parameter_msg()]))
+            up.spin_until(future.done, 10.0)
+            result = future.result().results[0]
+            assert not result.successful and name in result.reason, (name, value, result.reason)
+        assert np.all(node.controller.kp == 100.0) and np.all(np.isfinite(node.controller.kd))
         node.trigger_deactivate()
         node.trigger_cleanup()
         assert node.robot is not None and not node._entities
