@@ -15,6 +15,7 @@ from .model.model import Model
 from .kernels.numeric import (aba, aba_derivatives, coriolis_matrix, crba, gravity_torque, nonlinear_effects, regressor,
                       rnea, rnea_derivatives, rnea_time_derivatives)
 from .dynamics.regressor import body_wrench_regressor, slotine_li_regressor
+from .estimation.online_estimator import OnlineEstimate, OnlineEstimator
 
 __version__ = "0.1.0"
 
@@ -22,5 +23,5 @@ __all__ = [
     "Model", "ModelError", "rnea", "crba", "aba", "nonlinear_effects", "gravity_torque", "coriolis_matrix",
     "coriolis_matrix_garofalo", "friction_torque", "regressor", "slotine_li_regressor", "body_wrench_regressor",
     "forward_kinematics", "frame_placement", "frame_jacobian", "body_jacobians", "rnea_time_derivatives",
-    "compile_kernels", "rnea_derivatives", "aba_derivatives",
+    "compile_kernels", "rnea_derivatives", "aba_derivatives", "OnlineEstimator", "OnlineEstimate",
 ]

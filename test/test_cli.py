@@ -23,3 +23,54 @@ def test_console_script_is_on_path():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "wrist_3_joint" in out.stdout
+
+
+def test_info_strict_refuses_what_the_default_loads_with_a_note(tmp_path, capsys):
+    """A URDF with a non-physical inertia (the iiwa of Müller and Kumar's Table 1 as printed): ``info``
+    loads it and says so in its notes line; ``info --strict`` refuses it in one line naming the link."""
+    import warnings
+    from test_time_derivatives import iiwa_as_published
+    path = tmp_path / "iiwa_table_1.urdf"
+    path.write_text(iiwa_as_published())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "notes (" in out and "strict=True refuses it" in out
+    assert main(["info", str(path), "--strict"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "link 'iiwa_link_4' has an inertia violating the triangle inequality" in err[0]
+
+
+def test_bundled_names_work_wherever_a_urdf_is_asked_for_and_files_get_the_umask(tmp_path, capsys):
+    """``Model.from_urdf("ur5")``, ``robodyn info ur5`` and ``robodyn identify BAG --urdf ur5`` take the
+    bundled name; an unknown name is a clean error naming the bundled robots; the files identify writes
+    (YAML, URDF, PNG) get the user's umask, not mkstemp's 0600."""
+    import os
+
+    import robodyn_ros as rd
+    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.cli.identify import main as identify
+    from robodyn_ros.robots import bundled_urdf_path
+    from test_hostile_bags import ur5_motion
+
+    assert rd.Model.from_urdf("ur5").fingerprint() == rd.Model.from_urdf(bundled_urdf_path("ur5")).fingerprint()
+    assert main(["info", "ur5"]) == 0 and "wrist_3_joint" in capsys.readouterr().out
+    model, t, q, v, tau = ur5_motion()
+    bag = write_joint_states_bag(tmp_path / "bag", t, model.joint_names, q, v, tau, storage="mcap")
+    for umask, mode in ((0o022, 0o644), (0o027, 0o640)):
+        out = tmp_path / f"out_{umask:o}"
+        out.mkdir()
+        previous = os.umask(umask)
+        try:
+            code = identify([str(bag), "--urdf", "ur5", "--output", str(out / "params.yaml"), "--urdf-out",
+                             str(out / "robot.urdf"), "--plot", str(out / "torques.png"), "--quiet",
+                             "--no-consistent"])
+        finally:
+            os.umask(previous)
+        assert code == 0, capsys.readouterr().err
+        for name in ("params.yaml", "robot.urdf", "torques.png"):
+            assert (out / name).stat().st_mode & 0o777 == mode, (name, oct((out / name).stat().st_mode))
+    assert identify([str(bag), "--urdf", "kuka", "--output", str(tmp_path / "x.yaml"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--urdf kuka: no such file (nor a bundled robot: panda, ur5, iiwa)" in err and "Traceback" not in err

@@ -17,6 +17,7 @@ import rclpy
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
+from robodyn_ros.estimation.online_estimator import point_mass_parameters
 from robodyn_ros.ros import estimator_node, qos
 from robodyn_ros.ros.messages import array_to_wrench_stamped, make_joint_state
 from robodyn_ros.ros.testing import spin_until
@@ -56,13 +57,13 @@ def test_polled_input_gives_the_callback_estimates_bit_for_bit(estimator_factory
     pairs = [p for s in segments for p in _messages(polled, *s)]
     _run(direct, pairs, polled=False)
     _run(polled, pairs, polled=True)
-    assert direct.updates == polled.updates > 200
-    assert direct.time_jumps == polled.time_jumps == 1
+    assert direct.estimator.updates == polled.estimator.updates > 200
+    assert direct.estimator.time_jumps == polled.estimator.time_jumps == 1
     assert polled.skipped_overload == 0
-    np.testing.assert_array_equal(polled.wrench_rls.beta, direct.wrench_rls.beta)
-    np.testing.assert_array_equal(polled.base_rls.beta, direct.base_rls.beta)
-    np.testing.assert_array_equal(polled.wrench_rls.P, direct.wrench_rls.P)
-    assert abs(polled.payload_parameters()[0] - PAYLOAD.pi[0]) < 0.1
+    np.testing.assert_array_equal(polled.estimator.wrench_rls.beta, direct.estimator.wrench_rls.beta)
+    np.testing.assert_array_equal(polled.estimator.base_rls.beta, direct.estimator.base_rls.beta)
+    np.testing.assert_array_equal(polled.estimator.wrench_rls.P, direct.estimator.wrench_rls.P)
+    assert abs(polled.estimator.payload_parameters()[0] - PAYLOAD.pi[0]) < 0.1
 
 
 def test_a_poll_out_of_time_estimates_from_its_newest_due_state(estimator_factory, monkeypatch):
@@ -70,8 +71,8 @@ def test_a_poll_out_of_time_estimates_from_its_newest_due_state(estimator_factor
     node = estimator_factory(base_parameters=False, decimation=1)
     pairs = _messages(node, *segment(node, 0.0, 0.2, np.zeros(10), seed=1))   # 50 samples
     _run(node, pairs, polled=True, chunk=10)
-    assert node.updates == 5 and node.skipped_overload == 45
-    assert node._last_update_t == pytest.approx(float(pairs[-1][1].header.stamp.nanosec) * 1e-9)
+    assert node.estimator.updates == 5 and node.skipped_overload == 45
+    assert node.estimator.last_update_t == pytest.approx(float(pairs[-1][1].header.stamp.nanosec) * 1e-9)
 
 
 def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_factory):
@@ -98,8 +99,8 @@ def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_
         deadline += 1.0 / 250.0
         while time.monotonic() < deadline:
             executor.spin_once(timeout_sec=max(0.0, deadline - time.monotonic()))
-    assert spin_until(executor, lambda: node.samples >= sent, 2.0), f"{node.samples} of {sent} joint states taken"
-    assert node.updates >= 0.95 * sent / 2 and node.latest_wrench is not None
+    assert spin_until(executor, lambda: node.estimator.samples >= sent, 2.0), f"{node.estimator.samples} of {sent} joint states taken"
+    assert node.estimator.updates >= 0.95 * sent / 2 and node.estimator.latest_wrench is not None
     assert not node.rejected
     node.trigger_deactivate()
     node.trigger_cleanup()
@@ -123,27 +124,27 @@ def test_published_payload_never_carries_the_transient_after_a_change(estimator_
     for wrench, state in pairs:
         node._on_wrench(wrench)
         node._on_state(state)
-        t = node._last_t
+        t = node.estimator.last_t
         if t < 2.0:
             continue
-        published = node.converged_payload()
-        live_error = max(live_error, np.abs(node.payload_parameters()[4:] - PAYLOAD.pi[4:]).max())
+        published = node.estimator.converged_payload()
+        live_error = max(live_error, np.abs(node.estimator.payload_parameters()[4:] - PAYLOAD.pi[4:]).max())
         published_error = max(published_error, np.abs(published[4:] - PAYLOAD.pi[4:]).max())
         if t >= 2.1:
             late_mass.append(published[0])
-    assert len(node.payload_events) == 1 and live_error > 0.3
+    assert len(node.estimator.payload_events) == 1 and live_error > 0.3
     if gated:
         assert published_error < 0.05
         assert np.abs(np.array(late_mass) - PAYLOAD.pi[0]).max() < 0.05 * PAYLOAD.pi[0]
-        assert node.unconverged_publishes > 0
+        assert node.estimator.unconverged_publishes > 0
     else:
         assert published_error == live_error
-    assert np.abs(node.converged_payload() - PAYLOAD.pi).max() < 0.002
+    assert np.abs(node.estimator.converged_payload() - PAYLOAD.pi).max() < 0.002
 
 
 def test_point_mass_parameters_have_no_inertia_about_their_centre_of_mass():
     from robodyn_ros.model.spatial import numpy_inertia_split
-    pi = estimator_node.point_mass_parameters(2.0, np.array([0.02, -0.04, 0.12]))
+    pi = point_mass_parameters(2.0, np.array([0.02, -0.04, 0.12]))
     m, c, I_c = numpy_inertia_split(pi)
     assert m == 2.0 and np.allclose(c, [0.01, -0.02, 0.06]) and np.abs(I_c).max() < 1e-15
-    assert not estimator_node.point_mass_parameters(0.0, np.zeros(3)).any()
+    assert not point_mass_parameters(0.0, np.zeros(3)).any()

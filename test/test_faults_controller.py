@@ -135,11 +135,11 @@ def test_time_jumping_backwards_is_a_reset_and_the_reference_continues():
         q = ctrl.robot.home + 0.02
         for k in range(41):
             driver.send(10.0 + 0.001 * k, q, np.zeros(7))
-        desired_before = ctrl.desired(10.04, q)[0]
+        desired_before = ctrl.loop.desired(10.04, q)[0]
         for k in range(41):
             driver.send(0.001 * k, q, np.zeros(7))
         assert ctrl.output.time_resets == 1
-        assert_close(ctrl.desired(0.0, q)[0], desired_before, rtol=1e-12)     # continues where it was
+        assert_close(ctrl.loop.desired(0.0, q)[0], desired_before, rtol=1e-12)     # continues where it was
         assert not ctrl.stale and ctrl.output.dropped == {"duplicate": 0, "older": 0}
         commands = np.array([c for _, c in driver.commands])
         assert len(commands) == 82 and np.isfinite(commands).all()

@@ -83,7 +83,7 @@ def feed(node, t, Q, V, W, record_every=10):
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k]))
         if k % record_every == 0:
             stamps.append(float(t[k]))
-            masses.append(float(node.payload_parameters()[0]))
+            masses.append(float(node.estimator.payload_parameters()[0]))
     return np.array(stamps), np.array(masses)
 
 
@@ -119,15 +119,15 @@ def test_payload_added_then_removed_is_detected_and_reestimated(estimator_factor
         stamps.append(s)
         masses.append(m)
         if i == 0:
-            assert abs(node.payload_parameters()[0]) < MASS_TOL and not node.payload_events
+            assert abs(node.estimator.payload_parameters()[0]) < MASS_TOL and not node.estimator.payload_events
         if i == 1:
-            assert_payload_close(node.payload_parameters(), PAYLOAD.pi)
+            assert_payload_close(node.estimator.payload_parameters(), PAYLOAD.pi)
             level, text, values = node.diagnostic_status(4.0 + 0.5)
             assert values["payload_changes"] == 1 and "payload change detected" in text
             assert abs(values["last_payload_change_mass_before"]) < MASS_TOL
     stamps, masses = np.concatenate(stamps), np.concatenate(masses)
-    events = [t for t, _ in node.payload_events]
-    print("payload events", node.payload_events)
+    events = [t for t, _ in node.estimator.payload_events]
+    print("payload events", node.estimator.payload_events)
     added = [t for t in events if 4.0 <= t < 8.0]
     removed = [t for t in events if t >= 8.0]
     assert added and added[0] - 4.0 <= 0.1 and removed and removed[0] - 8.0 <= 0.1, events
@@ -137,7 +137,7 @@ def test_payload_added_then_removed_is_detected_and_reestimated(estimator_factor
     t_remove = settling_time(stamps, masses, 0.0, 8.0, 12.0)
     print(f"settling to within {MASS_TOL} kg: added {t_add:.3f} s, removed {t_remove:.3f} s")
     assert t_add <= 0.5 and t_remove <= 0.5
-    assert_payload_close(node.payload_parameters(), np.zeros(10))
+    assert_payload_close(node.estimator.payload_parameters(), np.zeros(10))
     level, text, values = node.diagnostic_status(stamps[-1])
     assert values["payload_changes"] == len(events) and values["last_payload_change"] == events[-1]
     assert abs(values["last_payload_change_mass_before"] - PAYLOAD.mass) < 0.5
@@ -171,15 +171,15 @@ def test_saturated_wrench_samples_are_excluded_and_counted(estimator_factory):
         runs[check] = (np.abs(masses[after] - PAYLOAD.mass).max(), node)
     error, node = runs[True]
     error_unchecked, unchecked = runs[False]
-    print(f"max |mass error| from t = 2 s: {error:.4f} kg with the check ({node.wrench_saturated} saturated "
-          f"samples), {error_unchecked:.3f} kg without ({len(unchecked.payload_events)} false payload changes)")
-    assert node.wrench_saturated == int(contact.sum()) == 100
-    assert error <= MASS_TOL and not node.payload_events
-    assert_payload_close(node.payload_parameters(), PAYLOAD.pi)
+    print(f"max |mass error| from t = 2 s: {error:.4f} kg with the check ({node.estimator.wrench_saturated} saturated "
+          f"samples), {error_unchecked:.3f} kg without ({len(unchecked.estimator.payload_events)} false payload changes)")
+    assert node.estimator.wrench_saturated == int(contact.sum()) == 100
+    assert error <= MASS_TOL and not node.estimator.payload_events
+    assert_payload_close(node.estimator.payload_parameters(), PAYLOAD.pi)
     level, text, values = node.diagnostic_status(3.45)
     assert values["wrench_saturated"] == 100 and level == "WARN" and "wrench saturated" in text
     assert node.diagnostic_status(5.0)[0] == "OK"            # the pause ends when the filter has settled
-    assert unchecked.wrench_saturated == 0 and unchecked.payload_events and error_unchecked > 1.0
+    assert unchecked.estimator.wrench_saturated == 0 and unchecked.estimator.payload_events and error_unchecked > 1.0
 
 
 def test_effort_at_the_limit_pauses_the_base_parameter_estimate(estimator_factory):
@@ -193,12 +193,12 @@ def test_effort_at_the_limit_pauses_the_base_parameter_estimate(estimator_factor
     tau = np.zeros(7)
     for k in range(100):                                   # settle, then estimate on consistent zero torques
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k], tau))
-    assert node.base_rls.updates > 0
-    beta, updates = node.base_rls.beta.copy(), node.base_rls.updates
+    assert node.estimator.base_rls.updates > 0
+    beta, updates = node.estimator.base_rls.beta.copy(), node.estimator.base_rls.updates
     for k in range(100, 150):                              # joint 2 pinned at its limit
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k], np.where(np.arange(7) == 1, limit, 0.0)))
-    assert node.effort_saturated == 50 and node.base_rls.updates == updates
-    assert np.array_equal(node.base_rls.beta, beta)
+    assert node.estimator.effort_saturated == 50 and node.estimator.base_rls.updates == updates
+    assert np.array_equal(node.estimator.base_rls.beta, beta)
     level, text, values = node.diagnostic_status(t[149])
     assert values["effort_saturated"] == 50 and level == "WARN" and "effort saturated" in text
 
@@ -212,16 +212,16 @@ def test_duplicate_out_of_order_and_backward_jumping_stamps(estimator_factory):
     names, link = list(node.robot.joints), node.robot.wrist_link
     t, Q, V, W = segment(node, 0.0, 5.0, PAYLOAD.pi, seed=5)
     feed(node, t, Q, V, W)
-    assert_payload_close(node.payload_parameters(), PAYLOAD.pi)
-    beta, updates = node.wrench_rls.beta.copy(), node.wrench_rls.updates
+    assert_payload_close(node.estimator.payload_parameters(), PAYLOAD.pi)
+    beta, updates = node.estimator.wrench_rls.beta.copy(), node.estimator.wrench_rls.updates
     published = []
     node.publish = lambda stamp: published.append(stamp)
     # duplicates and out-of-order samples (within the 0.5 s threshold), both topics
     for k in (-1, -1, -2, -50, -100):
         node._on_wrench(array_to_wrench_stamped(float(t[k]), link, W[k] + 100.0))   # wrong values: must not count
         node._on_state(make_joint_state(float(t[k]), names, Q[k] + 0.3, V[k]))
-    assert node.dropped_stamps == 10 and node.rejected == {"joint_states_stamp": 5, "wrench_stamp": 5}
-    assert node.time_jumps == 0 and node.wrench_rls.updates == updates and np.array_equal(node.wrench_rls.beta, beta)
+    assert node.estimator.dropped_stamps == 10 and node.rejected == {"joint_states_stamp": 5, "wrench_stamp": 5}
+    assert node.estimator.time_jumps == 0 and node.estimator.wrench_rls.updates == updates and np.array_equal(node.estimator.wrench_rls.beta, beta)
     assert not published
     level, text, values = node.diagnostic_status(t[-1])
     assert values["dropped_stamps"] == 10 and values["rejected_messages"] == 0
@@ -229,16 +229,16 @@ def test_duplicate_out_of_order_and_backward_jumping_stamps(estimator_factory):
     t2, Q2, V2, W2 = segment(node, 0.0, 3.0, PAYLOAD.pi, seed=6)
     node._on_wrench(array_to_wrench_stamped(float(t2[0]), link, W2[0]))
     node._on_state(make_joint_state(float(t2[0]), names, Q2[0], V2[0]))
-    assert node.time_jumps == 1 and len(published) == 1       # publishing restarted with the new timeline
-    assert np.array_equal(node.wrench_rls.beta, beta)            # estimate kept
+    assert node.estimator.time_jumps == 1 and len(published) == 1       # publishing restarted with the new timeline
+    assert np.array_equal(node.estimator.wrench_rls.beta, beta)            # estimate kept
     stamps, masses = feed(node, t2[1:], Q2[1:], V2[1:], W2[1:])
-    assert node.wrench_rls.updates > updates + 0.8 * len(t2)   # estimation resumed (after the filter settled)
-    assert node.time_jumps == 1 and node.dropped_stamps == 10 and not node.payload_events
+    assert node.estimator.wrench_rls.updates > updates + 0.8 * len(t2)   # estimation resumed (after the filter settled)
+    assert node.estimator.time_jumps == 1 and node.estimator.dropped_stamps == 10 and not node.estimator.payload_events
     assert np.abs(masses - PAYLOAD.mass).max() <= MASS_TOL       # never disturbed by the reset
-    assert_payload_close(node.payload_parameters(), PAYLOAD.pi)
+    assert_payload_close(node.estimator.payload_parameters(), PAYLOAD.pi)
     assert len(published) >= 0.95 * len(t2) / 3   # publish_rate 100 Hz on a 4 ms grid: every third sample
     # a forward gap (the sensor stream paused for 2 s) is a jump too: filters restart, estimate kept
     t3, Q3, V3, W3 = segment(node, t2[-1] + 2.0, 1.0, PAYLOAD.pi, seed=7)
     feed(node, t3, Q3, V3, W3)
-    assert node.time_jumps == 2 and not node.payload_events
-    assert_payload_close(node.payload_parameters(), PAYLOAD.pi)
+    assert node.estimator.time_jumps == 2 and not node.estimator.payload_events
+    assert_payload_close(node.estimator.payload_parameters(), PAYLOAD.pi)

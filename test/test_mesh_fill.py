@@ -38,7 +38,8 @@ def test_inertial_filled_from_mesh(tmp_path):
 
 def test_without_density_inertia_stays_zero(tmp_path):
     write_stl_binary(tmp_path / "cube.stl", CUBE_V, CUBE_F)
-    model = rd.Model.from_urdf(urdf_with_mesh(f"{tmp_path}/cube.stl"))
+    with pytest.warns(rd.model.errors.NonPhysicalInertiaWarning, match="no inertia moved by joint"):
+        model = rd.Model.from_urdf(urdf_with_mesh(f"{tmp_path}/cube.stl"))
     assert np.all(model.inertias == 0)
 
 

@@ -24,14 +24,14 @@ from sensor_msgs.msg import JointState
 from robodyn_ros.control import ComputedTorqueController
 from robodyn_ros.control.command_guard import CommandGuard, ControlStatus, effort_bounds, torque_rate_bounds
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
-from robodyn_ros.control.reference import ReferenceClippedWarning, fourier_reference
+from robodyn_ros.control.reference import FourierSampler, ReferenceClippedWarning, fourier_reference
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
 from robodyn_ros.ros import qos
 from robodyn_ros.ros.bringup import Bringup
 from robodyn_ros.ros.estimator_node import PENDING_LIMIT
-from robodyn_ros.ros.inverse_dynamics_node import FourierSampler, inertia_stamped_to_body_parameters
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
-from robodyn_ros.ros.messages import inertial_parameters_to_inertia_stamped, make_joint_state
+from robodyn_ros.ros.messages import (inertia_stamped_to_body_parameters, inertial_parameters_to_inertia_stamped,
+                                      make_joint_state)
 from robodyn_ros.ros.testing import ros_context
 
 
@@ -79,7 +79,7 @@ def test_controller_commands_equal_the_library_path(bringup):
     # controller); q lags the reference so torques saturate and hit the rate limit
     node, _ = bringup("inverse_dynamics", **{"generator.amplitude": 2.5, "generator.period": 1.0})
     c, robot, model = node.config, node.robot, node.robot.model
-    recorder = node.output.publisher = Recorder()
+    recorder = node.command_pub = Recorder()
 
     reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
                                   c["generator.harmonics"])
@@ -135,15 +135,15 @@ def test_controller_commands_equal_the_library_path(bringup):
 
 def _estimator_with_backlog(bringup, decimation):
     """An estimator whose ``take_pending`` reads a fake joint-state queue with the keep-last depth of the
-    real subscription (qos.SENSOR_INPUT_QOS; no wrenches waiting), and whose ``update`` records the stamps
-    it estimates from."""
+    real subscription (qos.SENSOR_INPUT_QOS; no wrenches waiting), and whose estimator records the stamps
+    it estimates from (``OnlineEstimator.step``)."""
     node, _ = bringup("estimator", decimation=decimation, base_parameters=False, input_poll_rate=0.0)
     queue = deque(maxlen=qos.SENSOR_INPUT_QOS.depth)
     node.take_pending = lambda sub, limit: \
         [queue.popleft() for _ in range(min(limit, len(queue)))] if sub is node.state_sub else []
     used = []
-    update = node.update
-    node.update = lambda t, q, v, tau: (used.append(t), update(t, q, v, tau))
+    step = node.estimator.step
+    node.estimator.step = lambda t, q, v, tau: (used.append(t), step(t, q, v, tau))[1]
     return node, queue, used
 
 
@@ -179,11 +179,11 @@ def test_estimator_burst_keeps_backlog_bounded_and_uses_newest_sample(bringup, d
             assert len(used) == before and len(queue) == qos.SENSOR_INPUT_QOS.depth - 1
             admitted += 1
             last_admitted = _stamp(delivered)
-    assert node.samples == admitted
-    assert node.updates == len(used) == due_wakeups <= wakeups
+    assert node.estimator.samples == admitted
+    assert node.estimator.updates == len(used) == due_wakeups <= wakeups
     assert decimation == 1 or due_wakeups < wakeups, "the skipped-wake-up branch must be exercised"
     assert node.skipped_overload == -(-admitted // decimation) - len(used)
-    assert node._last_t == pytest.approx(last_admitted, abs=1e-9)
+    assert node.estimator.last_t == pytest.approx(last_admitted, abs=1e-9)
     assert PENDING_LIMIT >= qos.SENSOR_INPUT_QOS.depth
 
 
@@ -206,12 +206,12 @@ def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate):
     for t in stamps:
         pub.publish(make_joint_state(float(t), names, node.robot.home, np.zeros(7), np.zeros(7)))
     up.spin_until(lambda: False, timeout=1.0)     # deliver, then drain the executor's events
-    assert node._last_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be used"
-    assert node._last_update_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be estimated from"
+    assert node.estimator.last_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be used"
+    assert node.estimator.last_update_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be estimated from"
     if poll_rate:
-        assert node.samples == qos.POLLED_SENSOR_INPUT_QOS.depth
+        assert node.estimator.samples == qos.POLLED_SENSOR_INPUT_QOS.depth
     else:
-        assert 2 <= node.samples <= qos.SENSOR_INPUT_QOS.depth + PENDING_LIMIT
-        assert node.updates < node.samples, "one wake-up must have taken several waiting messages"
-    assert node.skipped_overload == node.samples - node.updates
+        assert 2 <= node.estimator.samples <= qos.SENSOR_INPUT_QOS.depth + PENDING_LIMIT
+        assert node.estimator.updates < node.estimator.samples, "one wake-up must have taken several waiting messages"
+    assert node.skipped_overload == node.estimator.samples - node.estimator.updates
     talker.destroy_node()

@@ -48,12 +48,12 @@ def test_bringup_closes_the_loop():
         assert up.spin_until(lambda: sim.t >= 0.6, 60.0), f"simulated only {sim.t} s"
         # every step answered by a command (lockstep), the arm follows the reference
         assert up.nodes["simulator"].commands_received >= 0.95 * up.nodes["simulator"].steps
-        q_d = ctrl.desired(sim.t, sim.q)[0]
+        q_d = ctrl.loop.desired(sim.t, sim.q)[0]
         assert np.abs(sim.q - q_d).max() < 5e-3
         assert got["payload"] >= 3 and got["base"] != 0
         labels = [d.label for d in got["base"].layout.dim]
-        assert len(labels) == len(got["base"].data) == up.nodes["estimator"].base.count
-        assert labels == list(up.nodes["estimator"].base.names)
+        assert len(labels) == len(got["base"].data) == up.nodes["estimator"].estimator.base.count
+        assert labels == list(up.nodes["estimator"].estimator.base.names)
         assert ctrl.non_finite_commands == 0 and not any(n.rejected for n in up.nodes.values())
         up.executor.remove_node(listener)
         listener.destroy_node()
@@ -153,9 +153,9 @@ def hostile_messages_scenario():
         # ... and the loop still runs, with finite commands that follow the reference
         assert ctrl.non_finite_commands == 0
         assert sim_node.commands_received >= 0.95 * sim_node.steps
-        assert np.abs(sim_node.sim.q - ctrl.desired(sim_node.sim.t, sim_node.sim.q)[0]).max() < 5e-3
-        assert ctrl.trajectory is None                     # no hostile trajectory was accepted
-        assert est.updates > 0 and np.isfinite(est.payload_parameters()).all()
+        assert np.abs(sim_node.sim.q - ctrl.loop.desired(sim_node.sim.t, sim_node.sim.q)[0]).max() < 5e-3
+        assert ctrl.loop.trajectory is None                     # no hostile trajectory was accepted
+        assert est.estimator.updates > 0 and np.isfinite(est.estimator.payload_parameters()).all()
         up.executor.remove_node(attacker)
         attacker.destroy_node()
 
@@ -179,7 +179,7 @@ def test_reordered_and_extra_joint_names_are_mapped_by_name():
         assert up.spin_until(lambda: len(commands) >= 1, 5.0)
         ctrl = up.nodes["inverse_dynamics"]
         # reference "hold" holds the first state: the command is the gravity torque at q, in joint order
-        expected = ctrl.functions.gravity(q, ctrl.controller.pi) + 0.0
+        expected = ctrl.loop.functions.gravity(q, ctrl.controller.pi) + 0.0
         from robodyn_ros.dynamics.friction import friction_torque
         expected = expected + friction_torque(ctrl.robot.model, np.zeros(7))
         assert_close(commands[0], expected, rtol=1e-9)
@@ -293,6 +293,20 @@ def test_lifecycle_autostart_false_waits_for_configure():
         result = node.set_parameters([Parameter("kp", value=-1.0)])[0]
         assert not result.successful and "kp" in result.reason and np.all(node.controller.kp == 100.0)
         assert not node.set_parameters([Parameter("mode", value="pid")])[0].successful
+        # through the parameter service, as `ros2 param set` does: a non-finite gain is refused with a
+        # reason, and the controller keeps its gains
+        from rcl_interfaces.srv import SetParameters
+        client_node = rclpy.create_node("param_client", context=context)
+        up.add_node(client_node)
+        client = client_node.create_client(SetParameters, "/inverse_dynamics/set_parameters")
+        assert client.wait_for_service(timeout_sec=10.0)
+        for name, value in (("kp", math.inf), ("kd", math.nan), ("kd", -math.inf), ("kp", 1e9)):
+            future = client.call_async(SetParameters.Request(
+                parameters=[Parameter(name, value=value).to_parameter_msg()]))
+            up.spin_until(future.done, 10.0)
+            result = future.result().results[0]
+            assert not result.successful and name in result.reason, (name, value, result.reason)
+        assert np.all(node.controller.kp == 100.0) and np.all(np.isfinite(node.controller.kd))
         node.trigger_deactivate()
         node.trigger_cleanup()
         assert node.robot is not None and not node._entities
@@ -341,7 +355,7 @@ def test_mpc_node_feeds_the_inverse_dynamics_node():
         assert up.spin_until(lambda: sim.t >= 0.5, 120.0)
         assert mpc.solves >= 40                                   # 100 Hz of simulated time
         assert mpc.solution[1].status in ("rti", "solved")
-        assert ctrl.mpc is not None                               # the controller applies feedforward + gains
+        assert ctrl.loop.mpc is not None                               # the controller applies feedforward + gains
         assert np.abs(sim.q - mpc.reference.evaluate(sim.t)[0]).max() < 5e-3
         assert ctrl.non_finite_commands == 0 and not mpc.rejected and not ctrl.rejected
 
@@ -356,7 +370,7 @@ def test_slotine_li_mode_closes_the_loop_and_adapts():
         errors = []
         for t_end in (0.3, 0.6, 0.9):
             assert up.spin_until(lambda: sim.t >= t_end, 90.0)
-            errors.append(np.abs(sim.q - ctrl.desired(sim.t, sim.q)[0]).max())
+            errors.append(np.abs(sim.q - ctrl.loop.desired(sim.t, sim.q)[0]).max())
         print("slotine-li max errors", errors)
         assert errors[2] < errors[0] and errors[2] < 0.05, errors
         assert not np.array_equal(ctrl.controller.pi_hat, pi0)        # the estimate moved (adaptation ran)
@@ -413,15 +427,15 @@ def test_joint_trajectory_reference_and_payload_service():
                       JointTrajectoryPoint(positions=goal[order].tolist(), velocities=[0.0] * 7,
                                            time_from_start=Duration(sec=0, nanosec=400_000_000))]
         pub.publish(msg)
-        assert up.spin_until(lambda: ctrl.trajectory is not None, 5.0)
-        t_start = ctrl.trajectory[1]
+        assert up.spin_until(lambda: ctrl.loop.trajectory is not None, 5.0)
+        t_start = ctrl.loop.trajectory[1]
         assert up.spin_until(lambda: node.sim.t >= t_start + 0.6, 60.0)
         assert np.abs(node.sim.q - goal).max() < 2e-3             # reached and holds the last point
         # the payload service attaches the configured payload (compiled dynamics switched in)
         assert attach.wait_for_service(timeout_sec=5.0)
         future = attach.call_async(Trigger.Request())
         assert up.spin_until(lambda: future.done(), 10.0) and future.result().success
-        assert node.sim.payload is not None and node.sim.forward_dynamics == node._payload_dynamics
+        assert node.sim.payload is not None and node.sim.forward_dynamics == node.runtime.payload_dynamics
         assert up.spin_until(lambda: any("estimator" in s.name for d in diagnostics for s in d.status), 10.0)
         up.executor.remove_node(client_node)
         client_node.destroy_node()

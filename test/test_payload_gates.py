@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from robodyn_ros.ros.bringup import Bringup
-from robodyn_ros.ros.inverse_dynamics_node import inertia_stamped_to_body_parameters
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
-from robodyn_ros.ros.messages import array_to_wrench_stamped, make_inertia_stamped, make_joint_state
+from robodyn_ros.ros.messages import (array_to_wrench_stamped, inertia_stamped_to_body_parameters, make_inertia_stamped,
+                                      make_joint_state)
 from robodyn_ros.ros.testing import ros_context
 from test_faults_estimator import PAYLOAD, RATE, estimator_factory, segment  # noqa: F401 (fixture)
 
@@ -39,7 +39,7 @@ def test_controller_keeps_its_model_on_implausible_payload_estimates(controller)
     body = node.robot.model.frames[link].body
     node._on_payload(make_inertia_stamped(1.0, link, 2.0, [0.0, 0.0, 0.05], BOX))
     accepted = _parameters(node)
-    assert node.payload_updates == 1 and abs(accepted[10 * body] - node.pi_nominal[10 * body] - 2.0) < 1e-12
+    assert node.payload_updates == 1 and abs(accepted[10 * body] - node.loop.pi_nominal[10 * body] - 2.0) < 1e-12
     bad = ((-4.8, [0.0, 0.0, 0.05], BOX), (7.5, [0.0, 0.0, 0.05], BOX), (1.9, [1.46, 1.97, 0.85], BOX),
            (2.0, [0.0, 0.0, 0.05], np.diag([0.6, 0.6, 0.6])),        # moments beyond m R^2 = 0.5 kg m^2
            (2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.01, -1.05])))    # indefinite, as in a soak that lost tracking
@@ -51,10 +51,10 @@ def test_controller_keeps_its_model_on_implausible_payload_estimates(controller)
     slightly_off = make_inertia_stamped(2.5, link, 2.0, [0.0, 0.0, 0.05], np.diag([0.01, 0.006, -0.007]))
     node._on_payload(slightly_off)
     assert node.payload_updates == 2
-    added = _parameters(node)[10 * body:10 * body + 10] - node.pi_nominal[10 * body:10 * body + 10]
+    added = _parameters(node)[10 * body:10 * body + 10] - node.loop.pi_nominal[10 * body:10 * body + 10]
     assert np.allclose(added, inertia_stamped_to_body_parameters(slightly_off, node.robot.model)[1], atol=1e-12)
     node._on_payload(make_inertia_stamped(3.0, link, 0.0, [0.0, 0.0, 0.0], np.zeros((3, 3))))  # load put down
-    assert node.payload_updates == 3 and np.array_equal(_parameters(node), node.pi_nominal)
+    assert node.payload_updates == 3 and np.array_equal(_parameters(node), node.loop.pi_nominal)
 
 
 def test_starved_estimator_pauses_instead_of_estimating_from_sparse_samples(estimator_factory):
@@ -69,14 +69,14 @@ def test_starved_estimator_pauses_instead_of_estimating_from_sparse_samples(esti
     for k in np.flatnonzero(keep):
         node._on_wrench(array_to_wrench_stamped(float(t[k]), link, W[k]))
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k]))
-        for mark in (2.0, 3.9, 4.0 + node.settle_time + 0.1):
+        for mark in (2.0, 3.9, 4.0 + node.estimator.settle_time + 0.1):
             if mark not in updates_at and t[k] >= mark:
-                updates_at[mark] = node.wrench_rls.updates
+                updates_at[mark] = node.estimator.wrench_rls.updates
                 if mark == 3.9:
                     level, text, values = node.diagnostic_status(float(t[k]))
                     assert level == "WARN" and "too sparse" in text and values["sparse_gaps"] > 5
     assert updates_at[2.0] > 300
     assert updates_at[3.9] == updates_at[2.0]                           # nothing learnt from sparse samples
-    assert node.wrench_rls.updates > updates_at[4.0 + node.settle_time + 0.1]   # dense again: estimating
-    assert abs(node.payload_parameters()[0] - PAYLOAD.mass) < 0.1
+    assert node.estimator.wrench_rls.updates > updates_at[4.0 + node.estimator.settle_time + 0.1]   # dense again: estimating
+    assert abs(node.estimator.payload_parameters()[0] - PAYLOAD.mass) < 0.1
     assert node.diagnostic_status(float(t[-1]))[0] == "OK"

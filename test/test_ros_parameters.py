@@ -43,6 +43,8 @@ def write(tmp_path, text, name="params.yaml"):
     ({"gains.lambda": 5}, r"gains.lambda: expected float, got int 5 \(write it with a decimal point"),
     ({"gains.lambda": -1.0}, r"gains.lambda: -1.0 is outside \[0.0, 1000.0\]"),
     ({"gains.lambda": math.nan}, "gains.lambda: NaN is not a valid value"),
+    ({"gains.lambda": math.inf}, r"gains.lambda: inf is not a valid value \(it must be finite\)"),
+    ({"gains.kp": [1.0, math.inf]}, r"gains.kp: inf is not a valid value \(it must be finite\)"),
     ({"gains.kp": [1.0, -2.0]}, r"gains.kp: -2.0 is outside \[0.0, inf\]"),
     ({"gains.kp": [1.0, 2]}, "gains.kp: expected float, got int 2"),
     ({"gains.kp": 3.0}, "gains.kp: expected a list of float"),

@@ -13,7 +13,7 @@ from robodyn_ros.ros import qos
 from robodyn_ros.ros.bringup import Bringup
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
 from robodyn_ros.ros.node_main import bring_up
-from robodyn_ros.ros.simulator_node import MAX_CATCH_UP_STEPS
+from robodyn_ros.simulation.runtime import MAX_CATCH_UP_STEPS
 from robodyn_ros.ros.testing import ros_context
 from robodyn_ros.simulation.simulator import Payload, Simulator
 
@@ -37,11 +37,11 @@ def run_simulator(context, overrides, wall_seconds):
         model = node.robot.model
         q0 = node.sim.q.copy()
         command = KernelDynamics(model, node.kernels).gravity(q0, model.inertial_parameters()) + 0.5
-        node.command = command
+        node.runtime.command = command
         assert up.spin_until(lambda: listener.count_publishers("/joint_states") > 0, 10.0)
         assert bring_up(node)
         up.spin_until(lambda: False, wall_seconds)
-        node.threaded = node._thread is not None and node._thread.is_alive()
+        node.threaded = node.runtime.thread is not None and node.runtime.thread.is_alive()
         node.trigger_deactivate()
         up.spin_until(lambda: False, 0.1)          # deliver what is still in flight
         up.executor.remove_node(listener)
@@ -88,7 +88,7 @@ def test_thread_and_timer_step_the_same_real_time_trajectory():
         for thread in (True, False):
             node, q0, command, messages = run_simulator(
                 context, {"real_time_factor": 4.0, "step_thread": thread}, 0.3)
-            assert node.threaded == thread and (node.stepping_cpu_seconds() is not None) == thread
+            assert node.threaded == thread and (node.runtime.stepping_cpu_seconds() is not None) == thread
             seen[thread] = assert_messages_match_offline_steps(node, q0, command, messages)
             assert len(seen[thread]) >= 200, (thread, len(seen[thread]))
     common = set(seen[True]) & set(seen[False])
@@ -101,8 +101,8 @@ def test_real_time_thread_drops_wall_time_when_far_behind():
         node = up.nodes["simulator"]
         assert bring_up(node)
         assert up.spin_until(lambda: node.sim.t > 0.05, 10.0)
-        assert node._thread is not None and node._thread.is_alive()
-        with node._lock:                        # the stepping thread stalls for 0.3 s (300 steps)
+        assert node.runtime.thread is not None and node.runtime.thread.is_alive()
+        with node.runtime.lock:                        # the stepping thread stalls for 0.3 s (300 steps)
             t_stalled = node.sim.t
             up.spin_until(lambda: False, 0.3)
         up.spin_until(lambda: node.sim.t > t_stalled + 0.03, 5.0)
@@ -152,7 +152,7 @@ def test_payload_parameters_attach_another_load_to_another_link():
         assert np.isfinite(a).all()
         # an unknown link: refused, the attached load stays
         node.set_parameters([Parameter("payload.link", value="no_such_link")])
-        assert node.sim.payload.link == "panda_link5" and node.payload.link == "panda_link5"
+        assert node.sim.payload.link == "panda_link5" and node.runtime.payload.link == "panda_link5"
         assert call(detach).success
         assert node.sim.payload is None
         assert np.array_equal(node.sim.inertial_parameters, node.sim.model.inertial_parameters())

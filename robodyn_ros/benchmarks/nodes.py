@@ -276,7 +276,7 @@ def bench_simulator(context):
         node.trigger_configure()
         # hold the arm with its gravity torque: under zero torque it falls into the joint-limit stops
         model = node.robot.model
-        node.command = KernelDynamics(model, node.kernels).gravity(node.sim.q, model.inertial_parameters())
+        node.runtime.command = KernelDynamics(model, node.kernels).gravity(node.sim.q, model.inertial_parameters())
         if not bring_up(node):
             raise RuntimeError("simulator did not configure")
         up.spin_until(lambda: node.sim.t > 0.05, 30.0)
@@ -294,7 +294,7 @@ def bench_simulator(context):
         for integrator in ("rk4", "semi_implicit_euler"):
             config = replace(node.sim.config, integrator=integrator)
             for name, step_function in (("python", None), ("compiled", CompiledStep(model, integrator))):
-                sim = Simulator(model, config, node.robot.home, forward_dynamics=node._robot_dynamics,
+                sim = Simulator(model, config, node.robot.home, forward_dynamics=node.runtime.robot_dynamics,
                                 step_function=step_function)
                 factors[integrator, name] = round(_steps_per_real_second(sim, tau), 2)
     return {"simulator_realtime_factor": round(node_factor, 2),

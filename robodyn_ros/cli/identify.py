@@ -49,7 +49,8 @@ class ProgressBar:
 def build_parser():
     p = argparse.ArgumentParser(prog="robodyn identify", description=__doc__.split("\n\n")[0])
     p.add_argument("bag", help="rosbag2 directory (sqlite3 or mcap) or a .db3/.mcap file")
-    p.add_argument("--urdf", required=True, help="URDF of the robot (nominal parameters, prior)")
+    p.add_argument("--urdf", required=True, help="URDF of the robot (nominal parameters, prior), or a bundled "
+                                                 "robot: panda, ur5, iiwa")
     p.add_argument("--output", required=True, help="YAML file of identified parameters to write")
     p.add_argument("--urdf-out", help="also write the URDF with the identified inertials and friction")
     p.add_argument("--joint-states", default="/joint_states", help="sensor_msgs/JointState topic")
@@ -181,8 +182,10 @@ def run(args, progress):
     from ..identification.batch import identify, predict_torques
     from ..identification.results import identified_urdf, result_document, yaml_text
 
+    from ..model.robot_names import BUNDLED_ROBOTS, resolve_urdf
+    args.urdf = resolve_urdf(args.urdf)
     if not os.path.isfile(args.urdf):
-        raise ModelError(f"--urdf {args.urdf}: no such file")
+        raise ModelError(f"--urdf {args.urdf}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
             _check_output_path(path, option)
@@ -232,23 +235,7 @@ def run(args, progress):
 
 def _write(files):
     from ..identification.results import write_atomically
-    text = {p: c for p, c in files.items() if isinstance(c, str)}
-    binary = {p: c for p, c in files.items() if not isinstance(c, str)}
-    staged = {}
-    try:
-        for path, content in binary.items():  # PNGs: stage as temp files too
-            import tempfile
-            fd, tmp = tempfile.mkstemp(prefix=".robodyn-", suffix=".tmp", dir=os.path.dirname(os.path.abspath(path)))
-            with os.fdopen(fd, "wb") as stream:
-                stream.write(content)
-            staged[tmp] = path
-        write_atomically(text)
-        for tmp, path in staged.items():
-            os.replace(tmp, path)
-    finally:
-        for tmp in staged:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    write_atomically(files)   # YAML, URDF and PNG: all or nothing, with the user's umask
 
 
 def _one_line(exc):

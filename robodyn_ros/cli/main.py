@@ -10,6 +10,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -17,11 +18,13 @@ from ..model.errors import ModelError
 
 
 def resolve_urdf(name_or_path):
-    """A URDF path from a path or the name of a bundled robot (``panda``, ``ur5``, ``iiwa``)."""
-    if os.path.exists(name_or_path) or os.sep in name_or_path or name_or_path.endswith(".urdf"):
-        return name_or_path
-    from ..robots import bundled_urdf_path
-    return bundled_urdf_path(name_or_path)
+    """A URDF path from a path or the name of a bundled robot (``panda``, ``ur5``, ``iiwa``); an unknown
+    name that is not a file is refused naming the bundled robots."""
+    from ..model.robot_names import bundled_urdf_path, resolve_urdf as resolve
+    path = resolve(name_or_path)
+    if path == name_or_path and not os.path.exists(path) and os.sep not in path and not path.endswith(".urdf"):
+        return bundled_urdf_path(name_or_path)   # raises, naming the bundled robots
+    return path
 
 
 def format_model_info(model):
@@ -51,7 +54,8 @@ def format_model_info(model):
 def cmd_info(args):
     from ..model.model import Model
     locked = dict(_parse_assignment(s) for s in args.lock_joint)
-    model = Model.from_urdf(resolve_urdf(args.urdf), floating_base=args.floating_base, locked_joints=locked or None)
+    model = Model.from_urdf(resolve_urdf(args.urdf), floating_base=args.floating_base, locked_joints=locked or None,
+                            strict=args.strict)
     print(format_model_info(model))
     return 0
 
@@ -89,6 +93,9 @@ def build_parser():
     info.add_argument("urdf", help="URDF path, or a bundled robot: panda, ur5, iiwa")
     info.add_argument("--floating-base", action="store_true")
     info.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE")
+    info.add_argument("--strict", action="store_true",
+                      help="refuse non-physical inertias and moving bodies without inertia (default: load "
+                           "them as Pinocchio does, with a note)")
     info.set_defaults(func=cmd_info)
     for name, help_ in (("identify", "identify parameters from a rosbag (robodyn identify --help)"),
                         ("demo", "simulated adaptive-control demo (robodyn demo --help)")):
@@ -106,11 +113,21 @@ def build_parser():
     return p
 
 
-DELEGATED = {"identify": "cli.identify", "demo": "cli.demo"}
+DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "replay": "cli.replay"}
+
+
+def one_line_warnings(command):
+    """Show Python warnings (e.g. a URDF loaded with non-physical inertias) as one line each,
+    ``robodyn COMMAND: warning: ...``, without the file name and source line of the default format."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"robodyn {command}: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+    warnings.showwarning = show
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv:
+        one_line_warnings(argv[0])
     if argv and argv[0] in DELEGATED:  # the subcommand parses its own options, --help included
         module = importlib.import_module(f"robodyn_ros.{DELEGATED[argv[0]]}")
         try:

@@ -6,8 +6,11 @@ With ``e = q - q_d``, ``ė = v - v_d`` and ``Λ ≻ 0``:
 
     v_r = v_d - Λ e,   a_r = a_d - Λ ė,   s = v - v_r = ė + Λ e
     Y(q, v, v_r, a_r) π = M(q) a_r + C(q, v) v_r + g(q)        (Christoffel C, Ṁ - 2C skew)
-    τ = Y π̂ + D_a a_r + τ_f(v) - K_D s                          (D_a armature, τ_f friction: known)
+    τ = Y π̂ + D_a a_r + τ_f - K_D s                              (D_a armature, τ_f friction: known)
     π̂̇ = -Γ Yᵀ s                                                  (the gradient law)
+
+with ``τ_f = f_v v + f_c sign(v_d) + f_o``: the Coulomb term on the reference velocity, as in
+:mod:`.computed_torque` (the sign of a noisy measured velocity chatters at reversals).
 
 For the Lyapunov function ``V = ½ sᵀ M s + ½ π̃ᵀ Γ⁻¹ π̃`` (``π̃ = π̂ - π``) this gives ``V̇ = -sᵀ K_D s``:
 tracking errors converge whatever the initial estimate. Against drift under noise and unmodelled
@@ -35,7 +38,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics.friction import friction_torque
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
 from ..kernels.compiled_functions import DynamicsFunctions
 from ..identification.physical_consistency import project_parameters, pseudo_inertia_metric
@@ -105,8 +107,9 @@ class SlotineLiController:
         s = v - v_r
         Y = self.functions.slotine_li(q, v, v_r, a_r)
         tau = Y @ self.pi_hat + self.model.armature * a_r - self.kd * s
-        if self.friction_compensation:
-            tau = tau + friction_torque(self.model, v)
+        if self.friction_compensation:   # Coulomb on the reference velocity (module docstring)
+            m = self.model
+            tau = tau + m.viscous * v + m.coulomb * np.sign(v_d) + m.friction_offset
         if self.gravity_compensated_by_robot:
             tau = tau - self.functions.gravity(q, self.pi_hat)
         return tau, s, Y

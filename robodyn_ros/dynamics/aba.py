@@ -6,8 +6,39 @@ import numpy as np
 
 from ..model import spatial
 from ..model.backend import ops_for
+from ..model.errors import ModelError
 from .kinematics import joint_slices, parent_placements
 from .rnea import base_acceleration, body_inertia, external_wrench
+
+
+SINGULAR_D = 1e-12
+"""Relative bound below which the joint-space articulated inertia ``D_i = S_i^T I^A_i S_i + armature``
+(Featherstone RBDA Table 7.1) counts as singular: its smallest eigenvalue <= SINGULAR_D times the
+largest |entry| of ``D`` and of the model's inertial parameters. A body whose subtree carries no inertia has
+``D_i = 0`` exactly (to rounding)."""
+
+
+def inertia_scale(model, pi=None):
+    """Largest |inertial parameter| of the model (or of ``pi``) on NumPy, the scale of :data:`SINGULAR_D`;
+    None for symbolic parameters (no check)."""
+    values = model.inertias if pi is None else pi
+    return float(np.abs(values).max(initial=0.0)) if isinstance(values, np.ndarray) else None
+
+
+def articulated_inverse(ops, model, i, D, scale=None):
+    """``D^-1`` of body ``i``'s joint-space articulated inertia ``D`` (n_i, n_i); on NumPy (``scale`` from
+    :func:`inertia_scale`), ModelError naming the body and its joint when ``D`` is singular or not positive
+    definite (a massless subtree without armature, or non-physical inertias), instead of inf, NaN or a
+    bare LinAlgError."""
+    if scale is not None and ops.name == "numpy":
+        smallest = float(D[0, 0]) if D.shape == (1, 1) else float(np.linalg.eigvalsh(D)[0])
+        bound = SINGULAR_D * max(scale, float(np.abs(D).max()), 1e-300)
+        if not smallest > bound:     # NaN too
+            raise ModelError(f"articulated inertia of body '{model.body_names[i]}' (joint '{model.joint_names[i]}') "
+                             f"is {'singular' if abs(smallest) <= bound else 'not positive definite'} "
+                             f"(smallest eigenvalue {smallest:.3g}): its subtree carries no inertia along the "
+                             f"joint, or non-physical inertias; give the joint armature (model '{model.name}')")
+    return ops.inv(D)
 
 
 def aba(model, q, v, tau, f_ext=None, pi=None):
@@ -32,11 +63,12 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
         vel.append(vi), c.append(spatial.cross_motion(ops, vi, vJ))
         IA.append(spatial.inertia_matrix(ops, inertia)), pA.append(pi_ if fe is None else pi_ - fe)
     U, Dinv, u = [None] * n, [None] * n, [None] * n
+    scale = inertia_scale(model, pi) if ops.name == "numpy" else None
     for i in reversed(range(n)):                            # pass 2: articulated inertias
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
-        Dinv[i] = ops.inv(ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]), scale)
         u[i] = tau[sv] - ops.mtimes(S.T, pA[i])
         lam = model.parents[i]
         if lam >= 0:

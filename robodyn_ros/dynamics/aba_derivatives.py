@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import spatial
-from .aba import aba
+from .aba import aba, articulated_inverse, inertia_scale
 from ..model.backend import ops_for
 from .kinematics import joint_slices, parent_placements
 from .rnea import body_inertia
@@ -40,11 +40,12 @@ def articulated_inertias(ops, model, liMi, pi=None):
     n = model.nbodies
     IA = [spatial.inertia_matrix(ops, body_inertia(ops, model, i, pi)) for i in range(n)]
     U, Dinv = [None] * n, [None] * n
+    scale = inertia_scale(model, pi) if ops.name == "numpy" else None
     for i in reversed(range(n)):
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
-        Dinv[i] = ops.inv(ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]))
+        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]), scale)
         lam = model.parents[i]
         if lam >= 0:
             Ia = IA[i] - ops.mtimes(ops.mtimes(U[i], Dinv[i]), ops.T(U[i]))

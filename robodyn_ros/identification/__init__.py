@@ -1,4 +1,4 @@
-"""Identification of inertial, armature, friction and payload parameters (issue 6).
+"""Identification of inertial, armature, friction and payload parameters.
 
 - :mod:`.base_parameters`: full parameter vector, base (identifiable) parameters by QR (Gautier & Khalil),
   readable names, identifiability explanation (Cărmizaru ch. 4).
@@ -6,19 +6,14 @@
 - :mod:`.least_squares`: weighted least squares (tall-skinny QR accumulation), physically consistent fit
   (log-Cholesky pseudo-inertias, CasADi + IPOPT).
 - :mod:`.batch`: the offline pipeline from measured signals to an identified Model.
-- :mod:`.recursive`: RLS with forgetting, bounded covariance, outlier rejection, change boost;
-  :class:`~.recursive.OnlineIdentifier` (causal filter + regressor + RLS) for the node and replays.
 - :mod:`.payload`: payload from a wrist F/T sensor or from joint torques; CUSUM change detector.
 - :mod:`.results`: YAML and URDF writers (atomic).
-- :mod:`.command`: ``robodyn identify``.
 """
 from .base_parameters import BaseParameters, compute_base_parameters, identifiability_explanation
 from .batch import IdentificationResult, identify, predict_torques
 from .least_squares import InsufficientExcitation, consistent_fit, weighted_least_squares
 from .payload import PayloadChangeDetector, payload_from_joint_torques, payload_from_wrench
-from ..estimation.recursive import OnlineIdentifier, RecursiveLeastSquares
 
 __all__ = ["BaseParameters", "compute_base_parameters", "identifiability_explanation", "IdentificationResult",
            "identify", "predict_torques", "InsufficientExcitation", "consistent_fit", "weighted_least_squares",
-           "PayloadChangeDetector", "payload_from_joint_torques", "payload_from_wrench", "OnlineIdentifier",
-           "RecursiveLeastSquares"]
+           "PayloadChangeDetector", "payload_from_joint_torques", "payload_from_wrench"]

@@ -14,6 +14,12 @@ From joint torques alone: the payload adds pi_p to the last body's parameters, s
 ``tau_before`` the identified model's torques (batch). The last body of a 6- or 7-joint arm is seen by
 enough axes that all ten columns are independent (checked: an error names the combinations that are not).
 
+Physical payloads: a load is a mass distribution, so its parameters have a positive semi-definite
+pseudo-inertia ``J`` (Wensing, Kim and Slotine 2017, eq. 9; :mod:`.physical_consistency`), or are all zero
+(no payload). :func:`physical_payload` maps any estimate to the nearest such parameters before they are
+published: an estimate of a vanishing or negative mass (the noise of an estimator with nothing attached)
+becomes "no payload", and a positive mass with non-physical inertia is projected onto ``J ⪰ 0``.
+
 Payload change: a CUSUM test (Page 1954) on the normalised innovation squared of the recursive
 estimator, ``g_k = max(0, g_{k-1} + d²_k / m - 1 - drift)``, alarms when ``g_k > h``.
 """
@@ -25,6 +31,7 @@ import numpy as np
 
 from ..model.errors import ModelError
 from ..model.spatial import numpy_inertia_split
+from .physical_consistency import project_body, pseudo_inertia
 from .batch_regressor import _inv_act_motion, batch_body_motions, batch_body_wrench_regressor, batch_regressor
 
 
@@ -106,6 +113,40 @@ def payload_from_joint_torques(model_before, Q, V, A, TAU, predict, body=None):
     _require_rank(Y, f"payload from joint torques (body {model_before.body_names[b]})")
     sol, std, rel = _estimate(Y, residual.reshape(-1), 10)
     return _payload(sol, None, std, rel)
+
+
+def is_physical_payload(pi, tol=1e-12):
+    """Whether the payload parameters ``pi`` (10,) are those of a load: all zero (no payload), or a
+    positive mass with a pseudo-inertia whose smallest eigenvalue is >= ``-tol`` times its largest
+    |entry| (positive semi-definite: principal moments >= 0 satisfying the triangle inequalities)."""
+    pi = np.asarray(pi, dtype=float)
+    if pi.shape != (10,) or not np.all(np.isfinite(pi)):
+        return False
+    if not pi.any():
+        return True
+    J = pseudo_inertia(pi)
+    return bool(pi[0] > 0 and np.linalg.eigvalsh(J)[0] >= -tol * np.abs(J).max())
+
+
+def physical_payload(pi, min_mass=0.0):
+    """The physical payload (10,) nearest to the estimate ``pi`` (10,), to publish instead of it:
+
+    * mass ``<= min_mass`` (kg; zero, negative, or too light to say anything about the load): zeros,
+      "no payload" -- never a negative mass or inertia;
+    * otherwise ``pi`` itself when :func:`is_physical_payload`, else the parameters of the nearest (Frobenius
+      norm) positive semi-definite pseudo-inertia (:func:`~.physical_consistency.project_body` with
+      ``eps = 0``: eigenvalue clipping, which keeps a consistent estimate unchanged).
+
+    ValueError for a ``pi`` that is not 10 finite numbers."""
+    pi = np.asarray(pi, dtype=float)
+    if pi.shape != (10,) or not np.all(np.isfinite(pi)):
+        raise ValueError(f"payload parameters must be 10 finite numbers, got {pi!r}")
+    if not pi[0] > max(float(min_mass), 0.0):
+        return np.zeros(10)
+    if is_physical_payload(pi, tol=0.0):
+        return pi.copy()
+    projected = project_body(pi, eps=0.0)
+    return projected if projected[0] > 0 else np.zeros(10)
 
 
 def body_parameter_change(base, beta_before, beta_after, body):

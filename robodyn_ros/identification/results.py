@@ -113,16 +113,26 @@ def _set_inertial(link, m, c, Ic):
     link.insert(0, inertial)
 
 
+def new_file_mode():
+    """The mode ``open(path, "w")`` gives a new file: 0o666 less the process umask (``mkstemp`` makes
+    0o600 whatever the umask)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_atomically(files):
-    """Write ``{path: text}``: every file to a temporary sibling first, then rename them all. On any
-    failure the temporaries are removed and no target is touched."""
+    """Write ``{path: text or bytes}``: every file to a temporary sibling first, then rename them all. On
+    any failure the temporaries are removed and no target is touched. The files get the user's umask."""
     staged = []
+    mode = new_file_mode()
     try:
         for path, text in files.items():
             directory = os.path.dirname(os.path.abspath(path))
             fd, tmp = tempfile.mkstemp(prefix=".robodyn-", suffix=".tmp", dir=directory)
             staged.append((tmp, path))
-            with os.fdopen(fd, "w") as stream:
+            os.fchmod(fd, mode)
+            with os.fdopen(fd, "w" if isinstance(text, str) else "wb") as stream:
                 stream.write(text)
                 stream.flush()
                 os.fsync(stream.fileno())

@@ -5,7 +5,9 @@ Each function has the signature and result of the algorithm it wraps (shapes in 
 kernel path is taken for NumPy-like inputs without the optional arguments the kernels do not take
 (``f_ext``, ``pi``, ``snap``); CasADi symbols always go to the algorithm. Inputs are checked here
 (shape and finiteness: ``ValueError`` / ``ModelError`` naming the argument, as on the interpreted path)
-with a fast path for float64 arrays that costs well under a microsecond.
+with a fast path for float64 arrays that costs well under a microsecond. A non-finite result of the
+compiled ``aba`` or ``aba_derivatives`` (a singular articulated inertia: a moving body whose subtree has
+no inertia) is recomputed by the algorithm, which raises ModelError naming the body.
 """
 from __future__ import annotations
 
@@ -54,8 +56,11 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
     k = _kernels(model, q, v, tau) if f_ext is None and pi is None else None
     if k is None:
         return _aba(model, q, v, tau, f_ext=f_ext, pi=pi)
-    return k.aba(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv),
-                 _vector(model, "tau", tau, model.nv))
+    q, v, tau = _vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, "tau", tau, model.nv)
+    a = k.aba(q, v, tau)
+    if not math.isfinite(a.dot(a)):   # a singular articulated inertia: the algorithm names the body
+        return _aba(model, q, v, tau)
+    return a
 
 
 def crba(model, q, pi=None):
@@ -115,8 +120,12 @@ def aba_derivatives(model, q, v, tau):
     if k is None:
         from ..dynamics.aba_derivatives import aba_derivatives as interpreted
         return interpreted(model, q, v, tau)
-    return k.aba_derivatives(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv),
-                             _vector(model, "tau", tau, model.nv))
+    q, v, tau = _vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, "tau", tau, model.nv)
+    out = k.aba_derivatives(q, v, tau)
+    if not all(math.isfinite(float(np.sum(x))) for x in out):   # singular: the algorithm names the body
+        from ..dynamics.aba_derivatives import aba_derivatives as interpreted
+        return interpreted(model, q, v, tau)
+    return out
 
 
 def rnea_time_derivatives(model, q, v, a, jerk, snap=None, f_ext=None, f_ext_dot=None, f_ext_ddot=None):

@@ -85,17 +85,23 @@ class Model:
     # ------------------------------------------------------------------------------------------ builders
     @classmethod
     def from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
-                  mesh_density=None, locked_joints=None):
-        """Model from a URDF file path or XML string (see :mod:`robodyn_ros.model.urdf_loader`).
+                  mesh_density=None, locked_joints=None, strict=False):
+        """Model from a URDF file path, a bundled robot name (``panda``, ``ur5``, ``iiwa``) or an XML string
+        (see :mod:`robodyn_ros.model.urdf_loader`).
 
-        ``armature``: rotor inertia per joint, a float, an (nv,) sequence or a dict joint name -> value.
-        ``mesh_density``: kg/m^3 used to fill missing inertials from collision meshes.
-        ``locked_joints``: dict joint name -> coordinate; those joints become fixed (e.g. Panda's fingers).
-        Raises :class:`ModelError` naming the file, link or joint at fault.
+        ``armature``: rotor inertia per joint (finite, >= 0), a float, an (nv,) sequence or a dict joint
+        name -> value. ``mesh_density``: kg/m^3 used to fill missing inertials from collision meshes.
+        ``locked_joints``: dict joint name -> finite coordinate; those joints become fixed (e.g. Panda's
+        fingers). Finite but non-physical inertias (not positive definite, violating the triangle
+        inequality) and moving bodies whose subtree has no inertia load as Pinocchio loads them, each named
+        in ``notes``, with a :class:`~robodyn_ros.model.errors.NonPhysicalInertiaWarning`; ``strict=True``
+        refuses them. Raises :class:`ModelError` naming the file, link or joint at fault.
         """
         from .urdf_loader import model_from_urdf
-        return model_from_urdf(cls, source, floating_base=floating_base, gravity=gravity,
-                               armature=armature, mesh_density=mesh_density, locked_joints=locked_joints)
+        from .robot_names import resolve_urdf
+        return model_from_urdf(cls, resolve_urdf(source), floating_base=floating_base, gravity=gravity,
+                               armature=armature, mesh_density=mesh_density, locked_joints=locked_joints,
+                               strict=strict)
 
     @property
     def nbodies(self):
@@ -116,12 +122,12 @@ class Model:
 
     def with_armature(self, armature):
         """A copy with rotor inertias: a float, an (nv,) array or a dict joint name -> value."""
-        return replace(self, armature=self._per_dof("armature", armature, self.armature))
+        return replace(self, armature=self._per_dof("armature", armature, self.armature, nonnegative=True))
 
     def with_friction(self, viscous=None, coulomb=None, offset=None):
         """A copy with joint friction ``tau_f = viscous v + coulomb sign(v) + offset`` per dof."""
-        return replace(self, viscous=self._per_dof("viscous", viscous, self.viscous),
-                       coulomb=self._per_dof("coulomb", coulomb, self.coulomb),
+        return replace(self, viscous=self._per_dof("viscous", viscous, self.viscous, nonnegative=True),
+                       coulomb=self._per_dof("coulomb", coulomb, self.coulomb, nonnegative=True),
                        friction_offset=self._per_dof("offset", offset, self.friction_offset))
 
     def with_gravity(self, gravity):
@@ -130,7 +136,9 @@ class Model:
             raise ValueError(f"gravity must be 3 finite numbers, got {gravity!r}")
         return replace(self, gravity=g)
 
-    def _per_dof(self, what, value, current):
+    def _per_dof(self, what, value, current, nonnegative=False):
+        """Per-dof values (nv,) from a float, an (nv,) sequence or a dict joint name -> value; ModelError
+        naming the joint for a value that is not finite (or negative, with ``nonnegative``)."""
         if value is None:
             return current
         if isinstance(value, dict):
@@ -139,13 +147,21 @@ class Model:
                 if name not in self.joint_names:
                     raise ModelError(f"{what}: unknown joint '{name}' (joints: {', '.join(self.joint_names)})")
                 i = self.joint_names.index(name)
-                out[self.idx_v[i]:self.idx_v[i] + self.joints[i].nv] = float(val)
-            return out
-        arr = np.broadcast_to(np.asarray(value, dtype=float), (self.nv,)).copy() if np.ndim(value) == 0 \
-            else np.asarray(value, dtype=float)
-        if arr.shape != (self.nv,):
-            raise ValueError(f"{what} has shape {arr.shape}, expected ({self.nv},)")
-        return arr
+                out[self.idx_v[i]:self.idx_v[i] + self.joints[i].nv] = _scalar(what, name, val)
+        else:
+            arr = _numeric_array(what, value, self.name)
+            if arr.ndim == 0:
+                arr = np.full(self.nv, float(arr))
+            if arr.shape != (self.nv,):
+                raise ValueError(f"{what} has shape {arr.shape}, expected ({self.nv},)")
+            out = np.array(arr, dtype=float)
+        dof_joint = [self.joint_names[i] for i, j in enumerate(self.joints) for _ in range(j.nv)]
+        for k, x in enumerate(out):
+            if not abs(x) <= MAX_MAGNITUDE or (nonnegative and x < 0):
+                need = "finite and >= 0" if nonnegative else "finite"
+                raise ModelError(f"{what} of joint '{dof_joint[k]}' is {x}: it must be {need} "
+                                 f"(model '{self.name}')")
+        return out
 
     # ------------------------------------------------------------------------------------ configurations
     def neutral_configuration(self):
@@ -153,17 +169,23 @@ class Model:
 
     def random_configuration(self, rng):
         """A configuration inside the joint limits (infinite limits replaced by ±π or ±1 m)."""
+        if not self.joints:
+            return np.zeros(0)
         return np.concatenate([j.random_configuration(rng, self.lower[self.idx_q[i]:self.idx_q[i] + j.nq],
                                                       self.upper[self.idx_q[i]:self.idx_q[i] + j.nq])
                                for i, j in enumerate(self.joints)])
 
     def integrate(self, q, v):
         """``q ⊕ v``: configuration reached from ``q`` (nq,) by the tangent vector ``v`` (nv,)."""
+        if not self.joints:
+            return np.zeros(0)
         return np.concatenate([j.integrate(q[self.idx_q[i]:self.idx_q[i] + j.nq], v[self.idx_v[i]:self.idx_v[i] + j.nv])
                                for i, j in enumerate(self.joints)])
 
     def difference(self, q0, q1):
         """Tangent vector ``v`` (nv,) with ``q0 ⊕ v = q1``."""
+        if not self.joints:
+            return np.zeros(0)
         return np.concatenate([j.difference(q0[self.idx_q[i]:self.idx_q[i] + j.nq], q1[self.idx_q[i]:self.idx_q[i] + j.nq])
                                for i, j in enumerate(self.joints)])
 
@@ -234,6 +256,14 @@ MAX_MAGNITUDE = 1e100
 """Largest accepted |entry| of a numeric input: products of two such numbers (v x I v, v_i v_j in the
 regressor) stay far from float overflow, so finite inputs give finite outputs; no physical joint
 coordinate, velocity, acceleration or torque comes near it."""
+
+
+def _scalar(what, joint, value):
+    """``value`` as a float; ModelError naming the joint if it is not a number."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{what} of joint '{joint}' is {value!r}: expected a number") from None
 
 
 def _numeric_array(name, x, model_name):

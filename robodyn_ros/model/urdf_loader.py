@@ -7,13 +7,15 @@ Everything that is wrong in the description raises :class:`ModelError` naming th
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 
 from . import spatial
 from .backend import NUMPY
-from .errors import ModelError
+from .errors import ModelError, NonPhysicalInertiaWarning
 from .joints import FreeFlyerJoint, PrismaticJoint, RevoluteJoint
 from .model import Frame
 
@@ -50,18 +52,43 @@ def read_urdf_source(source):
     return source, "<URDF string>"
 
 
-def parse_urdf(xml, origin):
-    """The urdf_parser_py ``Robot`` and the parser's warnings; ModelError on malformed XML."""
+# What the dynamics reads of a URDF; everything else (visuals, materials, textures, transmissions, gazebo
+# and sensor tags, calibration, safety controllers) is dropped before parsing, so that it never fails a load.
+_READ = {"robot": {"link", "joint"}, "link": {"inertial", "collision"},
+         "joint": {"origin", "parent", "child", "axis", "limit", "dynamics", "mimic"}}
+
+
+def _prune(root, keep_collisions):
+    """Remove, in place, the elements of the XML tree ``root`` that the dynamics does not read."""
+    def prune(element, keep):
+        for child in list(element):
+            if not isinstance(child.tag, str) or child.tag not in keep or \
+                    (child.tag == "collision" and not keep_collisions):
+                element.remove(child)
+    prune(root, _READ["robot"])
+    for element in root:
+        prune(element, _READ.get(element.tag, set()))
+
+
+def parse_urdf(xml, origin, keep_collisions=True):
+    """The urdf_parser_py ``Robot`` and the parser's warnings; ModelError on malformed XML.
+
+    Only what the dynamics reads is parsed (``<link>``: ``<inertial>``, and ``<collision>`` when
+    ``keep_collisions``, for the mesh fill; ``<joint>``: origin, parent, child, axis, limit, dynamics,
+    mimic): a ``<texture>`` without a file name or a ``<transmission>`` without a type never fails a load."""
     from urdf_parser_py.urdf import URDF
-    warnings = []
+    from urdf_parser_py.xml_reflection.core import Path, etree
+    parser_warnings = []
     try:
-        with _captured_parser_warnings(warnings):
-            robot = URDF.from_xml_string(xml.encode("utf-8") if "encoding=" in xml[:100] else xml)
+        with _captured_parser_warnings(parser_warnings):
+            node = etree.fromstring(xml.encode("utf-8") if "encoding=" in xml[:100] else xml)
+            _prune(node, keep_collisions)
+            robot = URDF.from_xml(node, Path(URDF.XML_REFL.tag, tree=etree.ElementTree(node)))
     except Exception as exc:  # lxml and urdf_parser_py raise many types for malformed files
         raise ModelError(f"{origin}: malformed URDF: {exc}") from exc
     if not robot.links:
         raise ModelError(f"{origin}: the URDF has no <link>")
-    return robot, [f"{origin}: {w}" for w in warnings]
+    return robot, [f"{origin}: {w}" for w in parser_warnings]
 
 
 def _origin(element):
@@ -87,16 +114,19 @@ beyond any robot, and small enough that the dynamics of the model (products of m
 state values up to ``model.MAX_MAGNITUDE``) cannot overflow."""
 
 INERTIA_TOLERANCE = 1e-6
-"""kg m^2: principal moments or triangle-inequality defects smaller than this are accepted (real URDFs,
-e.g. Tiago's antenna links, carry such rounding); larger ones raise ModelError."""
+"""kg m^2: principal moments or triangle-inequality defects smaller than this are rounding (real URDFs,
+e.g. Tiago's antenna links, carry such) and only noted; larger ones are noted and warned about, or
+raise ModelError with ``strict=True``."""
 
 
-def link_inertial_parameters(link, origin, notes=None):
+def link_inertial_parameters(link, origin, notes=None, strict=False, defects=None):
     """10-vector of a URDF link's ``<inertial>`` about the link origin in link axes (zeros if absent).
 
-    Checks mass >= 0 and a positive semi-definite inertia about the COM satisfying the triangle
-    inequalities (the physical-consistency conditions of a rigid body), to :data:`INERTIA_TOLERANCE`;
-    defects within the tolerance are recorded in ``notes``."""
+    Checks the physical-consistency conditions of a rigid body: mass >= 0 (a negative mass always raises
+    ModelError), and an inertia about the COM that is positive semi-definite, satisfies the triangle
+    inequalities and is zero when the mass is. Defects within :data:`INERTIA_TOLERANCE` are recorded in
+    ``notes``; larger ones raise ModelError when ``strict``, else the link loads as written (as Pinocchio
+    loads it), with the defect in ``notes`` and the link's name appended to ``defects``."""
     inertial = link.inertial
     if inertial is None:
         return np.zeros(10)
@@ -114,15 +144,23 @@ def link_inertial_parameters(link, origin, notes=None):
     Ic = R @ I @ R.T
     eig = np.linalg.eigvalsh(Ic)
     tol = INERTIA_TOLERANCE * max(1.0, float(np.abs(eig).max()))
+    problem = None
     if eig.min() < -tol:
-        raise ModelError(f"{origin}: link '{link.name}' has an inertia that is not positive definite "
-                         f"(principal moments {eig.round(9).tolist()})")
-    if eig[0] + eig[1] < eig[2] - tol:
-        raise ModelError(f"{origin}: link '{link.name}' has an inertia violating the triangle inequality "
-                         f"(principal moments {eig.round(9).tolist()})")
-    if m == 0 and np.any(np.abs(Ic) > tol):
-        raise ModelError(f"{origin}: link '{link.name}' has zero mass but a nonzero inertia")
-    if notes is not None and (eig.min() < 0 or eig[0] + eig[1] < eig[2]):
+        problem = (f"{origin}: link '{link.name}' has an inertia that is not positive definite "
+                   f"(principal moments {eig.round(9).tolist()})")
+    elif eig[0] + eig[1] < eig[2] - tol:
+        problem = (f"{origin}: link '{link.name}' has an inertia violating the triangle inequality "
+                   f"(principal moments {eig.round(9).tolist()})")
+    elif m == 0 and np.any(np.abs(Ic) > tol):
+        problem = f"{origin}: link '{link.name}' has zero mass but a nonzero inertia"
+    if problem is not None:
+        if strict:
+            raise ModelError(problem)
+        if notes is not None:
+            notes.append(f"{problem}: loaded as written (non-physical; strict=True refuses it)")
+        if defects is not None:
+            defects.append(link.name)
+    elif notes is not None and (eig.min() < 0 or eig[0] + eig[1] < eig[2]):
         notes.append(f"{origin}: link '{link.name}' has a slightly inconsistent inertia "
                      f"(principal moments {eig.tolist()}), accepted within {INERTIA_TOLERANCE} kg m^2")
     return spatial.numpy_inertia_params(m, c, Ic)
@@ -196,15 +234,13 @@ def _check_tree(robot, origin):
 
 
 def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
-                    mesh_density=None, locked_joints=None):
+                    mesh_density=None, locked_joints=None, strict=False):
     """Build the model (see :meth:`Model.from_urdf`)."""
     xml, origin = read_urdf_source(source)
-    robot, notes = parse_urdf(xml, origin)
+    robot, notes = parse_urdf(xml, origin, keep_collisions=mesh_density is not None)
     root, children = _check_tree(robot, origin)
-    locked = dict(locked_joints or {})
-    unknown = set(locked) - {j.name for j in robot.joints if j.type in _MOVABLE}
-    if unknown:
-        raise ModelError(f"{origin}: cannot lock {sorted(unknown)}: no movable joint of that name")
+    locked = _locked_values(locked_joints, {j.name for j in robot.joints if j.type in _MOVABLE}, origin)
+    defects = []
     links = {l.name: l for l in robot.links}
 
     joints, joint_names, body_names, parents, placements, inertias, merged = [], [], [], [], [], [], []
@@ -212,7 +248,7 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
     frames = {}
 
     def add_link_inertia(link_name, body, R, p):
-        pi = link_inertial_parameters(links[link_name], origin, notes)
+        pi = link_inertial_parameters(links[link_name], origin, notes, strict, defects)
         if pi[0] == 0 and mesh_density is not None:
             pi = _mesh_inertia_or_zero(links[link_name], mesh_density, origin, notes)
         if body >= 0:
@@ -246,7 +282,7 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
                 axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
                 joint = PrismaticJoint(axis / np.linalg.norm(axis)) if j.type == "prismatic" \
                     else RevoluteJoint(axis / np.linalg.norm(axis))
-                Rj, pj = spatial.compose(NUMPY, Rj, pj, *joint.placement(NUMPY, np.array([float(locked[j.name])])))
+                Rj, pj = spatial.compose(NUMPY, Rj, pj, *joint.placement(NUMPY, np.array([locked[j.name]])))
                 pending.append((j.child, body, Rj, pj))
                 continue
             if j.type == "fixed":
@@ -284,10 +320,64 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
                 merged_links=tuple(tuple(m) for m in merged), root_link=root, urdf_xml=xml,
                 floating_base=floating_base, notes=tuple(notes))
     if model.nbodies == 0:
-        raise ModelError(f"{origin}: the robot has no movable joint")
+        notes.append(f"{origin}: the robot has no movable joint: nq = nv = 0 (floating_base=True adds a free "
+                     f"flyer)")
+    massless = massless_subtrees(model)
+    if massless and strict:
+        i = massless[0]
+        raise ModelError(f"{origin}: link '{model.body_names[i]}' moved by joint '{model.joint_names[i]}' carries "
+                         f"no inertia in its subtree: the mass matrix is singular")
+    for i in massless:
+        notes.append(f"{origin}: link '{model.body_names[i]}' moved by joint '{model.joint_names[i]}' carries no "
+                     f"inertia in its subtree: the mass matrix is singular and aba refuses the model unless "
+                     f"the joint has armature")
+    if defects or massless:
+        what = ([f"non-physical inertia of link(s) {', '.join(repr(d) for d in defects)}"] if defects else []) + \
+               ([f"no inertia moved by joint(s) {', '.join(repr(model.joint_names[i]) for i in massless)}"]
+                if massless else [])
+        warnings.warn(f"{origin}: loaded with {'; '.join(what)} (see model.notes; strict=True refuses it)",
+                      NonPhysicalInertiaWarning, stacklevel=3)
+    model = replace(model, notes=tuple(notes))
     if armature is not None:
         model = model.with_armature(armature)
     return model.with_gravity(gravity)
+
+
+def massless_subtrees(model):
+    """Bodies whose subtree (the body and its descendants) has zero inertial parameters: their joint's
+    articulated inertia ``D = S^T I^A S`` is zero, so ``M`` is singular without armature."""
+    empty = [not np.any(model.inertias[i]) for i in range(model.nbodies)]
+    for i in reversed(range(model.nbodies)):
+        lam = model.parents[i]
+        if lam >= 0 and not empty[i]:
+            empty[lam] = False
+    return [i for i in range(model.nbodies) if empty[i]]
+
+
+def _locked_values(locked_joints, movable, origin):
+    """``{joint name: coordinate}`` of ``locked_joints`` (a mapping); ModelError for an unknown joint or
+    a value that is not one finite number."""
+    if locked_joints is None:
+        return {}
+    if not hasattr(locked_joints, "items"):
+        raise ModelError(f"{origin}: locked_joints must map joint names to coordinates, got "
+                         f"{type(locked_joints).__name__}")
+    locked = dict(locked_joints)
+    unknown = set(locked) - movable
+    if unknown:
+        raise ModelError(f"{origin}: cannot lock {sorted(unknown, key=str)}: no movable joint of that name")
+    out = {}
+    for name, value in locked.items():
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ModelError(f"{origin}: locked joint '{name}' has value {value!r}: expected one finite "
+                             f"number") from None
+        if not abs(x) <= PHYSICAL_MAGNITUDE:
+            raise ModelError(f"{origin}: locked joint '{name}' has value {value!r}: expected one finite "
+                             f"number (|value| <= {PHYSICAL_MAGNITUDE:g})")
+        out[name] = x
+    return out
 
 
 def _mesh_inertia_or_zero(link, density, origin, notes):

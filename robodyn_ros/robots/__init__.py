@@ -10,15 +10,10 @@ comment states its origin and licence; ``tools/make_bundled_urdfs.py`` regenerat
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..model.errors import ModelError
-
-BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
+from ..model.robot_names import BUNDLED_ROBOTS, bundled_urdf_path
 
 # Per robot: the actuated arm joints in chain order, the base link, the last arm link, the flange frame a
 # wrist force/torque sensor or a payload is attached to, a home configuration of the arm joints (rad)
@@ -60,14 +55,6 @@ _INFO = {
 def _check_name(name):
     if name not in BUNDLED_ROBOTS:
         raise ModelError(f"unknown bundled robot {name!r}; available: {', '.join(BUNDLED_ROBOTS)}")
-
-
-def bundled_urdf_path(name):
-    """Absolute path (str) of the bundled URDF of robot ``name`` (one of ``BUNDLED_ROBOTS``).
-
-    Raises :class:`~robodyn_ros.model.errors.ModelError` (a ValueError) naming the available robots otherwise."""
-    _check_name(name)
-    return os.path.join(_HERE, f"{name}.urdf")
 
 
 def bundled_robot_info(name):

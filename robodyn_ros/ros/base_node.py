@@ -29,6 +29,10 @@ class RobodynNode(LifecycleNode):
     kind = ""
 
     def __init__(self, name=None, **kwargs):
+        # set before rclpy's constructor: if declaring the parameters fails, the context still destroys
+        # this half-built node at shutdown, and destroy_node() reads it
+        self._input_node = None       # companion node of the polled subscriptions (polled_sub)
+        self.configure_error = None   # why the last configure failed (logged once), None after a success
         super().__init__(name or self.kind, **kwargs)
         self.schema = SCHEMAS[self.kind]
         from rcl_interfaces.msg import ParameterDescriptor
@@ -48,7 +52,6 @@ class RobodynNode(LifecycleNode):
         self.rejected = {}            # message kind -> count of dropped messages
         self._last_warning = {}
         self._entities = []
-        self._input_node = None       # companion node of the polled subscriptions (polled_sub)
 
     # ----------------------------------------------------------------------------------- lifecycle
     def on_configure(self, state):
@@ -60,9 +63,11 @@ class RobodynNode(LifecycleNode):
             self.robot = load_robot(self.config)
             self.setup()
         except Exception as exc:  # a bad URDF or parameter must not kill the process: report, stay unconfigured
-            self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
+            self.configure_error = f"configure failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+            self.get_logger().error(self.configure_error)
             self._destroy_entities()
             return TransitionCallbackReturn.FAILURE
+        self.configure_error = None
         # the model, kernels and rclpy objects live as long as the node: move them out of the collector's
         # generations so that a full collection (if allocation ever triggers one) does not traverse them
         gc.freeze()
@@ -230,6 +235,6 @@ class RobodynNode(LifecycleNode):
 
     def _destroy_input_node(self):
         """Destroy the companion node of :meth:`polled_sub` (and with it any subscription still on it)."""
-        if self._input_node is not None:
+        if getattr(self, "_input_node", None) is not None:
             self._input_node.destroy_node()
             self._input_node = None

@@ -428,6 +428,45 @@ def inertial_parameters_to_inertia_stamped(stamp, frame_id, pi):
     return make_inertia_stamped(stamp, frame_id, mass, com, inertia_com)
 
 
+def inertia_stamped_to_arrays(msg):
+    """``(link, m, com (3,), I_c (3, 3))`` of a payload message (inertia about the centre of mass, in the
+    link's axes); MessageRejected if not finite."""
+    i = msg.inertia
+    values = np.array([i.m, i.com.x, i.com.y, i.com.z, i.ixx, i.ixy, i.ixz, i.iyy, i.iyz, i.izz])
+    if not np.isfinite(values).all():
+        raise MessageRejected("InertiaStamped.inertia is not finite")
+    I_c = np.array([[i.ixx, i.ixy, i.ixz], [i.ixy, i.iyy, i.iyz], [i.ixz, i.iyz, i.izz]])
+    return msg.header.frame_id, float(i.m), values[1:4], I_c
+
+
+def inertia_stamped_to_body_parameters(msg, model):
+    """``(body index, pi (10,) about the body frame)`` of a payload message; MessageRejected if unusable."""
+    from robodyn_ros.control.payload_update import payload_body_parameters
+    link, m, com, I_c = inertia_stamped_to_arrays(msg)
+    try:
+        return payload_body_parameters(model, link, m, com, I_c)
+    except ValueError as exc:
+        raise MessageRejected(f"InertiaStamped.header.frame_id: {exc}") from None
+
+
+# ------------------------------------------------------------------------------------------------- mpc
+def mpc_solution_from_message(msg, nv, tau_max):
+    """:class:`MPCSolution` from the mpc node's Float64MultiArray ``[t0, N, dt, tau_ff (N nv), x_pred
+    ((N+1) 2nv), K (N nv 2nv)]``; returns ``(t0, solution)``."""
+    data = np.asarray(msg.data, dtype=float)
+    if len(data) < 3 or not np.isfinite(data).all():
+        raise MessageRejected("MPC solution is empty or not finite")
+    t0, N, dt = data[0], int(data[1]), data[2]
+    nx = 2 * nv
+    sizes = (N * nv, (N + 1) * nx, N * nv * nx)
+    if N < 1 or len(data) != 3 + sum(sizes) or dt <= 0:
+        raise MessageRejected(f"MPC solution has {len(data)} numbers, not 3 + {sum(sizes)} for N = {N}")
+    tau_ff, x_pred, K = np.split(data[3:], np.cumsum(sizes)[:2])
+    from robodyn_ros.control.mpc import MPCSolution
+    return t0, MPCSolution(tau_ff.reshape(N, nv), x_pred.reshape(N + 1, nx), K.reshape(N, nv, nx), "mpc",
+                           dt=dt, tau_max=tau_max)
+
+
 # ------------------------------------------------------------------------------------------ diagnostics
 _LEVELS = {"OK": DiagnosticStatus.OK, "WARN": DiagnosticStatus.WARN, "ERROR": DiagnosticStatus.ERROR,
            "STALE": DiagnosticStatus.STALE}

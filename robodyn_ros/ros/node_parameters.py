@@ -93,13 +93,18 @@ TORQUE_RATE_HELP = ("Torque rate limit of the published commands, N m/s per join
                     "effort limits); 0 or .inf: no limit; < 0: each joint's effort limit per 10 ms. Franka's "
                     "libfranka limits the commanded torque rate to 1000 N m/s.")
 CONTROL_MODES = ("computed_torque", "gravity_compensation", "slotine_li", "mpc")
+MAX_KP = 1e6
+"""1/s^2: a position gain beyond any sampled controller (kp = 1e6 is a 160 Hz closed-loop bandwidth, far
+above what a 1 kHz loop keeps stable); larger values are typing mistakes."""
+MAX_KD = 1e4
+"""1/s: the same for the velocity gain and Slotine-Li's Lambda."""
 INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("mode", str, "computed_torque", "Control law.", choices=CONTROL_MODES),
-    P("kp", float, 400.0, "Computed torque / gravity compensation position gain, 1/s^2.", range=(0.0, None),
+    P("kp", float, 400.0, "Computed torque / gravity compensation position gain, 1/s^2.", range=(0.0, MAX_KP),
       live=True),
-    P("kd", float, 40.0, "Computed torque / gravity compensation velocity gain, 1/s.", range=(0.0, None),
+    P("kd", float, 40.0, "Computed torque / gravity compensation velocity gain, 1/s.", range=(0.0, MAX_KD),
       live=True),
-    P("slotine_li.lambda", float, 10.0, "Slotine-Li Lambda, 1/s.", range=(0.0, None)),
+    P("slotine_li.lambda", float, 10.0, "Slotine-Li Lambda, 1/s.", range=(0.0, MAX_KD)),
     P("slotine_li.kd", float, -1.0, "Slotine-Li K_D, N m s/rad (< 0: per joint 40 M_jj(home) 1/s, so that the "
       "sampled loop stays stable for light wrist joints: K_D dt / M_jj << 1).", range=(None, None)),
     P("slotine_li.gamma", float, 1.0, "Slotine-Li adaptation gain.", range=(0.0, None)),
@@ -115,7 +120,7 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "stops commanding motion (stale_action).", range=(0.001, 10.0), live=True),
     P("stale_action", str, "gravity_hold", "Command while joint states are stale.",
       choices=("gravity_hold", "zero"), live=True),
-    P("max_torque_rate", float, -1.0, TORQUE_RATE_HELP, range=(None, None), live=True),
+    P("max_torque_rate", float, -1.0, TORQUE_RATE_HELP, range=(None, None), live=True, allow_inf=True),
     P("use_estimates", bool, True, "Add the estimator's payload (payload_topic) to the model live."),
     P("payload_min_mass", float, 0.05, "Payload estimates lighter than this (kg) count as no payload: the "
       "first moments and inertias of a near-zero mass are mostly noise.", range=(0.0, None), live=True),
@@ -187,7 +192,8 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "the node stops commanding motion (stale_action).", range=(0.001, 10.0)),
     P("stale_action", str, "gravity_hold", "output commands: command while joint states are stale.",
       choices=("gravity_hold", "zero"), live=True),
-    P("max_torque_rate", float, -1.0, "output commands: " + TORQUE_RATE_HELP, range=(None, None), live=True),
+    P("max_torque_rate", float, -1.0, "output commands: " + TORQUE_RATE_HELP, range=(None, None), live=True,
+      allow_inf=True),
     P("solution_topic", str, "/mpc/solution", "MPC feedforward + gains topic.", read_only=True),
     P("horizon", int, 20, "Horizon N (intervals).", range=(2, 200)),
     P("dt", float, 0.01, "Interval, s.", range=(1e-4, 1.0)),

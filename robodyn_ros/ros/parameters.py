@@ -42,6 +42,7 @@ class ParameterSpec:
     range: tuple | None = None
     choices: tuple | None = None
     live: bool = False
+    allow_inf: bool = False
 
     def __post_init__(self):
         if self.type not in _SCALAR_TYPES + _ARRAY_TYPES:
@@ -76,6 +77,8 @@ def check_value(spec, value):
             return [f"{spec.name}: expected {element.__name__}, got {type(item).__name__} {item!r}{hint}"]
         if element is float and math.isnan(item):
             return [f"{spec.name}: NaN is not a valid value"]
+        if element is float and math.isinf(item) and not spec.allow_inf:
+            return [f"{spec.name}: {item!r} is not a valid value (it must be finite)"]
     if spec.range is not None:
         lo, hi = spec.range
         for item in items:
@@ -179,7 +182,7 @@ def declare_parameters(node, specs):
     accepts but the schema does not (choices, list ranges, NaN) raise ValueError naming them, as does a
     type mismatch (rclpy's exception, reworded with the fix).
     """
-    from rclpy.exceptions import InvalidParameterTypeException
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 
     for spec in specs:
         descriptor = descriptor_for(spec)
@@ -191,6 +194,9 @@ def declare_parameters(node, specs):
         except InvalidParameterTypeException as exc:
             raise ValueError(f"parameter {spec.name} of node {node.get_name()}: {exc} (expected "
                              f"{_type_name(spec)}; a float needs a decimal point in YAML)") from None
+        except InvalidParameterValueException as exc:   # outside the descriptor's range
+            raise ValueError(f"parameter {spec.name} of node {node.get_name()}: "
+                             f"{' '.join(str(exc).split())}") from None
     errors = validate(specs, read_config(node, specs))
     if errors:
         raise ValueError(f"invalid parameters of node {node.get_name()}: " + "; ".join(errors))

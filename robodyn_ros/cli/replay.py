@@ -1,0 +1,278 @@
+"""``robodyn replay BAG --urdf URDF --output PARAMS.yaml``: run a recorded bag through the online estimator
+(:class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator`) as the ``estimator`` node would run it
+and write its final estimate in the format of ``robodyn identify``.
+
+The configuration is the node's: ``--config`` names the parameter file the node is started with (its
+``estimator:`` section is read as ``--params-file`` gives it to the node, validated against the node's
+schema; without it the node's defaults). Every joint state of ``--joint-states`` goes through the
+estimator in stamp order, the wrenches of the configured ``wrench_topic`` (when ``use_wrench`` and the bag
+has that topic) each before the first joint state stamped at or after it, as the node's polled input pairs
+them; decimation, filters, settling, saturation and change detection are the node's.
+
+Output: the final base-parameter estimate and its covariance P give the physically consistent inertials
+and friction of :func:`~robodyn_ros.identification.least_squares.consistent_fit` (weighted by P⁻¹, the
+information the estimator accumulated, prior included), written as ``robodyn identify`` writes them
+(``--urdf-out`` too); ``replay:`` in the YAML adds what the estimator saw and the final payload. ``--plot``
+draws the estimates over time. A bad input is one line on stderr (exit 2) and nothing is written.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..model.errors import ModelError
+from .identify import ProgressBar, _check_output_path, _one_line, _parse_locks, _read_joint_states, _write
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="robodyn replay", description=__doc__.split("\n\n")[0])
+    p.add_argument("bag", help="rosbag2 directory (sqlite3 or mcap) or a .db3/.mcap file")
+    p.add_argument("--urdf", required=True, help="URDF of the robot, or a bundled robot name (panda, ur5, iiwa)")
+    p.add_argument("--output", required=True, help="YAML file of the final estimate to write")
+    p.add_argument("--urdf-out", help="also write the URDF with the estimated inertials and friction")
+    p.add_argument("--plot", help="PNG of the estimates over time")
+    p.add_argument("--config", help="the estimator node's parameter file (its 'estimator' section is used)")
+    p.add_argument("--node-name", default="estimator", help="node name whose section --config gives (default "
+                   "estimator)")
+    p.add_argument("--joint-states", default="/joint_states", help="sensor_msgs/JointState topic")
+    p.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE",
+                   help="make a joint fixed at VALUE (e.g. fingers not in the bag); repeatable")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def estimator_configuration(path, node_name):
+    """The estimator's validated parameters from a node parameter file (None: the node's defaults)."""
+    from ..ros.node_parameters import resolve_node_config
+    from ..ros.parameters import load_params_yaml
+    if path is None:
+        return resolve_node_config("estimator", {})
+    if not os.path.isfile(path):
+        raise ModelError(f"--config {path}: no such file")
+    try:
+        return resolve_node_config("estimator", load_params_yaml(path, node_name))
+    except (ValueError, OSError) as exc:
+        raise ModelError(f"--config {path}: {exc}") from None
+    except Exception as exc:   # a YAML syntax error
+        raise ModelError(f"--config {path}: not a ROS parameter file ({type(exc).__name__}: {exc})") from None
+
+
+def load_model(urdf, locks):
+    """``(model, urdf path, locked joints, bundled info or None)``: a path, or a bundled robot's name."""
+    from ..model.model import Model
+    from ..robots import BUNDLED_ROBOTS, bundled_robot_info
+    info = None
+    if not os.path.isfile(urdf):
+        if urdf not in BUNDLED_ROBOTS:
+            raise ModelError(f"--urdf {urdf}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
+        info = bundled_robot_info(urdf)
+        locks = {**info["locked_joints"], **locks}
+        urdf = info["urdf"]
+    return Model.from_urdf(urdf, locked_joints=locks or None), urdf, locks, info
+
+
+def _wrenches(args, config, series):
+    """The wrench series of the configured topic, or None (no wrench path, or the topic is not in the bag)."""
+    import warnings
+    from ..bags.bag_io import read_wrenches
+    if not config["use_wrench"]:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return read_wrenches(args.bag, config["wrench_topic"], t0_ns=series.t0_ns)
+    except ModelError as exc:
+        if f"topic {config['wrench_topic']!r} not found" in str(exc):
+            return None
+        raise
+
+
+def replay(estimator, t, q, v, tau, wrenches=None, progress=None):
+    """Feed a recorded series through ``estimator`` (t (N,), q, v (N, nv) or v None, tau (N, nv); wrenches
+    a WrenchSeries on the same clock or None). Returns ``(history, regression)``: history a dict of arrays
+    at the published estimates (``t``, ``beta`` (K, r), ``payload`` (K, 10) as published (physical),
+    ``payload_estimate`` (K, 10) the live estimate), regression the filtered
+    samples ``(Q, V, A, TAU)`` the base-parameter RLS accepted."""
+    k, n_w = 0, 0 if wrenches is None else len(wrenches.t)
+    times, betas, payloads, live, regression = [], [], [], [], []
+    for i in range(len(t)):
+        ti = float(t[i])
+        while k < n_w and wrenches.t[k] <= ti:
+            estimator.admit_wrench(float(wrenches.t[k]), wrenches.w[k])
+            k += 1
+        vi = None if v is None else v[i]
+        if estimator.admit(ti, q[i], vi, tau[i]):
+            if estimator.step(ti, q[i], vi, tau[i]):
+                payload = estimator.publish()
+                times.append(ti)
+                betas.append(estimator.base_rls.beta.copy())
+                payloads.append(np.full(10, np.nan) if payload is None else payload)
+                live.append(estimator.payload_parameters())
+            if estimator.base_updated:
+                regression.append(np.concatenate([np.asarray(x, dtype=float) for x in estimator.filtered]))
+        if progress is not None and (i % 2048 == 0 or i == len(t) - 1):
+            progress(i + 1, len(t))
+    nv = estimator.model.nv
+    R = np.array(regression).reshape(-1, 4 * nv)
+    history = {"t": np.array(times), "beta": np.array(betas).reshape(len(times), -1),
+               "payload": np.array(payloads).reshape(len(times), 10),
+               "payload_estimate": np.array(live).reshape(len(times), 10)}
+    return history, (R[:, :nv], R[:, nv:2 * nv], R[:, 2 * nv:3 * nv], R[:, 3 * nv:])
+
+
+def rls_fit(estimator, regression):
+    """A :class:`~robodyn_ros.identification.least_squares.LeastSquaresFit` of the final RLS estimate: beta,
+    P (cov), ``R_w`` with ``R_w^T R_w = P^-1``; residuals over the samples the RLS took (in-sample)."""
+    from ..identification.least_squares import LeastSquaresFit
+    rls, base, model = estimator.base_rls, estimator.base, estimator.model
+    P = 0.5 * (rls.P + rls.P.T)
+    R_w = np.linalg.cholesky(np.linalg.inv(P)).T
+    Q, V, A, TAU = regression
+    if len(Q) == 0:
+        raise ModelError("the base-parameter estimator took no sample (recording too short for the filters to "
+                         "settle, or every torque saturated)")
+    Y = base.regressor(model, Q, V, A)
+    residual = TAU - Y @ rls.beta
+    sigma = np.sqrt(np.mean(residual ** 2, axis=0))
+    return LeastSquaresFit(beta=rls.beta.copy(), std=rls.std, cov=P, weights=1.0 / np.maximum(sigma, 1e-12) ** 2,
+                           sigma=sigma, R_w=R_w, condition_number=float(np.linalg.cond(Y.reshape(-1, base.count))),
+                           relative_error=float(np.linalg.norm(residual) / np.linalg.norm(TAU)), samples=len(Q))
+
+
+def check_converged(identified, estimator, fit, min_mass=1e-6, max_com=10.0):
+    """ModelError naming the first body of the consistent fit that no URDF can hold (a mass below
+    ``min_mass`` kg, or a centre of mass beyond ``max_com`` m): the estimator did not converge on the bag."""
+    from ..model.spatial import numpy_inertia_split
+    for name, pi_b in zip(identified.body_names, identified.inertias):
+        m, c, _ = numpy_inertia_split(pi_b) if pi_b[0] > 0 else (pi_b[0], np.full(3, np.inf), None)
+        if m < min_mass or not np.all(np.abs(c) <= max_com):
+            raise ModelError(f"the final estimate gives {name} a mass of {m:.3g} kg: the estimator did not converge "
+                             f"on this bag (in-sample torque error {100 * fit.relative_error:.1f} %, "
+                             f"{estimator.base_rls.changes} change alarms); tune its configuration (e.g. "
+                             "filter.cutoff, change_threshold) with --config")
+
+
+def _plot(history, names, payload_frame):
+    import io
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t, beta = history["t"], history["beta"]
+    fig, axes = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    scale = np.maximum(np.abs(beta[-1]), 1e-6) if len(beta) else 1.0
+    axes[0].plot(t, beta / scale, lw=0.6)
+    axes[0].set_ylabel("base parameters /\n|final value|", fontsize=8)
+    axes[0].set_ylim(-3.0, 3.0)
+    axes[0].set_title(f"online estimates ({len(names)} base parameters)", fontsize=9)
+    axes[1].plot(t, history["payload_estimate"][:, 0], lw=0.8, label="estimate")
+    axes[1].plot(t, history["payload"][:, 0], lw=0.8, ls="--", label="published (physical)")
+    axes[1].legend(fontsize=7, loc="upper right")
+    axes[1].set_ylabel(f"payload mass at\n{payload_frame} (kg)", fontsize=8)
+    axes[1].set_xlabel("t (s, bag time)")
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def run(args, progress):
+    """The replay; returns ``(files {path: text or bytes}, summary lines)``."""
+    from ..estimation.online_estimator import COULOMB_WIDTH, OnlineEstimator
+    from ..identification.batch import IdentificationResult, model_with_full_parameters
+    from ..identification.least_squares import consistent_fit
+    from ..identification.results import identified_urdf, result_document, yaml_text
+
+    for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
+        if path:
+            _check_output_path(path, option)
+    config = estimator_configuration(args.config, args.node_name)
+    if not config["base_parameters"]:
+        raise ModelError("the configuration has base_parameters: false: the estimator would estimate no "
+                         "inertial parameters to write")
+    model, urdf, locks, info = load_model(args.urdf, _parse_locks(args.lock_joint))
+    wrist = config["wrist_link"] or (info["wrist_link"] if info else None)
+    args.repair = False
+    series, q, v, tau = _read_joint_states(args, model, progress.stage("reading bag"))
+    wrenches = _wrenches(args, config, series)
+    estimator = OnlineEstimator(model, config, wrist_link=wrist)
+    history, regression = replay(estimator, series.t, q, v, tau, wrenches, progress.stage("replaying"))
+    fit = rls_fit(estimator, regression)
+    progress("consistent fit", 0, 1)
+    cfit = consistent_fit(model, estimator.base, fit)
+    progress("consistent fit", 1, 1)
+    result = IdentificationResult(nominal=model, identified=model_with_full_parameters(model, cfit.pi_full),
+                                  base=estimator.base, fit=fit, consistent=cfit,
+                                  cutoff_hz=config["filter.cutoff"], coulomb_width=COULOMB_WIDTH,
+                                  samples_used=fit.samples)
+    check_converged(result.identified, estimator, fit)
+    payload = estimator.publish() if estimator.wrench_rls is not None else None
+    extra = {"replay": {"bag": os.path.basename(os.path.normpath(args.bag)), "samples": int(len(series.t)),
+                        "updates": int(estimator.updates), "base_parameter_updates": int(fit.samples),
+                        "wrenches": 0 if wrenches is None else int(len(wrenches.t)),
+                        "decimation": int(config["decimation"]), "payload_changes": len(estimator.payload_events),
+                        "time_jumps": int(estimator.time_jumps), "effort_saturated": int(estimator.effort_saturated),
+                        "payload_frame": estimator.payload_frame,
+                        "payload": None if payload is None else [float(x) for x in payload],
+                        "note": "fit: the estimator's residuals on the samples it took (in-sample); "
+                                "signal_processing: the causal Butterworth filter of the estimator"}}
+    doc = result_document(result, extra=extra)
+    doc["signal_processing"] = {"lowpass_cutoff_hz": float(config["filter.cutoff"]),
+                                "filter": f"causal Butterworth of order {config['filter.order']} "
+                                          "(robodyn_ros.identification.signal_filters), same on q, v, tau"}
+    files = {args.output: yaml_text(doc)}
+    if args.urdf_out:
+        with open(urdf) as stream:
+            files[args.urdf_out] = identified_urdf(stream.read(), result.identified, locks)
+    if args.plot:
+        files[args.plot] = _plot(history, estimator.base.names, estimator.payload_frame)
+    summary = [f"{len(series.t)} joint-state samples, {estimator.updates} estimator updates, {fit.samples} taken by "
+               f"the base-parameter estimator ({estimator.base.count} base parameters)",
+               f"final estimate: in-sample relative torque error {100 * fit.relative_error:.2f} %; consistent fit "
+               f"{cfit.solver}"]
+    return files, summary
+
+
+def main(argv=None):
+    """Entry point of ``robodyn replay``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
+    from ..identification.blas_threads import limit_blas_threads
+    limit_blas_threads()
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    start = time.perf_counter()
+    progress = ProgressBar(quiet=args.quiet)
+    try:
+        files, summary = run(args, progress)
+        _write(files)
+    except ModelError as exc:
+        progress.close()
+        print(f"robodyn replay: error: {_one_line(exc)}; nothing was written", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        progress.close()
+        print(f"robodyn replay: error: cannot write the outputs: {_one_line(exc)}; nothing was written",
+              file=sys.stderr)
+        return 2
+    except Exception as exc:   # a bug, not bad input: still one line and no partial output (exit 1)
+        progress.close()
+        print(f"robodyn replay: internal error: {type(exc).__name__}: {_one_line(exc)}; nothing was written",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        progress.close()
+        print("robodyn replay: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    for line in summary:
+        print(line)
+    print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""One joint-space control loop, as the ``inverse_dynamics`` node runs it at the joint-state rate: reference
+sampling, the control law of the configured mode, live model updates and the output stage. No ROS: the
+node converts messages, calls :meth:`ControlLoop.on_state` per joint state and publishes through the
+callback it gave.
+
+Reference: the built-in Fourier generator around the home pose (:class:`~robodyn_ros.control.reference.
+FourierSampler`), a trajectory (:meth:`ControlLoop.set_trajectory`), or the first measured configuration
+held; reference time is the joint-state stamp. Model updates: a payload estimate is added to the nominal
+parameters of its link's body from the next command on (certainty equivalence; in ``slotine_li`` mode it
+also resets the adapted estimate), unless :func:`~robodyn_ros.control.payload_update.check_payload_plausible`
+refuses it. Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
+after a time reset the reference and trajectory times are re-based so that the desired motion continues,
+and the Slotine-Li step and the MPC solution of the old time line are forgotten.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..identification.exciting_trajectory import FourierTrajectory
+from ..kernels import compile_kernels
+from .command_guard import effort_bounds
+from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
+from .kernel_dynamics import KernelDynamics
+from .payload_update import check_payload_plausible, payload_body_parameters
+from .reference import ConstantReference, FourierSampler, fourier_reference
+from .slotine_li import SlotineLiController
+from .torque_output import TorqueOutput
+
+BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
+
+
+class ControlLoop:
+    """The per-state logic of the ``inverse_dynamics`` node (module docstring).
+
+    robot: the node's robot (``model``, ``home`` (nv,), ``name``, ``command_order``, ``from_command``);
+    config: the node's parameters (a mapping read at every call, so live changes apply: ``mode``, ``kp``,
+    ``kd``, ``slotine_li.*``, ``reference``, ``generator.*``, ``state_timeout``, ``stale_action``,
+    ``max_torque_rate``, ``payload_*``, ``friction_compensation``, ``gravity_compensated_by_robot``);
+    publish(command): sends a guarded torque (command order); report(kind, text): events of the output stage.
+    """
+
+    def __init__(self, robot, config, publish, report=None):
+        self.robot, self.config = robot, config
+        model = robot.model
+        self.kernels = compile_kernels(model, register=False)
+        self.functions = KernelDynamics(model, self.kernels)
+        self.pi_nominal = model.inertial_parameters()
+        self.controller = self._make_controller()
+        self.fast_law = FastComputedTorque(self.controller) \
+            if isinstance(self.controller, ComputedTorqueController) else None
+        self.reference = self._sampler = self.trajectory = self.mpc = None
+        self.t0 = self._t_prev = None
+        self.payload_updates = 0
+        self.implausible_payloads = 0   # payload estimates refused by check_payload_plausible
+        gravity = None if config["gravity_compensated_by_robot"] else \
+            (lambda q: self.functions.gravity(q, self.controller_parameters()))
+        self.output = TorqueOutput(effort_bounds(model), gravity, config, publish, robot.command_order, report)
+
+    def _make_controller(self):
+        c, model = self.config, self.robot.model
+        common = dict(functions=self.functions, gravity_compensated_by_robot=c["gravity_compensated_by_robot"])
+        if c["mode"] == "gravity_compensation":
+            return GravityCompensation(model, c["kp"], c["kd"], **common)
+        if c["mode"] == "slotine_li":
+            kd = c["slotine_li.kd"] if c["slotine_li.kd"] >= 0 else \
+                40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters()))
+            return SlotineLiController(model, Lambda=c["slotine_li.lambda"], kd=kd,
+                                       gamma=c["slotine_li.gamma"], dead_zone=c["slotine_li.dead_zone"],
+                                       friction_compensation=c["friction_compensation"], **common)
+        return ComputedTorqueController(model, c["kp"], c["kd"], friction_compensation=c["friction_compensation"],
+                                        **common)
+
+    def start(self):
+        """A new activation: reference time from the next state, output stage reset."""
+        self.t0 = self._t_prev = None
+        self.output.start()
+
+    def apply_live(self, changed):
+        """Apply changed live parameters (``kp``, ``kd``, ``max_torque_rate``)."""
+        for name in ("kp", "kd"):
+            if name in changed and hasattr(self.controller, name):
+                setattr(self.controller, name, np.full(self.robot.model.nv, float(changed[name])))
+        if "max_torque_rate" in changed:
+            self.output.set_max_torque_rate(changed["max_torque_rate"])
+
+    def controller_parameters(self):
+        """The inertial parameters (10 nb,) the control law uses now."""
+        return self.controller.pi_hat if hasattr(self.controller, "pi_hat") else self.controller.pi
+
+    # ------------------------------------------------------------------------------------ reference
+    def _make_reference(self, q):
+        c = self.config
+        if c["reference"] == "hold":
+            return ConstantReference(q.copy())
+        center = self.robot.from_command(np.asarray(c["generator.center"])) if c["generator.center"] else \
+            (self.robot.home if self.robot.name in BUNDLED_ROBOTS else q.copy())
+        return fourier_reference(center, c["generator.amplitude"], c["generator.period"], c["generator.harmonics"])
+
+    def desired(self, t, q):
+        """``(q_d, v_d, a_d)`` (nv,) at joint-state time t (the first state's q starts a held reference)."""
+        if self.trajectory is not None:
+            traj, start = self.trajectory
+            return traj.sample(t - start)
+        if self.reference is None:
+            self.reference = self._make_reference(q)
+            self._sampler = FourierSampler(self.reference) if isinstance(self.reference, FourierTrajectory) else None
+        if self._sampler is not None:
+            return self._sampler.evaluate(t - self.t0)
+        return self.reference.evaluate(t - self.t0)
+
+    def set_trajectory(self, trajectory, start_stamp):
+        """Follow ``trajectory`` (``sample(t) -> (q_d, v_d, a_d)``) from ``start_stamp`` (<= 0: from the last
+        state's time)."""
+        start = start_stamp if start_stamp > 0 else (self._t_prev if self._t_prev else 0.0)
+        self.trajectory = (trajectory, start)
+
+    # -------------------------------------------------------------------------------------- control
+    def on_state(self, t, q, v):
+        """One valid joint state: the published torque (nv, model order) and the reference position q_d
+        (nv,), or None when the stamp gate drops the state."""
+        newest = self.output.gate.newest
+        verdict = self.output.accept_state(t, q)
+        if verdict is None:
+            return None
+        if verdict == "reset":
+            self._rebase_time(t - newest)
+        if self.t0 is None:
+            self.t0 = t
+        q_d, v_d, a_d = self.desired(t, q)
+        mode = self.config["mode"]
+        if mode == "gravity_compensation":
+            tau, _ = self.controller.compute(q, v, q_d)
+        elif mode == "slotine_li":
+            dt = t - self._t_prev if self._t_prev is not None else 0.0
+            tau, _ = self.controller.compute(q, v, q_d, v_d, a_d, min(max(dt, 0.0), 0.01))
+        elif mode == "mpc" and self.mpc is not None:
+            tau = self.mpc[1].torque(np.concatenate([q, v]), t - self.mpc[0])
+        elif self.fast_law is not None:  # computed torque, also in mode mpc until the first solution arrives
+            tau = self.fast_law.compute(q, v, q_d, v_d, a_d)
+        else:
+            tau, _ = self.controller.compute(q, v, q_d, v_d, a_d)
+        self._t_prev = t
+        return self.output.publish(tau, t), q_d
+
+    def _rebase_time(self, jump):
+        """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times, forget the
+        Slotine-Li step and the MPC solution of the old time line."""
+        if self.t0 is not None:
+            self.t0 += jump
+        if self.trajectory is not None:
+            self.trajectory = (self.trajectory[0], self.trajectory[1] + jump)
+        self._t_prev = None
+        self.mpc = None
+
+    # ------------------------------------------------------------------------------------- updates
+    def apply_payload(self, link, m, com, I_c):
+        """A payload estimate (mass m, centre of mass com (3,) in ``link``'s frame, inertia I_c (3, 3) about
+        it) as the model of the next commands. ValueError on a link that is not a moving link;
+        :class:`~robodyn_ros.control.payload_update.ImplausiblePayload` (counted) when it is refused."""
+        body, pi_body = payload_body_parameters(self.robot.model, link, m, com, I_c)
+        c = self.config
+        try:
+            check_payload_plausible(m, com, I_c, link, c["payload_min_mass"], c["payload_max_mass"],
+                                    c["payload_max_com_distance"])
+        except ValueError:
+            self.implausible_payloads += 1
+            raise
+        pi = self.pi_nominal.copy()
+        if abs(m) >= c["payload_min_mass"]:
+            pi[10 * body:10 * body + 10] += pi_body
+        if hasattr(self.controller, "pi_hat"):
+            self.controller.pi_hat = pi
+        else:
+            self.controller.set_parameters(pi)
+        self.payload_updates += 1
+
+    def set_mpc_solution(self, t0, solution):
+        """Apply an MPC solution planned at joint-state time t0 from the next state on; False (dropped) when
+        t0 lies ahead of the newest state by more than ``state_timeout`` (planned before a time reset)."""
+        newest = self.output.gate.newest
+        if newest is not None and t0 > newest + self.config["state_timeout"]:
+            return False
+        self.mpc = (t0, solution)
+        return True
+
+    def diagnostic_values(self):
+        return {**self.output.diagnostic_values(), "payload_updates": self.payload_updates,
+                "implausible_payloads": self.implausible_payloads}
+

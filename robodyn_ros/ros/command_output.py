@@ -1,0 +1,33 @@
+"""The command side shared by the controller nodes: the torque command publisher (one reused message) and
+the logging of :class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
+from array import array
+
+import numpy as np
+from std_msgs.msg import Float64MultiArray
+
+from . import messages as rm
+from . import qos
+
+
+def output_report(node):
+    """The ``report(kind, text)`` of a :class:`TorqueOutput` on ``node``'s logger (dropped stamps throttled)."""
+    def report(kind, text):
+        if kind.startswith("stamp_"):
+            node.warn_throttled(kind, text)
+        elif kind == "resumed":
+            node.get_logger().info(text)
+        else:
+            node.get_logger().warning(text)
+    return report
+
+
+def command_publisher(node):
+    """``(publisher, publish(command))``: one Float64MultiArray reused for every command on ``command_topic``
+    (its layout is built once; publish serialises it at once)."""
+    pub = node.pub(Float64MultiArray, node.config["command_topic"], qos.COMMAND_QOS)
+    msg = rm.make_float64_multiarray(np.zeros(len(node.robot.joints)))
+
+    def publish(command):
+        msg.data = array("d", command.tobytes())
+        node.command_pub.publish(msg)
+    return pub, publish

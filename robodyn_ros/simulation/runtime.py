@@ -1,0 +1,289 @@
+"""The simulator as a running robot, without ROS: a :class:`~robodyn_ros.simulation.simulator.Simulator`
+built from the ``simulator`` node's parameters, its payload (attached at ``payload.attach_time``, by
+request, or replaced when the ``payload.*`` parameters change), the command with its timeout, and the
+pacing (real time, or as fast as possible). The node converts commands, publishes the state from the
+``publish`` callback and serves services; it calls the tick methods from its timers, or lets
+:meth:`SimulationRuntime.start_thread` step in a thread of its own.
+
+Timing: ``real_time_factor > 0`` steps to the wall clock, catching up whole steps and dropping wall time
+when more than ``MAX_CATCH_UP_STEPS`` behind; ``0`` runs as fast as possible, in ``lockstep`` stepping as
+soon as a command answers the last published state (or after ``lockstep_timeout`` wall seconds). A command
+older than ``command_timeout`` simulated seconds is replaced by zero torque. ``publish_decimation`` k > 1
+publishes after every k-th step only. The stepping thread (real time: sleeps until the absolute wall time of
+the next step; as fast as possible: back to back, offering the GIL every ``FREE_RUN_BURST`` wall seconds)
+and the callbacks are serialised by one lock (``lock``): steps, payload changes and stopping.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+from ..dynamics.aba import aba
+from ..identification.sensor_wrench import SensorWrenchRegressor
+from ..kernels import compile_kernels
+from ..kernels.compiled_functions import CompileError
+from ..model.errors import ModelError
+from .simulation_step import CompiledStep
+from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
+
+MAX_CATCH_UP_STEPS = 50
+FREE_RUN_BURST = 1e-3    # s of stepping per free-running tick (timer) or between two GIL offers (thread)
+
+
+def stable_limit_stops(model, kernels, q, dt):
+    """``(stiffness, damping)`` of the joint-limit stops that an explicit step ``dt`` integrates stably for
+    the lightest joint: with ``m = 1 / max diag(M⁻¹(q))`` (the smallest effective inertia), ``k dt² / m``
+    and ``c dt / m`` of 0.5 (RK4 is stable up to about 2.8; the library's defaults, 2e4 and 2e2, make the
+    Panda's wrist diverge at 1 kHz when it falls into a stop)."""
+    m = 1.0 / float(np.max(np.diag(np.linalg.inv(kernels.crba(q)))))
+    return 0.5 * m / dt**2, 0.5 * m / dt
+
+
+def configured_payload(config, wrist_link):
+    """The box of the ``payload.*`` parameters (None for mass 0; its link defaults to ``wrist_link``)."""
+    if config["payload.mass"] <= 0.0:
+        return None
+    return Payload.box(config["payload.link"] or wrist_link, config["payload.mass"], tuple(config["payload.com"]),
+                       tuple(config["payload.size"]))
+
+
+class SimulationRuntime:
+    """robot: the node's robot (``model``, ``home``, ``wrist_link``, ``from_command``); config: the
+    simulator node's parameters (a mapping read live); publish(): publishes the current state (called after
+    every ``publish_decimation``-th step); log(level, kind, text): ``level`` one of ``"info"``,
+    ``"warning"``, ``"throttled"`` (at most one per kind and period), ``"error"``."""
+
+    def __init__(self, robot, config, publish, log):
+        c = self.config = config
+        self.robot, self.publish, self.log = robot, publish, log
+        model = robot.model if c["friction"] else robot.model.with_friction(
+            np.zeros(robot.model.nv), np.zeros(robot.model.nv), np.zeros(robot.model.nv))
+        self.kernels = compile_kernels(model, register=False)
+        self.payload = configured_payload(c, robot.wrist_link)
+        q0 = robot.from_command(np.asarray(c["initial_positions"], dtype=float)) if c["initial_positions"] \
+            else robot.home
+        noise = SensorNoise(c["noise.position"], c["noise.velocity"], c["noise.effort"], c["noise.force"],
+                            c["noise.torque"])
+        stiffness, damping = stable_limit_stops(model, self.kernels, q0, 1.0 / c["rate"])
+        sim_config = SimulatorConfig(dt=1.0 / c["rate"], integrator=c["integrator"], noise=noise,
+                                     wrench_bias=tuple(c["wrench_bias"]), seed=c["noise.seed"],
+                                     limit_stiffness=stiffness if c["limits.stiffness"] < 0 else c["limits.stiffness"],
+                                     limit_damping=damping if c["limits.damping"] < 0 else c["limits.damping"])
+        try:
+            step_function = CompiledStep(model, sim_config.integrator)
+        except CompileError as exc:   # the same function in CasADi's virtual machine: still pi as input
+            log("warning", "compile", f"stepping in CasADi's virtual machine (no compiled step): {exc}")
+            step_function = CompiledStep(model, sim_config.integrator, compiled=False)
+        self.sim = Simulator(model, sim_config, q0, forward_dynamics=self.robot_dynamics,
+                             sensor_link=robot.wrist_link,
+                             wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link),
+                             step_function=step_function)
+        if self.payload is not None:
+            self.sim.attach_payload(self.payload)      # validates the link (nothing to compile: pi is an input)
+            self.sim.detach_payload()
+        self.command = np.zeros(model.nv)
+        self._zero_command = np.zeros(model.nv)
+        self._auto_attached = False
+        self.lock = threading.Lock()     # one step, a payload change or a stop at a time
+        self.thread = self._thread_id = self._thread_cpu_total = None
+        self.active = self._running = False
+        self.last_command_time = 0.0
+        self.commands_received = self.steps = 0
+        self.command_timed_out = self.awaiting_command = False
+        self.last_step_wall = time.monotonic()
+
+    def robot_dynamics(self, q, v, tau, pi):
+        return self.kernels.aba(q, v, tau)
+
+    def payload_dynamics(self, q, v, tau, pi):
+        """``sim.forward_dynamics`` with a payload: the interpreted ABA with the parameters ``pi`` (any load
+        on any link, nothing compiled; the step itself is the compiled step, which takes ``pi`` as input)."""
+        return aba(self.sim.model, q, v, tau, pi=pi)
+
+    # ------------------------------------------------------------------------------------ lifecycle
+    def start(self):
+        """Activation: time references from now (the caller publishes the first state)."""
+        self.active = True
+        self.last_command_time = self.sim.t
+        self._wall_start, self._sim_start = time.monotonic(), self.sim.t
+
+    def threaded(self):
+        """Whether the configuration steps in a thread (``step_thread``, unless lockstep)."""
+        c = self.config
+        return c["step_thread"] and (c["real_time_factor"] > 0.0 or not c["lockstep"])
+
+    def start_thread(self, context_ok=lambda: True):
+        self._running = True
+        loop = self._real_time_loop if self.config["real_time_factor"] > 0.0 else self._free_run_loop
+        self.thread = threading.Thread(target=self._thread_main, args=(loop, context_ok), name="simulator_step",
+                                       daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.active = self._running = False
+        if self.thread is not None:
+            if self.thread is not threading.current_thread():
+                self.thread.join(timeout=5.0)
+            self.thread = None
+
+    def stepping_cpu_seconds(self):
+        """CPU seconds (user + system) used so far by the stepping thread (None without one); after the
+        thread ended, its total."""
+        if self._thread_id is None:
+            return None
+        if self.thread is None or not self.thread.is_alive():
+            return self._thread_cpu_total
+        try:
+            with open(f"/proc/self/task/{self._thread_id}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    # -------------------------------------------------------------------------------------- stepping
+    def _thread_main(self, loop, context_ok):
+        self._thread_id, self._thread_cpu_total = threading.get_native_id(), None
+        try:
+            loop()
+        except Exception as exc:  # noqa: BLE001 - e.g. the context shut down under a publish: stop stepping
+            if self._running and context_ok():
+                self.log("error", "thread", f"stepping thread stopped: {type(exc).__name__}: {exc}")
+        finally:
+            self._running = False
+            self._thread_cpu_total = time.thread_time()
+
+    def _real_time_loop(self):
+        """Real time in the stepping thread: :meth:`on_real_time_tick`, then a sleep until the absolute
+        wall time at which the next step is due."""
+        dt, factor = self.sim.config.dt, self.config["real_time_factor"]
+        while self._running:
+            with self.lock:
+                if not self._running:
+                    break
+                self.on_real_time_tick()
+                due = self._wall_start + (self.sim.t + dt - self._sim_start) / factor
+            delay = due - time.monotonic()
+            if delay > 0.0:
+                time.sleep(min(delay, 0.05))
+
+    def _free_run_loop(self):
+        """As fast as possible in the stepping thread: steps back to back, offering the GIL to the executor
+        thread every ``FREE_RUN_BURST`` wall seconds (else it waits for Python's 5 ms switch interval)."""
+        lock, step = self.lock, self.step_and_publish
+        end = time.monotonic() + FREE_RUN_BURST
+        while self._running:
+            with lock:
+                if not self._running:
+                    break
+                step()
+            if self.last_step_wall >= end:
+                time.sleep(0)
+                end = self.last_step_wall + FREE_RUN_BURST
+
+    def on_real_time_tick(self):
+        target = self._sim_start + (time.monotonic() - self._wall_start) * self.config["real_time_factor"]
+        steps = int((target - self.sim.t) / self.sim.config.dt + 1e-9)
+        if steps > MAX_CATCH_UP_STEPS:  # too slow for real time: drop wall time instead of bursting
+            self.log("throttled", "behind", f"simulator behind real time by {steps} steps; slowing down")
+            self._wall_start, self._sim_start = time.monotonic(), self.sim.t
+            steps = MAX_CATCH_UP_STEPS
+        for _ in range(max(steps, 0)):
+            self.step_and_publish()
+
+    def on_lockstep_tick(self):
+        if time.monotonic() - self.last_step_wall >= self.config["lockstep_timeout"]:
+            self.step_to_next_publish()
+
+    def on_free_run_tick(self):
+        end = time.monotonic() + FREE_RUN_BURST
+        while self.active:
+            self.step_and_publish()
+            if self.last_step_wall >= end:
+                break
+
+    def step_to_next_publish(self):
+        """Step until the state is published (one step unless ``publish_decimation`` > 1)."""
+        for _ in range(self.config["publish_decimation"]):
+            if self.step_and_publish():
+                return
+
+    def step_and_publish(self):
+        """One step; publishes the state after every ``publish_decimation``-th. Returns whether it did."""
+        if not self.active:
+            return False
+        sim, c = self.sim, self.config
+        if c["payload.attach_time"] >= 0.0 and self.payload is not None and sim.payload is None \
+                and not self._auto_attached and sim.t + 1e-12 >= c["payload.attach_time"]:
+            self._auto_attached = True
+            self.attach()
+        tau = self.command                 # validated on receipt (set_command)
+        if sim.t - self.last_command_time > c["command_timeout"]:
+            if not self.command_timed_out:
+                self.log("warning", "command_timeout", f"no command for {sim.t - self.last_command_time:.3f} s "
+                                                       f"(timeout {c['command_timeout']} s): applying zero torque")
+            self.command_timed_out = True
+            tau = self._zero_command
+        try:
+            sim.step_validated(tau)
+        except ModelError as exc:
+            self.log("throttled", "diverged", f"simulation step failed: {exc}")
+        self.steps += 1
+        self.last_step_wall = time.monotonic()
+        if self.steps % c["publish_decimation"]:
+            return False
+        self.publish_state()
+        return True
+
+    def publish_state(self):
+        """Publish the current state (the ``publish`` callback); in lockstep the next step waits for its command."""
+        self.publish()
+        self.awaiting_command = True
+
+    def set_command(self, command):
+        """A command (nv,) in command order, validated by the caller; in lockstep it answers the last
+        published state, so the next steps are taken now."""
+        self.command = self.robot.from_command(command)
+        self.last_command_time = self.sim.t
+        self.commands_received += 1
+        if self.command_timed_out:
+            self.log("info", "commands_back", "commands are back")
+            self.command_timed_out = False
+        c = self.config
+        if self.active and c["real_time_factor"] == 0.0 and c["lockstep"] and self.awaiting_command:
+            self.awaiting_command = False
+            self.step_to_next_publish()
+
+    # --------------------------------------------------------------------------------------- payload
+    def attach(self):
+        """Attach the configured payload; ModelError when none is configured."""
+        if self.payload is None:
+            raise ModelError("no payload configured (payload.mass is 0)")
+        self.sim.attach_payload(self.payload)
+        self.sim.forward_dynamics = self.payload_dynamics
+        self.log("info", "attached", f"payload of {self.payload.mass} kg attached to {self.payload.link} at "
+                                     f"t = {self.sim.t:.3f} s")
+
+    def detach(self):
+        self.sim.detach_payload()
+        self.sim.forward_dynamics = self.robot_dynamics
+
+    def apply_payload_parameters(self):
+        """``payload.*`` changed: the next :meth:`attach` attaches the new load (to its link); a load attached
+        now is replaced at once. An unknown link is refused (logged) and the previous load kept. Call with
+        ``lock`` held."""
+        payload = configured_payload(self.config, self.robot.wrist_link)
+        previous = self.sim.payload
+        try:
+            if payload is not None:
+                self.sim.attach_payload(payload)       # validates the link
+                if previous is None:
+                    self.sim.detach_payload()
+            elif previous is not None:
+                self.detach()
+        except ModelError as exc:
+            self.log("error", "payload", f"payload parameters refused, keeping the previous load: {exc}")
+            return
+        self.payload = payload
