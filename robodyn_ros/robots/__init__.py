@@ -10,6 +10,8 @@ comment states its origin and licence; ``tools/make_bundled_urdfs.py`` regenerat
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ..model.errors import ModelError
@@ -90,4 +92,4 @@ def bundled_twin_path(name):
     from a real robot's log by ``tools/make_panda_twin.py``). ModelError naming the available ones otherwise."""
     if name not in _TWINS:
         raise ModelError(f"unknown plant {name!r}: not a file, and not a bundled twin ({', '.join(_TWINS)})")
-    return os.path.join(_HERE, _TWINS[name])
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), _TWINS[name])
