@@ -158,3 +158,22 @@ def test_payload_parameters_attach_another_load_to_another_link():
         assert np.array_equal(node.sim.inertial_parameters, node.sim.model.inertial_parameters())
         up.executor.remove_node(client_node)
         client_node.destroy_node()
+
+
+def test_plant_parameter_simulates_the_twin_with_its_torque_noise():
+    """``plant: panda_twin``: the node simulates the Panda identified from the real log (its inertias,
+    friction and Coulomb width), reports efforts with the real log's per-joint noise (replacing
+    noise.effort) and integrates in ``substeps``."""
+    from robodyn_ros.simulation.plant import load_plant
+    with ros_context() as context:
+        node, q0, command, messages = run_simulator(
+            context, {"real_time_factor": 0.0, "lockstep": False, "plant": "panda_twin", "substeps": 10}, 0.4)
+    twin = load_plant("panda_twin", node.robot.model)
+    assert node.sim.plant is not None and node.sim.nominal_model is node.robot.model
+    np.testing.assert_array_equal(node.sim.model.inertial_parameters(), twin.model.inertial_parameters())
+    np.testing.assert_array_equal(node.sim.model.coulomb, twin.model.coulomb)
+    assert node.sim.config.coulomb_smoothing == 0.05 and node.sim.config.substeps == 10
+    np.testing.assert_array_equal(node.sim.config.noise.effort, twin.effort_noise)
+    assert len(messages) > 10
+    efforts = np.array([m.effort for m in messages])
+    assert np.all(efforts.std(axis=0) > 0.5 * twin.effort_noise)   # the command is constant: this is the noise

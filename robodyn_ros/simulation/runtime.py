@@ -27,6 +27,7 @@ from ..kernels import compile_kernels
 from ..kernels.compiled_functions import CompileError
 from ..model.errors import ModelError
 from .simulation_step import CompiledStep
+from .plant import Plant, load_plant
 from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
 
 MAX_CATCH_UP_STEPS = 50
@@ -50,6 +51,15 @@ def configured_payload(config, wrist_link):
                        tuple(config["payload.size"]))
 
 
+def robot_locked_joints(robot, plant_source):
+    """Joints to lock in a URDF plant: those of its file that the robot's model does not move (at 0)."""
+    if not str(plant_source).lower().endswith((".urdf", ".xml")) and not str(plant_source).lstrip().startswith("<"):
+        return None
+    from ..model.model import Model
+    full = Model.from_urdf(plant_source)
+    return {j: 0.0 for j in full.joint_names if j not in robot.model.joint_names} or None
+
+
 class SimulationRuntime:
     """robot: the node's robot (``model``, ``home``, ``wrist_link``, ``from_command``); config: the
     simulator node's parameters (a mapping read live); publish(): publishes the current state (called after
@@ -59,28 +69,38 @@ class SimulationRuntime:
     def __init__(self, robot, config, publish, log):
         c = self.config = config
         self.robot, self.publish, self.log = robot, publish, log
-        model = robot.model if c["friction"] else robot.model.with_friction(
-            np.zeros(robot.model.nv), np.zeros(robot.model.nv), np.zeros(robot.model.nv))
+        plant = load_plant(c["plant"], robot.model, locked_joints=robot_locked_joints(robot, c["plant"])) \
+            if c.get("plant") else None
+        model = plant.model if plant is not None else robot.model
+        if not c["friction"]:
+            model = model.with_friction(np.zeros(model.nv), np.zeros(model.nv), np.zeros(model.nv))
+        if plant is not None:
+            plant = Plant(model, plant.coulomb_width, plant.effort_noise, plant.source)
         self.kernels = compile_kernels(model, register=False)
         self.payload = configured_payload(c, robot.wrist_link)
         q0 = robot.from_command(np.asarray(c["initial_positions"], dtype=float)) if c["initial_positions"] \
             else robot.home
         noise = SensorNoise(c["noise.position"], c["noise.velocity"], c["noise.effort"], c["noise.force"],
                             c["noise.torque"])
+        if plant is not None:
+            noise = plant.sensor_noise(noise)
         stiffness, damping = stable_limit_stops(model, self.kernels, q0, 1.0 / c["rate"])
         sim_config = SimulatorConfig(dt=1.0 / c["rate"], integrator=c["integrator"], noise=noise,
                                      wrench_bias=tuple(c["wrench_bias"]), seed=c["noise.seed"],
                                      limit_stiffness=stiffness if c["limits.stiffness"] < 0 else c["limits.stiffness"],
-                                     limit_damping=damping if c["limits.damping"] < 0 else c["limits.damping"])
+                                     limit_damping=damping if c["limits.damping"] < 0 else c["limits.damping"],
+                                     substeps=int(c.get("substeps", 1)),
+                                     coulomb_smoothing=(plant.coulomb_width if plant is not None and plant.coulomb_width
+                                                        else SimulatorConfig.coulomb_smoothing))
         try:
             step_function = CompiledStep(model, sim_config.integrator)
         except CompileError as exc:   # the same function in CasADi's virtual machine: still pi as input
             log("warning", "compile", f"stepping in CasADi's virtual machine (no compiled step): {exc}")
             step_function = CompiledStep(model, sim_config.integrator, compiled=False)
-        self.sim = Simulator(model, sim_config, q0, forward_dynamics=self.robot_dynamics,
-                             sensor_link=robot.wrist_link,
+        self.sim = Simulator(robot.model if plant is not None else model, sim_config, q0,
+                             forward_dynamics=self.robot_dynamics, sensor_link=robot.wrist_link,
                              wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link),
-                             step_function=step_function)
+                             step_function=step_function, plant=plant)
         if self.payload is not None:
             self.sim.attach_payload(self.payload)      # validates the link (nothing to compile: pi is an input)
             self.sim.detach_payload()
