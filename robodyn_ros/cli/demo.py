@@ -51,9 +51,10 @@ TRACKING_PEAK_BOUND = 1e-3  # on any joint's error before the payload
 
 def _parse(argv):
     p = argparse.ArgumentParser(prog="robodyn demo", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", choices=("twin", "payload"), default="twin",
-                   help="twin: the real Panda's identified twin as plant, adaptation from joint torques (default); "
-                        "payload: the model as plant, a payload seen by the wrist sensor, over the ROS nodes")
+    p.add_argument("--scenario", choices=("twin", "payload"), default=None,
+                   help="twin: the real Panda's identified twin as plant, adaptation from joint torques (default "
+                        "for the Panda); payload: the model as plant, a payload seen by the wrist sensor, over the "
+                        "ROS nodes (default for the other robots)")
     p.add_argument("--controller", choices=("computed_torque", "slotine_li", "mpc"), default="computed_torque",
                    help="twin scenario: the controller (default computed_torque)")
     p.add_argument("--seed", type=int, default=0, help="twin scenario: sensor-noise seed")
@@ -379,6 +380,8 @@ def summary_twin(report):
 
 def main(argv=None):
     args = _parse(argv)
+    if args.scenario is None:
+        args.scenario = "twin" if args.robot == "panda" else "payload"
     if args.scenario == "twin":
         if args.robot != "panda":
             print("robodyn demo: --scenario twin needs --robot panda (the twin is of a real Panda)", file=sys.stderr)

@@ -5,7 +5,7 @@ nothing rebuilt), and between solves the solution's feedforward and time-varying
 
 The Coulomb friction is compensated in the 1 kHz stage, ``+ f_c tanh(v / ε)`` at the measured velocity, and
 left out of the NLP's prediction (its ``f_c`` is set to zero): on a light wrist (the Panda identified from
-real data has about 1.5e-3 kg m² about joint 7) the slope ``f_c / ε`` of a smoothed Coulomb term over the
+real data has about 1.8e-3 kg m² about joint 7) the slope ``f_c / ε`` of a smoothed Coulomb term over the
 link inertia is a time constant of a fraction of a millisecond, which the MPC's 10-ms RK4 intervals cannot
 integrate (the prediction diverges); at 1 kHz it is a measured-velocity feedforward like computed torque's."""
 from __future__ import annotations
