@@ -1,22 +1,25 @@
 """The adaptive loop on a plant that is not the model, without ROS: what ``robodyn demo --scenario twin`` runs.
 
 At 1 kHz: the plant (e.g. the Panda twin, :mod:`robodyn_ros.simulation.plant`) is measured with noise; the
-estimator (causal Butterworth filter -> base regressor -> recursive least squares on ``τ = Y_base β``, the
-estimator node's pipeline, :class:`robodyn_ros.estimation.recursive.RecursiveLeastSquares`) takes every
-joint state, joint torques only; at ``publish_rate`` its estimate is offered to the
-:class:`~robodyn_ros.control.parameter_gate.ParameterGate`, whose applied parameters the controller uses
-from the next step on:
+estimator (:class:`JointTorqueEstimator`: causal Butterworth filter -> base regressor -> recursive least
+squares on ``τ = Y_base β``, the estimator node's pipeline) takes every joint state, joint torques only.
+Every ``1 / consistent_rate`` s its estimate is mapped to the closest physically consistent full parameter
+set (:class:`robodyn_ros.control.consistent_parameters.ConsistentParameters`); at ``publish_rate`` that
+candidate is offered to the :class:`~robodyn_ros.control.parameter_gate.ParameterGate`, whose applied
+parameters the controller uses from the next step on:
 
 * ``computed_torque`` / ``slotine_li``: :mod:`robodyn_ros.control.base_parameter_control` (inverse dynamics
   from ``Y_base β``, friction included);
-* ``mpc``: :class:`robodyn_ros.control.mpc.ModelPredictiveController` at ``mpc_rate`` with its feedforward and
-  gains applied at 1 kHz, its NLP parameters ``θ = [π, f_v, f_c, f_o]`` set from the gated estimate by
-  :class:`robodyn_ros.control.consistent_parameters.ConsistentParameters` (a physically consistent ``π``
-  reproducing β, closest to the nominal one; nothing rebuilt).
+* ``mpc``: :class:`robodyn_ros.control.adaptive_mpc.AdaptiveMPC` (solves at ``mpc_rate``, feedforward and
+  gains at 1 kHz), its NLP parameters ``θ = [π, f_v, f_c, f_o]`` those of the consistent set (nothing
+  rebuilt).
 
-A payload attached at ``attach_time`` is estimated from the joint torques as a load on the last body
-explaining the residual of the estimate from just before the change detector fired (:class:`JointTorqueEstimator`) (the robot starts without one: until ``CONVERGED_AFTER`` s after the gate first accepted
-an estimate, changes are convergence, not payload). With ``adapt=False`` the same loop (same noise) runs on the nominal model.
+A payload attached at ``attach_time`` is estimated from the joint torques as a load on the last body that
+explains the torque residual of the estimate from just before the change detector fired
+(:class:`JointTorqueEstimator`; the robot starts without one: until ``CONVERGED_AFTER`` s after the gate
+first accepted an estimate, detected changes are convergence, not a payload); the controller gets that
+model plus the payload, through the gate, once the payload mass is known to 0.05 kg. With ``adapt=False``
+the same loop (same noise) runs on the nominal model.
 """
 from __future__ import annotations
 
