@@ -125,3 +125,48 @@ def test_closed_loop_on_the_twin_adapts_from_joint_torques(setup):
     assert abs(report["payload_mass_estimated"] - 2.0) <= 0.1
     assert report["non_finite_commands"] == 0
     assert report["tracking_rms_after_payload_adapted"] < report["tracking_rms_after_payload_nominal"] / 5
+
+
+def test_consistent_parameters_reach_the_mpc_without_a_rebuild(setup, rng):
+    """A base-parameter estimate of the twin (RLS on noisy torques at random states) becomes a physically
+    consistent full parameter set (every body's pseudo-inertia positive semi-definite) that reproduces the
+    twin's torques, and the MPC takes it as its NLP parameters: the same compiled functions and QP solver,
+    and the next solve's feedforward holding the home pose is the twin's gravity plus offset (not the
+    nominal model's); the Coulomb coefficients go to the 1 kHz stage."""
+    from robodyn_ros.control.adaptive_mpc import AdaptiveMPC
+    from robodyn_ros.control.consistent_parameters import ConsistentParameters
+    from robodyn_ros.control.mpc import MPCConfig
+    from robodyn_ros.control.reference import ConstantReference
+    from robodyn_ros.identification.physical_consistency import is_consistent
+    nominal, plant, base, dyn = setup
+    beta_nom = base.from_full(full_parameters(nominal))
+    rls = RecursiveLeastSquares(beta_nom, (0.2 * np.abs(beta_nom) + 0.01) ** 2 + 0.25, plant.effort_noise, detector=None)
+    for _ in range(2000):
+        q, v, a = nominal.random_configuration(rng), rng.uniform(-1.5, 1.5, 7), rng.uniform(-4, 4, 7)
+        rls.update(dyn.regressor(q, v, a), twin_torque(plant, q, v, a) + rng.normal(0.0, plant.effort_noise))
+    fit = ConsistentParameters(nominal, base).fit(rls.beta, rls.P)
+    assert fit.success
+    pi = fit.theta[:70]
+    assert all(is_consistent(pi[10 * b:10 * b + 10], -1e-9) and pi[10 * b] > 0 for b in range(7))   # J ⪰ 0
+    err, ref = [], []
+    for _ in range(100):
+        q, v, a = nominal.random_configuration(rng), rng.uniform(-1.5, 1.5, 7), rng.uniform(-4, 4, 7)
+        err.append(twin_torque(plant, q, v, a) - dyn.torque(q, v, a, fit.beta))
+        ref.append(twin_torque(plant, q, v, a))
+    assert np.linalg.norm(err) / np.linalg.norm(ref) < 0.03
+    home = np.array(INFO["home"])
+    mpc = AdaptiveMPC(nominal, ConstantReference(home), beta=beta_nom,
+                      config=MPCConfig(horizon=3, dt=0.02, solver="rti", time_limit=60.0, coulomb_smoothing=0.05))
+    first = mpc.mpc.solve(home, np.zeros(7), mpc.reference)
+    functions = (mpc.mpc.ocp, mpc.mpc.ocp.rti_qp, mpc.mpc._qp_solvers["hpipm"])
+    mpc.set_parameters(fit.beta, fit.theta)
+    mpc.mpc._w = None
+    second = mpc.mpc.solve(home, np.zeros(7), mpc.reference)
+    assert (mpc.mpc.ocp, mpc.mpc.ocp.rti_qp, mpc.mpc._qp_solvers["hpipm"]) == functions
+    assert_close(mpc.theta, fit.theta, rtol=1e-12)
+    assert np.array_equal(mpc.mpc.theta[70 + 7:70 + 14], np.zeros(7)) and np.array_equal(mpc.coulomb, fit.theta[77:84])
+    g_twin = rd.gravity_torque(plant.model, home) + plant.model.friction_offset
+    g_nominal = rd.gravity_torque(nominal, home)
+    assert np.abs(first.tau_ff[0] - g_nominal).max() < 0.05 * np.abs(g_nominal).max()
+    assert np.abs(second.tau_ff[0] - g_twin).max() < 0.05 * np.abs(g_twin).max()
+    assert np.abs(g_twin - g_nominal).max() > 0.5
