@@ -251,18 +251,17 @@ class _Monitor:
     measure the difference. The slow topics are deserialised by executor callbacks in both modes."""
 
     def __init__(self, context, effort_limit, mode="poll"):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import InertiaStamped
-        from rclpy.qos import QoSProfile
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
         from ..ros import qos
+        from ..ros.testing import plain_node
 
         if mode not in ("poll", "typed"):
             raise ValueError(f"monitor mode {mode!r} is not 'poll' or 'typed'")
-        self.node = rclpy.create_node("soak_monitor", context=context)
+        self.node = plain_node("soak_monitor", context)
         self.effort_limit = effort_limit
         self.mode = mode
         self.clock_ns = time.time_ns if mode == "poll" else time.monotonic_ns   # the receipt times' clock
@@ -278,11 +277,10 @@ class _Monitor:
                 (Float64MultiArray, "/inverse_dynamics/tracking_error", qos.ESTIMATE_QOS, self._take_answer)]
         self.fast_subscriptions = []
         if mode == "poll":
-            self.fast_node = rclpy.create_node("soak_monitor_fast", context=context)
+            self.fast_node = plain_node("soak_monitor_fast", context)
             for msg_type, topic, profile, handler in fast:
-                deep = QoSProfile(history=profile.history, depth=FAST_DEPTH, reliability=profile.reliability,
-                                  durability=profile.durability, liveliness=profile.liveliness)
-                sub = self.fast_node.create_subscription(msg_type, topic, lambda _: None, deep, raw=True)
+                sub = self.fast_node.create_subscription(msg_type, topic, lambda _: None,
+                                                         qos.with_depth(profile, FAST_DEPTH), raw=True)
                 self.fast_subscriptions.append((sub, handler))
         else:
             self.fast_node = None
@@ -578,9 +576,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
     min(60 s, run / 5), the memory warm-up (information beside the memory rule, see
     :func:`memory_growth_details`) to min(300 s, run / 3). ``monitor_mode`` "typed": the monitor deserialises the
     1 kHz topics in executor callbacks (to measure its cost, see :class:`_Monitor`)."""
-    import rclpy
-
-    from ..ros.testing import isolated_ros_domain, make_executor
+    from ..ros.testing import init_context, isolated_ros_domain, make_executor
 
     total = float(minutes) * 60.0
     window_seconds = float(window_seconds or min(60.0, total / 10.0))
@@ -605,8 +601,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
     windows, exits = [], {}
     with isolated_ros_domain() as domain_id:
         result["ros_domain_id"] = domain_id
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain_id)
+        context = init_context(domain_id)
         monitor = executor = None
         try:
             monitor = _Monitor(context, effort_limit, mode=monitor_mode)

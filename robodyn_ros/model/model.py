@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import ModelError
 from .joints import Joint
+from .urdf_loader import urdf_model_description
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,13 @@ class Model:
         ``locked_joints``: dict joint name -> coordinate; those joints become fixed (e.g. Panda's fingers).
         Raises :class:`ModelError` naming the file, link or joint at fault.
         """
-        from .urdf_loader import model_from_urdf
-        return model_from_urdf(cls, source, floating_base=floating_base, gravity=gravity,
-                               armature=armature, mesh_density=mesh_density, locked_joints=locked_joints)
+        description = urdf_model_description(source, floating_base=floating_base, mesh_density=mesh_density,
+                                             locked_joints=locked_joints)
+        description["frames"] = {name: Frame(name, *f) for name, f in description["frames"].items()}
+        model = cls(gravity=np.asarray(gravity, dtype=float), **description)
+        if armature is not None:
+            model = model.with_armature(armature)
+        return model.with_gravity(gravity)
 
     @property
     def nbodies(self):

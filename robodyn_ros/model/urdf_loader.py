@@ -15,7 +15,6 @@ from . import spatial
 from .backend import NUMPY
 from .errors import ModelError
 from .joints import FreeFlyerJoint, PrismaticJoint, RevoluteJoint
-from .model import Frame
 
 _MOVABLE = ("revolute", "continuous", "prismatic")
 
@@ -195,9 +194,10 @@ def _check_tree(robot, origin):
     return roots[0], children
 
 
-def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
-                    mesh_density=None, locked_joints=None):
-    """Build the model (see :meth:`Model.from_urdf`)."""
+def urdf_model_description(source, *, floating_base=False, mesh_density=None, locked_joints=None):
+    """The fields of the model a URDF describes (see :meth:`Model.from_urdf`, which builds it): a dict of the
+    :class:`~robodyn_ros.model.model.Model` constructor's arguments except ``gravity``, with ``frames`` as
+    ``{link: (body, R (3, 3), p (3,))}``. ModelError naming the link or joint at fault."""
     xml, origin = read_urdf_source(source)
     robot, notes = parse_urdf(xml, origin)
     root, children = _check_tree(robot, origin)
@@ -237,7 +237,7 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
     stack = [(root, base_body, np.eye(3), np.zeros(3))]
     while stack:
         link_name, body, R, p = stack.pop()
-        frames[link_name] = Frame(link_name, body, R, p)
+        frames[link_name] = (body, R, p)
         add_link_inertia(link_name, body, R, p)
         pending = []
         for j in children[link_name]:
@@ -275,19 +275,15 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
             pending.append((j.child, len(joints) - 1, np.eye(3), np.zeros(3)))
         stack.extend(reversed(pending))
 
-    model = cls(name=robot.name or "robot", joint_names=tuple(joint_names), body_names=tuple(body_names),
+    if not joints:
+        raise ModelError(f"{origin}: the robot has no movable joint")
+    return dict(name=robot.name or "robot", joint_names=tuple(joint_names), body_names=tuple(body_names),
                 joints=tuple(joints), parents=tuple(parents), placements=tuple(placements),
                 inertias=np.array(inertias).reshape(-1, 10), armature=np.zeros(len(viscous)),
                 viscous=np.array(viscous), coulomb=np.array(coulomb), friction_offset=np.zeros(len(viscous)),
                 lower=np.array(lower), upper=np.array(upper), velocity_limit=np.array(vel),
-                effort_limit=np.array(eff), gravity=np.asarray(gravity, dtype=float), frames=frames,
-                merged_links=tuple(tuple(m) for m in merged), root_link=root, urdf_xml=xml,
-                floating_base=floating_base, notes=tuple(notes))
-    if model.nbodies == 0:
-        raise ModelError(f"{origin}: the robot has no movable joint")
-    if armature is not None:
-        model = model.with_armature(armature)
-    return model.with_gravity(gravity)
+                effort_limit=np.array(eff), frames=frames, merged_links=tuple(tuple(m) for m in merged),
+                root_link=root, urdf_xml=xml, floating_base=floating_base, notes=tuple(notes))
 
 
 def _mesh_inertia_or_zero(link, density, origin, notes):
