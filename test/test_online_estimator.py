@@ -119,6 +119,10 @@ def test_online_estimator_equals_the_node_bit_for_bit(estimator_factory, monkeyp
     assert len(expected) == len(payloads.data) > 50
     np.testing.assert_array_equal(np.array([_payload_message_values(m) for m in payloads.data]), np.array(expected))
     assert abs(published[-1].payload[0] - PAYLOAD.mass) < 0.1
+    last, names = published[-1], list(published[-1].base_parameter_names)
+    for j, joint in enumerate(node.robot.model.joint_names):     # friction: those base parameters by name
+        for kind in ("viscous", "coulomb", "offset"):
+            assert last.friction[kind][j] == last.base_parameters[names.index(f"{kind}_{joint}")]
     _, _, node_values = node.diagnostic_status(samples[-1][0])
     _, _, values = published[-1].status
     for key in ("updates", "payload_changes", "dropped_stamps", "time_jumps", "wrench_saturated", "sparse_gaps",

@@ -31,7 +31,7 @@ idle + iowait of all CPUs) and the monitor's CPU per message it received.
 The monitor takes the three 1 kHz topics as raw CDR bytes from queues it drains every 5 ms
 (:class:`_Monitor` "poll" mode; :func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`) instead of one
 executor callback with a deserialised message per message: measured 37-44 instead of 93-101 us of CPU per
-message (docs/SOAK.md "Harness changes, session 3"); ``monitor_mode="typed"`` restores the old path.
+message; ``monitor_mode="typed"`` restores the deserialising path.
 
 Verdict (issue #9 acceptance):
 1. ``no_bad_torques``: zero commands with a NaN or |tau_i| > effort_limit_i over the whole run;
@@ -43,7 +43,7 @@ Verdict (issue #9 acceptance):
    worse than averaged over the first 3 windows after warm-up, up to ``latency_tolerance`` (20 %: the
    window-to-window spread of p99 on the shared 2-core machine; the strict comparison is reported too).
 
-Usage: ``robodyn bench soak --minutes 30 --report docs/soak_report.json`` (docs/SOAK.md);
+Usage: ``robodyn bench soak --minutes 30 --report soak_report.json`` (docs/SOAK.md);
 ``python -m robodyn_ros.benchmarks.soak 2 --report r.json --markdown`` (the table for docs/SOAK.md;
 ``--typed-monitor``: the deserialising monitor); ``run(minutes=...)`` from Python. Not in the default test run; test/test_soak_short.py runs ~20 s.
 """
@@ -73,7 +73,7 @@ NODE_PARAMS = {
     "simulator": {"real_time_factor": 1.0, "rate": float(RATE), "payload.attach_time": PAYLOAD_ATTACH_TIME},
     # every 10th joint state (100 updates/s): at decimation 5 (200 due/s) the estimator at normal priority
     # beside the three SCHED_FIFO processes managed 151 updates/s on average (70/s at the end), superseded the
-    # rest (skipped_overload) and paused 2 642 times on sparse updates in 30 minutes (docs/SOAK.md, fifth run),
+    # rest (skipped_overload) and paused 2 642 times on sparse updates in 30 minutes (a 30-minute run at decimation 5),
     # with 24 % of the machine idle; its memory stayed flat (polled input). ``decimation`` is the node's knob
     "estimator": {"decimation": 10},
     "inverse_dynamics": {},
@@ -246,9 +246,8 @@ class _Monitor:
     (:func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`); receipt times are the middleware's
     ``received_timestamp`` (CLOCK_REALTIME ns), so the round trip is DDS receipt of the state -> DDS receipt
     of the answer, without this process's scheduling. One executor wake-up per message is the largest cost
-    of an rclpy subscriber at 1 kHz (docs/SOAK.md, session 3). ``mode`` "typed": the harness before
-    session 3 (executor callbacks, messages deserialised, receipt = monotonic time in the callback), kept to
-    measure the difference. The slow topics are deserialised by executor callbacks in both modes."""
+    of an rclpy subscriber at 1 kHz. ``mode`` "typed": the former harness (executor callbacks, messages
+    deserialised, receipt = monotonic time in the callback), kept to measure the difference. The slow topics are deserialised by executor callbacks in both modes."""
 
     def __init__(self, context, effort_limit, mode="poll"):
         from diagnostic_msgs.msg import DiagnosticArray
