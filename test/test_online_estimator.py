@@ -123,6 +123,7 @@ def test_online_estimator_equals_the_node_bit_for_bit(estimator_factory, monkeyp
     for j, joint in enumerate(node.robot.model.joint_names):     # friction: those base parameters by name
         for kind in ("viscous", "coulomb", "offset"):
             assert last.friction[kind][j] == last.base_parameters[names.index(f"{kind}_{joint}")]
+            assert last.friction_std[kind][j] == last.base_parameters_std[names.index(f"{kind}_{joint}")] > 0
     _, _, node_values = node.diagnostic_status(samples[-1][0])
     _, _, values = published[-1].status
     for key in ("updates", "payload_changes", "dropped_stamps", "time_jumps", "wrench_saturated", "sparse_gaps",

@@ -171,8 +171,8 @@ class OnlineEstimate:
     t: time of the sample (s); updated: the sample went through the filters and the RLS updates the
     faults allow (a due, in-order sample); published: an estimate is due at this sample (the node
     publishes now); base_parameters, base_parameters_std (r,) and base_parameter_names (r,): the
-    base-parameter estimate (None when ``base_parameters`` is off); friction: ``{"viscous", "coulomb",
-    "offset": (nv,)}`` from the base parameters (None without them); payload: the payload (10,) about
+    base-parameter estimate (None when ``base_parameters`` is off); friction, friction_std: ``{"viscous",
+    "coulomb", "offset": (nv,)}`` from the base parameters and their std (None without them); payload: the payload (10,) about
     ``payload_frame`` last published (None before the first converged one); payload_estimate and
     payload_std (10,): the live estimate (std None without the wrench); status: ``(level, message,
     values)`` as in the node's /diagnostics."""
@@ -184,6 +184,7 @@ class OnlineEstimate:
     base_parameters_std: np.ndarray | None
     base_parameter_names: tuple | None
     friction: dict | None
+    friction_std: dict | None
     payload: np.ndarray | None
     payload_estimate: np.ndarray
     payload_std: np.ndarray | None
@@ -484,12 +485,13 @@ class OnlineEstimator:
         self._last_diagnostics = t
         return True
 
-    def friction(self):
-        """``{"viscous", "coulomb", "offset": (nv,)}`` of the base-parameter estimate (NaN for a joint whose
-        column is not a base parameter on its own), or None without base parameters."""
+    def friction(self, std=False):
+        """``{"viscous", "coulomb", "offset": (nv,)}`` of the base-parameter estimate, or with ``std`` their
+        standard deviations (NaN for a joint whose column is not a base parameter on its own); None without
+        base parameters."""
         if self.base is None:
             return None
-        beta = np.append(self.base_rls.beta, np.nan)
+        beta = np.append(self.base_rls.std if std else self.base_rls.beta, np.nan)
         return {k: beta[self._friction_index[i]] for i, k in enumerate(("viscous", "coulomb", "offset"))}
 
     def estimate(self, t, updated=False, published=False, payload=None):
@@ -501,6 +503,7 @@ class OnlineEstimator:
             base_parameters=self.base_rls.beta.copy() if base else None,
             base_parameters_std=self.base_rls.std if base else None,
             base_parameter_names=self.base.names if base else None, friction=self.friction(),
+            friction_std=self.friction(std=True),
             payload=None if last is None else physical_payload(last), payload_estimate=self.payload_parameters(),
             payload_std=self.wrench_rls.std[:10] if self.wrench_rls is not None else None,
             payload_frame=self.payload_frame, status=self.status(t))
