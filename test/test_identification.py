@@ -183,6 +183,9 @@ def test_noisy_exciting_trajectory_predicts_validation_torques(robot, trajectori
     from robodyn_ros.identification.physical_consistency import is_consistent
     assert rel(ident - least_squares, least_squares) < 0.01
     assert all(is_consistent(pi_b) for pi_b in identified.identified.inertias)
+    from robodyn_ros.identification.physical_consistency import pseudo_inertia_margin
+    margins = [pseudo_inertia_margin(pi_b) for pi_b in identified.identified.inertias]
+    assert min(margins) >= 1e-3 * (1 - 1e-6), margins
     assert np.all(identified.identified.viscous >= 0) and np.all(identified.identified.coulomb >= 0)
 
     # the identified URDF, loaded by Pinocchio, reproduces the identified rigid-body torques

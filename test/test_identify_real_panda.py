@@ -112,6 +112,25 @@ def check_yaml_schema_and_consistency(params):
         ixx, ixy, ixz, iyy, iyz, izz = link["inertia"]
         Ic = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
         assert link["mass"] > 0 and is_consistent(numpy_inertia_params(link["mass"], link["com"], Ic), -1e-12)
+    check_inertia_margin(params)
+
+
+def check_inertia_margin(params, epsilon=1e-3, length=0.1):
+    """Every link's pseudo-inertia, rebuilt from the YAML's mass, COM and inertia about the COM, is positive
+    definite with the margin λ_min(D J D) >= ε tr(D J D), and no principal moment at the COM is ~0 (no line
+    or plane masses): each is at least 2 ε m ℓ², the bound the margin implies."""
+    from robodyn_ros.identification.physical_consistency import pseudo_inertia
+    from robodyn_ros.model.spatial import numpy_inertia_params
+    assert params["physical_consistency"]["margin"]["epsilon"] == epsilon
+    D = np.diag([1 / length] * 3 + [1.0])
+    for name, link in params["links"].items():
+        ixx, ixy, ixz, iyy, iyz, izz = link["inertia"]
+        Ic = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
+        J = D @ pseudo_inertia(numpy_inertia_params(link["mass"], link["com"], Ic)) @ D
+        lam = np.linalg.eigvalsh(J)
+        assert lam[0] >= epsilon * np.trace(J) * (1 - 1e-6), (name, lam[0] / np.trace(J))
+        assert np.linalg.eigvalsh(Ic)[0] >= 2 * epsilon * link["mass"] * length ** 2 * (1 - 1e-6), name
+        assert abs(params["physical_consistency"]["links"][name]["margin"] - lam[0] / np.trace(J)) < 1e-9
     for joint in params["joints"].values():
         assert joint["viscous"] >= 0 and joint["coulomb"] >= 0 and joint["armature"] >= 0
     bp = params["base_parameters"]
@@ -175,6 +194,9 @@ def test_validation_reports_held_out_errors_computed_independently(gaz, validate
           f"{100 * val['raw']['identified']['overall']:.2f} % raw; least squares "
           f"{100 * val['filtered']['least_squares']['overall']:.2f} %; nominal {100 * val['filtered']['nominal']['overall']:.2f} %")
     assert val["filtered"]["identified"]["overall"] <= 0.012
+    # the margin-feasible consistent model is within 0.1 percentage points of the unconstrained least squares
+    assert val["filtered"]["identified"]["overall"] - val["filtered"]["least_squares"]["overall"] <= 0.001
+    check_inertia_margin(doc)
     assert val["filtered"]["nominal"]["overall"] > 0.10
     # --holdout 0.3 on one bag splits at the same sample and filters each part on its own: the same fit; the
     # held-out times count from another origin, which moves the filter's grid by one step (the span is

@@ -69,6 +69,9 @@ def build_parser():
     p.add_argument("--repair", action="store_true",
                    help="drop NaN samples and sort out-of-order ones instead of stopping")
     p.add_argument("--no-consistent", action="store_true", help="skip the physically consistent fit")
+    p.add_argument("--inertia-margin", type=float, default=None, metavar="EPS",
+                   help="every link's pseudo-inertia J satisfies lambda_min(D J D) >= EPS trace(D J D), "
+                        "D = diag(10, 10, 10, 1) (default 1e-3: rms thickness >= 3 mm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -248,6 +251,10 @@ def run(args, progress):
         raise ModelError("--wrench needs --wrench-link LINK (the URDF link of the sensor frame)")
     if args.cutoff <= 0 or args.coulomb_width < 0:
         raise ModelError("--cutoff must be positive and --coulomb-width non-negative")
+    from ..identification.least_squares import INERTIA_MARGIN
+    margin = INERTIA_MARGIN if args.inertia_margin is None else args.inertia_margin
+    if not 0.0 <= margin < 0.25:
+        raise ModelError(f"--inertia-margin {margin}: must lie in [0, 0.25)")
     if args.holdout is not None and not 0.0 < args.holdout < 1.0:
         raise ModelError(f"--holdout {args.holdout}: the held-out fraction must lie in (0, 1)")
     locks = _parse_locks(args.lock_joint)
@@ -264,7 +271,8 @@ def run(args, progress):
     base = compute_base_parameters(model, coulomb_width=args.coulomb_width)
     progress("base parameters", 1, 1)
     result = identify_samples(model, source, stop=stop, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
-                              base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"))
+                              base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"),
+                              margin=margin)
     progress("fit", 1, 1)
     acc, beta = result.accumulator, result.fit.beta
     norm = acc.joint_torque_norms().sum()

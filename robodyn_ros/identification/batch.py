@@ -17,7 +17,8 @@ import numpy as np
 from ..model.errors import ModelError
 from .signal_filters import filter_joint_signals
 from .base_parameters import BaseParameters, compute_base_parameters, full_regressor, split_full_parameters
-from .least_squares import ConsistentFit, LeastSquaresFit, RegressorAccumulator, consistent_fit, weighted_least_squares
+from .least_squares import (INERTIA_MARGIN, ConsistentFit, LeastSquaresFit, RegressorAccumulator, consistent_fit,
+                            weighted_least_squares)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,8 @@ def accumulate_blocks(model, base, blocks, chunk=8192):
 
 
 def identify_samples(model, source, *, start=0, stop=None, cutoff_hz=5.0, coulomb_width=0.0, decimate=None,
-                     base=None, consistent=True, regularization=1.0, chunk=65536, progress=None):
+                     base=None, consistent=True, regularization=1.0, chunk=65536, progress=None,
+                     margin=INERTIA_MARGIN):
     """:func:`identify` over samples ``start .. stop - 1`` of a sample source (ArraySamples, a bag),
     streamed: the filter runs window by window (:mod:`.chunked_filter`) and the regressor is accumulated
     into the per-joint R factors, so memory does not grow with the number of samples. Returns
@@ -115,7 +117,7 @@ def identify_samples(model, source, *, start=0, stop=None, cutoff_hz=5.0, coulom
                                       progress=progress, statistics=stats)
     acc = accumulate_blocks(model, base, blocks)
     fit = weighted_least_squares(acc, names=base.names)
-    cfit = consistent_fit(model, base, fit, regularization=regularization) if consistent else None
+    cfit = consistent_fit(model, base, fit, regularization=regularization, margin=margin) if consistent else None
     identified = model_with_full_parameters(model, cfit.pi_full) if cfit is not None else model
     return IdentificationResult(nominal=model, identified=identified, base=base, fit=fit, consistent=cfit,
                                 cutoff_hz=float(cutoff_hz), coulomb_width=float(coulomb_width),
@@ -123,12 +125,13 @@ def identify_samples(model, source, *, start=0, stop=None, cutoff_hz=5.0, coulom
 
 
 def identify(model, t, q, v, tau, *, cutoff_hz=5.0, coulomb_width=0.0, decimate=None, base=None,
-             consistent=True, regularization=1.0, progress=None):
+             consistent=True, regularization=1.0, progress=None, margin=INERTIA_MARGIN):
     """Identify ``model``'s parameters from measured joint signals.
 
     t: (N,) s strictly increasing; q: (N, nq); v: (N, nv) or None (then differentiated from q);
     tau: (N, nv) measured joint torques; cutoff_hz: the low-pass of all signals; coulomb_width: smooth
-    sign width (rad/s, 0 = sign); progress(done, total) while the regressor is built.
+    sign width (rad/s, 0 = sign); progress(done, total) while the regressor is built; margin: ε of the
+    bodies' pseudo-inertia margin in the consistent fit (:mod:`.least_squares`).
     Returns :class:`IdentificationResult`. Raises ModelError (bad samples) or InsufficientExcitation.
     """
     check_samples(t, q, v, tau, model.joint_names)
@@ -142,7 +145,7 @@ def identify(model, t, q, v, tau, *, cutoff_hz=5.0, coulomb_width=0.0, decimate=
     T, Q, V, A, TAU = filtered_samples(t, q, v, tau, cutoff_hz, decimate)
     acc = accumulate(model, base, Q, V, A, TAU, progress=progress)
     fit = weighted_least_squares(acc, names=base.names)
-    cfit = consistent_fit(model, base, fit, regularization=regularization) if consistent else None
+    cfit = consistent_fit(model, base, fit, regularization=regularization, margin=margin) if consistent else None
     identified = model_with_full_parameters(model, cfit.pi_full) if cfit is not None else model
     return IdentificationResult(nominal=model, identified=identified, base=base, fit=fit, consistent=cfit,
                                 cutoff_hz=float(cutoff_hz), coulomb_width=float(coulomb_width),
