@@ -49,7 +49,8 @@ class ProgressBar:
 def build_parser():
     p = argparse.ArgumentParser(prog="robodyn identify", description=__doc__.split("\n\n")[0])
     p.add_argument("bag", help="rosbag2 directory (sqlite3 or mcap) or a .db3/.mcap file")
-    p.add_argument("--urdf", required=True, help="URDF of the robot (nominal parameters, prior)")
+    p.add_argument("--urdf", required=True,
+                   help="URDF of the robot (nominal parameters, prior), or a bundled robot: panda, ur5, iiwa")
     p.add_argument("--output", required=True, help="YAML file of identified parameters to write")
     p.add_argument("--urdf-out", help="also write the URDF with the identified inertials and friction")
     p.add_argument("--joint-states", default="/joint_states", help="sensor_msgs/JointState topic")
@@ -238,10 +239,12 @@ def run(args, progress):
     from ..model.model import Model
     from ..identification.base_parameters import compute_base_parameters, full_parameters, identifiability_explanation
     from ..identification.batch import identify_samples
-    from ..identification.chunked_filter import chunked_filtered_samples
+    from ..identification.chunked_filter import chunked_filtered_samples, range_statistics
     from ..identification.results import identified_urdf, result_document, yaml_text
     from ..identification.validation import validate_torques
 
+    from .main import resolve_urdf
+    args.urdf = resolve_urdf(args.urdf)
     if not os.path.isfile(args.urdf):
         raise ModelError(f"--urdf {args.urdf}: no such file")
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
@@ -272,7 +275,7 @@ def run(args, progress):
     progress("base parameters", 1, 1)
     result = identify_samples(model, source, stop=stop, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
                               base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"),
-                              margin=margin)
+                              margin=margin, statistics_progress=progress.stage("time base"))
     progress("fit", 1, 1)
     acc, beta = result.accumulator, result.fit.beta
     norm = acc.joint_torque_norms().sum()
@@ -288,8 +291,9 @@ def run(args, progress):
     validation = None
     if held_out is not None:
         other, start, end = held_out
+        stats = range_statistics(other, start, end, progress.stage("held-out time"))
         blocks = chunked_filtered_samples(other, args.cutoff, start=start, stop=end, decimate=1,
-                                          progress=progress.stage("validating"))
+                                          progress=progress.stage("validating"), statistics=stats)
         validation = validate_torques(model, blocks, predictors, args.coulomb_width, base, expected_samples=end - start)
         extra["validation"] = {"data": where, "cutoff_hz": float(args.cutoff), **validation.to_dict()}
     if args.wrench:

@@ -106,7 +106,7 @@ def build_parser():
     return p
 
 
-DELEGATED = {"identify": "cli.identify", "demo": "cli.demo"}
+DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "excite": "cli.excite"}
 
 
 def main(argv=None):

@@ -99,15 +99,16 @@ def accumulate_blocks(model, base, blocks, chunk=8192):
 
 def identify_samples(model, source, *, start=0, stop=None, cutoff_hz=5.0, coulomb_width=0.0, decimate=None,
                      base=None, consistent=True, regularization=1.0, chunk=65536, progress=None,
-                     margin=INERTIA_MARGIN):
+                     margin=INERTIA_MARGIN, statistics_progress=None):
     """:func:`identify` over samples ``start .. stop - 1`` of a sample source (ArraySamples, a bag),
     streamed: the filter runs window by window (:mod:`.chunked_filter`) and the regressor is accumulated
     into the per-joint R factors, so memory does not grow with the number of samples. Returns
     :class:`IdentificationResult` with its ``accumulator`` (``samples`` empty); equal to :func:`identify`
-    of the same samples to rounding, whatever ``chunk``."""
+    of the same samples to rounding, whatever ``chunk``. progress, statistics_progress: (done, total) of
+    the filter-and-regressor pass and of the first pass (time span, median step)."""
     from .chunked_filter import chunked_filtered_samples, range_statistics
     stop = source.count if stop is None else stop
-    stats = range_statistics(source, start, stop)
+    stats = range_statistics(source, start, stop, statistics_progress)
     duration = stats.t_last - stats.t_first
     if duration <= 4.0 / cutoff_hz + 1e-9:
         raise ModelError(f"{duration:.3g} s of data is too short for a {cutoff_hz} Hz filter (need more than "

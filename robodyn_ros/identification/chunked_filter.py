@@ -73,8 +73,9 @@ class RangeStatistics:
     step: float
 
 
-def range_statistics(source, start=0, stop=None):
-    """:class:`RangeStatistics` of samples ``start .. stop - 1`` of ``source`` (one pass)."""
+def range_statistics(source, start=0, stop=None, progress=None):
+    """:class:`RangeStatistics` of samples ``start .. stop - 1`` of ``source`` (one pass);
+    progress(done, total) per block."""
     stop = source.count if stop is None else stop
     head, count, t_first, t_last = [], 0, None, None
     kept = 0
@@ -89,6 +90,8 @@ def range_statistics(source, start=0, stop=None):
             kept += len(piece)
         count += len(t)
         t_last = float(t[-1])
+        if progress is not None:
+            progress(count, stop - start)
     if count < 2:
         raise ModelError(f"{count} sample(s): too few to filter")
     head = np.concatenate(head)
@@ -139,7 +142,7 @@ def chunked_filtered_samples(source, cutoff_hz, *, start=0, stop=None, decimate=
     same range whatever ``chunk`` (grid samples per core window). progress(done, total) per window.
     decimate=1 keeps every valid sample."""
     stop = source.count if stop is None else stop
-    stats = statistics or range_statistics(source, start, stop)
+    stats = statistics or range_statistics(source, start, stop, progress)
     t0, tN = stats.t_first, stats.t_last
     M = int(round((tN - t0) / stats.step)) + 1
     h = (tN - t0) / (M - 1)
