@@ -44,7 +44,7 @@ def trajectory_csv(names, t, q):
     """CSV text: header ``time,<names>`` then one row per sample (t (N,), q (N, n))."""
     buffer = io.StringIO()
     buffer.write(",".join(["time", *names]) + "\n")
-    np.savetxt(buffer, np.column_stack([t, q]), delimiter=",", fmt="%.9g")
+    np.savetxt(buffer, np.column_stack([t, q]), delimiter=",", fmt="%.17g")
     return buffer.getvalue()
 
 
