@@ -106,7 +106,7 @@ def build_parser():
     return p
 
 
-DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "excite": "cli.excite"}
+DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "excite": "cli.excite", "record": "cli.record"}
 
 
 def main(argv=None):
