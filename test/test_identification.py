@@ -409,8 +409,17 @@ def test_identify_command_with_wrist_ft_sensor(robot, trajectories, tmp_path, ca
                  "--wrench", "/ft", "--wrench-link", "panda_link8"])
     assert code == 0, capsys.readouterr().err
     doc = yaml.safe_load(open(tmp_path / "p.yaml"))
-    print(f"\ncommand with F/T: payload {doc['payload']['mass']:.4f} kg")
-    assert abs(doc["payload"]["mass"] - 2.0) <= 0.04
+    p = doc["payload"]
+    print(f"\ncommand with F/T (1 % noise on wrench and torques, 18-bit encoders): payload {p['mass']:.4f} kg "
+          f"(true 2, std {p['mass_std']:.4f}), com {np.round(p['com'], 4)} (true [0.01, -0.02, 0.05]), "
+          f"bias {np.round(p['sensor_bias'], 3)}")
+    # stated tolerances: mass within 2 % and within 4 of its reported standard deviations (or 10 g), COM within
+    # 5 mm, sensor bias within 0.1 N and 0.05 N m
+    assert abs(p["mass"] - 2.0) <= 0.04
+    np.testing.assert_allclose(p["com"], [0.01, -0.02, 0.05], atol=0.005)
+    np.testing.assert_allclose(p["sensor_bias"][:3], [1.0, 0.5, -2.0], atol=0.1)
+    np.testing.assert_allclose(p["sensor_bias"][3:], [0.1, 0.0, -0.05], atol=0.05)
+    assert abs(p["mass"] - 2.0) <= max(4 * p["mass_std"], 0.01)
     assert "first joint of a fixed base" in doc["identifiability"]["panda_link1"]
 
 
