@@ -17,8 +17,7 @@ NAMES = ["j1", "j2", "j3"]
 def _fourier(seed=3):
     rng = np.random.default_rng(seed)
     a, b = rng.normal(size=(3, 4)) * 0.3, rng.normal(size=(3, 4)) * 0.3
-    b[:, 0] -= b.sum(axis=1)            # q'(0) = sum(a); make it rest at t = 0: v(0) = sum_k a_k = 0
-    a[:, 0] -= a.sum(axis=1)
+    a[:, 0] -= a.sum(axis=1)            # at rest at t = 0 like an excite file: v(0) = sum_k a_k = 0
     return FourierTrajectory(q0=rng.normal(size=3), a=a, b=b, period=4.0)
 
 
@@ -99,3 +98,22 @@ def test_bad_files_give_one_line_naming_the_fault(tmp_path, case):
     with pytest.raises(ModelError) as info:
         TrajectoryFileReference(path, names, model=model)
     assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_approach_then_follow_meets_the_file_at_rest_within_the_speed_bound(tmp_path):
+    from robodyn_ros.control.trajectory_file import ApproachThenFollow
+    traj = _fourier()
+    ref = TrajectoryFileReference(_write(tmp_path / "t.csv", traj), NAMES, loop=True)
+    q_now, v_max = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0, 0.5])
+    motion = ApproachThenFollow(ref, q_now, t_now=3.0, velocity_limit=v_max, speed_fraction=0.2)
+    np.testing.assert_allclose(motion.evaluate(3.0)[0], q_now)
+    times = np.linspace(3.0, motion.switch, 2001)
+    speeds = np.array([motion.evaluate(t)[1] for t in times])
+    assert np.all(np.abs(speeds) <= 0.2 * v_max * (1 + 1e-9))
+    assert np.max(np.abs(speeds) / (0.2 * v_max)) > 0.999            # the slowest joint sets the duration
+    before, after = motion.evaluate(motion.switch - 1e-9), motion.evaluate(motion.switch)
+    np.testing.assert_allclose(before[0], after[0], atol=1e-8)
+    np.testing.assert_allclose(before[1], 0.0, atol=1e-6)
+    np.testing.assert_allclose(after[1], traj.evaluate(0.0)[1], atol=1e-5)
+    for x, y in zip(motion.evaluate(motion.switch + 1.3), traj.evaluate(1.3)):
+        np.testing.assert_allclose(x, y, atol=1e-3 * max(1.0, np.abs(y).max()))

@@ -109,3 +109,30 @@ class TrajectoryFileReference:
         if self.loop:
             s = self.t0 + (s - self.t0) % self.duration
         return self.spline(s), self.derivative(s), self.second(s)
+
+
+class ApproachThenFollow:
+    """Move at rest from the current configuration to the reference's first sample, then follow it: a
+    minimum-jerk quintic (:class:`robodyn_ros.control.reference.QuinticTrajectory`) from ``q_current``
+    (nv,) starting at ``t_now``, lasting ``T_a = max_j 1.875 |Δq_j| / (speed_fraction v_max_j)`` (the
+    quintic's peak speed is 1.875 Δq / T_a, so no joint exceeds ``speed_fraction`` of its limit;
+    at least ``min_duration`` s), then ``reference`` with its ``t_start`` moved to ``t_now + T_a``.
+    ``reference`` must start at rest (an excite file does): both pieces then meet with equal q, v = 0."""
+
+    def __init__(self, reference, q_current, t_now, velocity_limit, speed_fraction=0.2, min_duration=1.0):
+        from .reference import QuinticTrajectory
+        if not 0.0 < speed_fraction <= 1.0:
+            raise ModelError(f"speed_fraction={speed_fraction} must lie in (0, 1]")
+        reference.t_start = 0.0
+        q_goal = reference.evaluate(0.0)[0]
+        distance = np.abs(q_goal - np.asarray(q_current, dtype=float))
+        duration = max(float(np.max(1.875 * distance / (speed_fraction * np.asarray(velocity_limit, dtype=float)))),
+                       float(min_duration))
+        self.approach = QuinticTrajectory(np.asarray(q_current, dtype=float), q_goal, duration, float(t_now))
+        self.reference = reference
+        self.switch = float(t_now) + duration
+        reference.t_start = self.switch
+
+    def evaluate(self, t):
+        """``(q_d, v_d, a_d)`` (nv,) each at time ``t``."""
+        return self.approach.evaluate(t) if t < self.switch else self.reference.evaluate(t)
