@@ -244,7 +244,7 @@ def run(args, progress):
     from ..identification.validation import validate_torques
 
     from .main import resolve_urdf
-    args.urdf = resolve_urdf(args.urdf)
+    bundled, args.urdf = args.urdf, resolve_urdf(args.urdf)
     if not os.path.isfile(args.urdf):
         raise ModelError(f"--urdf {args.urdf}: no such file")
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
@@ -261,6 +261,9 @@ def run(args, progress):
     if args.holdout is not None and not 0.0 < args.holdout < 1.0:
         raise ModelError(f"--holdout {args.holdout}: the held-out fraction must lie in (0, 1)")
     locks = _parse_locks(args.lock_joint)
+    if not locks and args.urdf != bundled:   # a bundled robot: its usual locks (the Panda's fingers at 0)
+        from ..robots import bundled_robot_info
+        locks = dict(bundled_robot_info(bundled).get("locked_joints") or {})
     model = Model.from_urdf(args.urdf, locked_joints=locks or None)
     source, t0_ns = _samples(args, model, args.bag, progress.stage("scanning bag"))
     stop, held_out, where = source.count, None, None
