@@ -93,3 +93,14 @@ def test_bad_input_writes_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no_such_robot" in err and "--margin" in err
     assert os.listdir(tmp_path) == []
+
+
+def test_start_at_home(tmp_path, capsys):
+    assert main(["--urdf", "panda", "--output", str(tmp_path / "t.csv"), "--start", "home", "--iterations", "3"]) == 0
+    data = np.loadtxt(tmp_path / "t.csv", delimiter=",", skiprows=1)
+    home = bundled_robot_info("panda")["home"]
+    np.testing.assert_allclose(data[0, 1:], home, atol=1e-9)
+    np.testing.assert_allclose(data[-1, 1:], home, atol=1e-9)
+    assert main(["--urdf", "panda", "--output", str(tmp_path / "u.csv"), "--start", "0,0"]) == 2
+    assert "--start has 2 values for 7 joints" in capsys.readouterr().err
+    assert not (tmp_path / "u.csv").exists()

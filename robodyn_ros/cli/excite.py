@@ -36,6 +36,9 @@ def build_parser():
                    help="Coulomb friction column tanh(v / width) of the regressor, rad/s (as identify)")
     p.add_argument("--iterations", type=int, default=30, help="optimiser iterations (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random starting trajectory")
+    p.add_argument("--start", metavar="Q1,Q2,...|home",
+                   help="start (and end) at this configuration of the joints (rad or m, comma-separated), or at "
+                        "a bundled robot's home; default: wherever the optimiser puts it")
     p.add_argument("--plot", help="PNG of positions, velocities and torques against their limits")
     return p
 
@@ -73,6 +76,24 @@ def _plot(model, t, q, v, tau, margin):
     return buffer.getvalue()
 
 
+def _start_configuration(args, model, bundled):
+    """``--start`` as (nv,) or None; ModelError naming what is wrong."""
+    if args.start is None:
+        return None
+    if args.start == "home":
+        if not bundled:
+            raise ModelError("--start home needs a bundled robot (panda, ur5, iiwa); give the coordinates instead")
+        from ..robots import bundled_robot_info
+        return np.asarray(bundled_robot_info(args.urdf)["home"], dtype=float)
+    try:
+        q = np.array([float(x) for x in args.start.split(",")])
+    except ValueError:
+        raise ModelError(f"--start {args.start}: expected {model.nv} comma-separated numbers or 'home'") from None
+    if q.shape != (model.nv,):
+        raise ModelError(f"--start has {q.size} values for {model.nv} joints ({', '.join(model.joint_names)})")
+    return q
+
+
 def run(args):
     """Returns ``(files {path: text or bytes}, summary lines)``."""
     from ..identification.base_parameters import compute_base_parameters
@@ -99,9 +120,10 @@ def run(args):
     model = Model.from_urdf(urdf, locked_joints=locks or None)
     base = compute_base_parameters(model, coulomb_width=args.coulomb_width)
     a_max = None if args.max_acceleration is None else np.full(model.nv, args.max_acceleration)
+    q_start = _start_configuration(args, model, urdf != args.urdf)
     trajectory, kappa = design_for_model(model, period=args.period, harmonics=args.harmonics, margin=args.margin,
                                          coulomb_width=args.coulomb_width, seed=args.seed, a_max=a_max,
-                                         max_iterations=args.iterations, base=base)
+                                         max_iterations=args.iterations, base=base, q_start=q_start)
     t = np.arange(int(round(args.period * 1000)) + 1) * 1e-3
     q, v, a = trajectory.evaluate(t)
     tau = predict_torques(model, q, v, a, args.coulomb_width)

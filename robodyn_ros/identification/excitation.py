@@ -37,12 +37,13 @@ def regressor_condition_number(model, base, Q, V, A, chunk=8192):
 
 
 def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width=0.05, seed=0,
-                     a_max=None, grid_points=None, max_iterations=100, base=None):
+                     a_max=None, grid_points=None, max_iterations=100, base=None, q_start=None):
     """The Fourier trajectory of period ``period`` (s) with ``harmonics`` harmonics minimising κ of
     ``model``'s base regressor (module docstring) within the URDF limits with ``margin`` (positions
     within ``[lower + margin range, upper - margin range]``, ``|v| <= (1 - margin) v_max``,
     ``|tau| <= (1 - margin) effort``), at rest at t = 0 and t = period. a_max: optional (nv,)
-    acceleration limits. Returns ``(trajectory, κ)``. Raises ModelError when a limit is missing."""
+    acceleration limits; q_start: (nv,) configuration to start and end at (default: free). Returns
+    ``(trajectory, κ)``. Raises ModelError when a limit is missing or q_start lies outside the margin."""
     nv = model.nv
     if model.nq != nv:
         raise ModelError("exciting trajectories need one coordinate per joint (no floating base or spherical joints)")
@@ -69,6 +70,6 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
     trajectory = design_exciting_trajectory(
         nv, model.lower, model.upper, model.velocity_limit, a_max=a_max, period=period, harmonics=harmonics,
         cost=cost, seed=seed, tau_check=torques, tau_max=model.effort_limit, margin=margin, start_at_rest=True,
-        grid_points=len(grid), max_iterations=max_iterations)
+        grid_points=len(grid), max_iterations=max_iterations, q_start=q_start)
     t, q, v, a = trajectory.sample(0.001)
     return trajectory, regressor_condition_number(model, base, q, v, a)
