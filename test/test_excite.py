@@ -13,10 +13,9 @@ from robodyn_ros.identification.base_parameters import compute_base_parameters
 from robodyn_ros.identification.excitation import regressor_condition_number
 from robodyn_ros.model.model import Model
 from robodyn_ros.robots import bundled_robot_info
+from test_identify_real_panda import DATA   # where the real Panda data is found
 
 limit_blas_threads()
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "panda-gaz2019")
-DATA = DATA if os.path.isdir(DATA) else "/work/shared/data/panda-gaz2019"
 MARGIN = 0.05
 
 
