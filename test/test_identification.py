@@ -578,3 +578,23 @@ def test_chunked_identification_equals_in_memory(robot, trajectories, chunk):
     scale = np.abs(ref.fit.beta) + ref.fit.std
     assert np.max(np.abs(got.fit.beta - ref.fit.beta) / scale) < 1e-8
     assert abs(got.fit.relative_error - ref.fit.relative_error) < 1e-10
+
+
+def test_streamed_bag_equals_the_in_memory_identification(robot, trajectories, tmp_path):
+    """A bag read block by block (BagJointStates, 500 messages a block, 700-sample filter windows) gives the
+    in-memory identification of the same bag (read_joint_states, whole-signal filter) to rounding."""
+    from robodyn_ros.bags.bag_io import BagJointStates, read_joint_states, scan_joint_states, write_joint_states_bag
+    from robodyn_ros.identification.batch import identify_samples
+    t, Q, V, A = (x[::5] for x in trajectories[0])
+    q_meas, tau, _ = measure(robot, t, Q, V, A, np.random.default_rng(17))
+    write_joint_states_bag(tmp_path / "bag", t, NAMES, q_meas, V, tau, storage="mcap")
+    scan = scan_joint_states(tmp_path / "bag", "/joint_states", NAMES)
+    assert scan.clean and scan.messages == len(t) and scan.velocity_complete
+    source = BagJointStates(tmp_path / "bag", "/joint_states", NAMES, scan, block=500)
+    series = read_joint_states(tmp_path / "bag", joint_names=NAMES)
+    ref = identify(robot.nominal, series.t, series.q, series.v, series.tau, cutoff_hz=5.0, coulomb_width=WIDTH,
+                   consistent=False)
+    got = identify_samples(robot.nominal, source, cutoff_hz=5.0, coulomb_width=WIDTH, base=ref.base,
+                           consistent=False, chunk=700)
+    assert got.samples_used == ref.samples_used
+    assert np.max(np.abs(got.fit.beta - ref.fit.beta) / (np.abs(ref.fit.beta) + ref.fit.std)) < 1e-8
