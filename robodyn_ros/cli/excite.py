@@ -13,7 +13,6 @@ import argparse
 import io
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -146,32 +145,14 @@ def run(args):
 def main(argv=None):
     """Entry point of ``robodyn excite``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
     from ..identification.blas_threads import limit_blas_threads
-    from .identify import _one_line, _write
+    from .file_command import run_file_command
     limit_blas_threads()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    start = time.perf_counter()
-    try:
-        files, summary = run(args)
-        _write(files)
-    except (ModelError, OSError) as exc:
-        print(f"robodyn excite: error: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        print(f"robodyn excite: internal error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("robodyn excite: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    for line in summary:
-        print(line)
-    print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.1f} s")
-    return 0
+    return run_file_command("excite", lambda: run(args))
 
 
 if __name__ == "__main__":

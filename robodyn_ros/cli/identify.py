@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
 
 from ..model.errors import ModelError
+from .file_command import run_file_command
 
 
 class ProgressBar:
@@ -327,16 +327,6 @@ def run(args, progress):
     return files, summary
 
 
-def _write(files):
-    from ..identification.results import write_atomically
-    write_atomically(files)   # YAML, URDF and PNG: all or nothing, with the user's umask
-
-
-def _one_line(exc):
-    """The error on one line: causes quoted from other libraries (YAML, sqlite) may span several."""
-    return " ".join(str(exc).split())
-
-
 def main(argv=None):
     """Entry point of ``robodyn identify``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
     from ..identification.blas_threads import limit_blas_threads
@@ -346,34 +336,8 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    start = time.perf_counter()
     progress = ProgressBar(quiet=args.quiet)
-    try:
-        files, summary = run(args, progress)
-        _write(files)
-    except ModelError as exc:
-        progress.close()
-        print(f"robodyn identify: error: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        progress.close()
-        print(f"robodyn identify: error: cannot write the outputs: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
-    except Exception as exc:   # a bug, not bad input: still one line and no partial output (exit 1)
-        progress.close()
-        print(f"robodyn identify: internal error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        progress.close()
-        print("robodyn identify: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    for line in summary:
-        print(line)
-    print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.2f} s")
-    return 0
+    return run_file_command("identify", lambda: run(args, progress), progress.close)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 from ..model.errors import ModelError
-from .identify import ProgressBar, _check_output_path, _one_line, _parse_locks, _read_joint_states, _write
+from .file_command import run_file_command
+from .identify import ProgressBar, _check_output_path, _parse_locks, _read_joint_states
 
 
 def build_parser():
@@ -253,33 +253,8 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    start = time.perf_counter()
     progress = ProgressBar(quiet=args.quiet)
-    try:
-        files, summary = run(args, progress)
-        _write(files)
-    except ModelError as exc:
-        progress.close()
-        print(f"robodyn replay: error: {_one_line(exc)}; nothing was written", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        progress.close()
-        print(f"robodyn replay: error: cannot write the outputs: {_one_line(exc)}; nothing was written",
-              file=sys.stderr)
-        return 2
-    except Exception as exc:   # a bug, not bad input: still one line and no partial output (exit 1)
-        progress.close()
-        print(f"robodyn replay: internal error: {type(exc).__name__}: {_one_line(exc)}; nothing was written",
-              file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        progress.close()
-        print("robodyn replay: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    for line in summary:
-        print(line)
-    print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.2f} s")
-    return 0
+    return run_file_command("replay", lambda: run(args, progress), progress.close)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..identification.base_parameters import compute_base_parameters, full_parameters, smooth_sign
-from ..identification.payload import PayloadChangeDetector, body_parameter_change, is_physical_payload, physical_payload
+from ..identification.payload import PayloadChangeDetector, body_parameter_change, physical_payload
 from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..identification.signal_filters import CausalButterworthFilter
 from ..kernels import compile_kernels
