@@ -1,11 +1,15 @@
-"""Simulator + inverse_dynamics following an exciting trajectory + `ros2 bag record` of the joint states and
+"""Simulator + inverse_dynamics following an exciting trajectory + `robodyn record` of the joint states and
 the wrist wrench, for `robodyn identify BAG ...`.
 
-    ros2 launch robodyn_ros identification.launch.py robot:=panda use_sim_time:=false
+    robodyn excite --urdf panda --output traj.csv
+    ros2 launch robodyn_ros identification.launch.py robot:=panda bag:=ident_bag trajectory:=$PWD/traj.csv
 
-The nodes come from robodyn_ros.ros.launch_actions (the table of robodyn_ros.ros.launch_description_data,
-which the in-process bringup reads too) with config/<robot>.yaml; every node configures and activates
-itself (autostart) unless given autostart:=false.
+Without `trajectory:=` the inverse_dynamics node follows its built-in Fourier generator (the table's
+overrides); with it, the node follows the CSV (`reference: file`, `trajectory_file: PATH`). The recorder is
+`robodyn record` (rosbags, mcap), so no `ros2 bag` is needed. The nodes come from
+robodyn_ros.ros.launch_actions (the table of robodyn_ros.ros.launch_description_data, which the in-process
+bringup reads too) with config/<robot>.yaml; every node configures and activates itself (autostart)
+unless given autostart:=false.
 """
 from robodyn_ros.ros.launch_actions import launch_description
 

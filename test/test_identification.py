@@ -183,6 +183,9 @@ def test_noisy_exciting_trajectory_predicts_validation_torques(robot, trajectori
     from robodyn_ros.identification.physical_consistency import is_consistent
     assert rel(ident - least_squares, least_squares) < 0.01
     assert all(is_consistent(pi_b) for pi_b in identified.identified.inertias)
+    from robodyn_ros.identification.physical_consistency import pseudo_inertia_margin
+    margins = [pseudo_inertia_margin(pi_b) for pi_b in identified.identified.inertias]
+    assert min(margins) >= 1e-3 * (1 - 1e-6), margins
     assert np.all(identified.identified.viscous >= 0) and np.all(identified.identified.coulomb >= 0)
 
     # the identified URDF, loaded by Pinocchio, reproduces the identified rigid-body torques
@@ -406,8 +409,17 @@ def test_identify_command_with_wrist_ft_sensor(robot, trajectories, tmp_path, ca
                  "--wrench", "/ft", "--wrench-link", "panda_link8"])
     assert code == 0, capsys.readouterr().err
     doc = yaml.safe_load(open(tmp_path / "p.yaml"))
-    print(f"\ncommand with F/T: payload {doc['payload']['mass']:.4f} kg")
-    assert abs(doc["payload"]["mass"] - 2.0) <= 0.04
+    p = doc["payload"]
+    print(f"\ncommand with F/T (1 % noise on wrench and torques, 18-bit encoders): payload {p['mass']:.4f} kg "
+          f"(true 2, std {p['mass_std']:.4f}), com {np.round(p['com'], 4)} (true [0.01, -0.02, 0.05]), "
+          f"bias {np.round(p['sensor_bias'], 3)}")
+    # stated tolerances: mass within 2 % and within 4 of its reported standard deviations (or 10 g), COM within
+    # 5 mm, sensor bias within 0.1 N and 0.05 N m
+    assert abs(p["mass"] - 2.0) <= 0.04
+    np.testing.assert_allclose(p["com"], [0.01, -0.02, 0.05], atol=0.005)
+    np.testing.assert_allclose(p["sensor_bias"][:3], [1.0, 0.5, -2.0], atol=0.1)
+    np.testing.assert_allclose(p["sensor_bias"][3:], [0.1, 0.0, -0.05], atol=0.05)
+    assert abs(p["mass"] - 2.0) <= max(4 * p["mass_std"], 0.01)
     assert "first joint of a fixed base" in doc["identifiability"]["panda_link1"]
 
 
@@ -494,3 +506,95 @@ def test_batched_joint_columns_equal_friction_regressor(robot, rng):
     ours = batch_joint_parameter_regressor(m, V, A)
     for k in range(5):
         np.testing.assert_array_equal(ours[k], joint_parameter_regressor(m, V[k], A[k]))
+
+
+# ------------------------------------------------------------------------------------------- validation
+def test_validate_on_a_second_noisy_bag(robot, trajectories, tmp_path, capsys):
+    """`identify --validate BAG2` on simulated noisy bags: the reported held-out errors equal an in-memory
+    evaluation of the same models (filtered and raw, per joint), the identified model predicts the second
+    trajectory within 3 % and the nominal URDF does at least 5 times worse."""
+    import yaml
+    from robodyn_ros.bags.bag_io import read_joint_states, write_joint_states_bag
+    from robodyn_ros.cli.identify import main
+    from robodyn_ros.identification.batch import filtered_samples, model_with_full_parameters
+    rng = np.random.default_rng(41)
+    for name, (t, Q, V, A) in zip(("train", "test"), trajectories):
+        q_meas, tau_meas, _ = measure(robot, t, Q, V, A, rng)
+        write_joint_states_bag(tmp_path / name, t, NAMES, q_meas, None, tau_meas)
+    urdf = tmp_path / "panda.urdf"
+    urdf.write_text(robot.xml)
+    code = main([str(tmp_path / "train"), "--urdf", str(urdf), "--output", str(tmp_path / "p.yaml"),
+                 "--validate", str(tmp_path / "test"), "--plot", str(tmp_path / "p.png")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "held-out validation" in captured.out and "validating" in captured.err
+    doc = yaml.safe_load(open(tmp_path / "p.yaml"))
+    val = doc["validation"]
+    series = read_joint_states(tmp_path / "test", joint_names=NAMES)
+    T, Qf, Vf, Af, TAUf = filtered_samples(series.t, series.q, None, series.tau, 5.0, decimate=1)
+    raw = series.tau[np.searchsorted(series.t, T)]
+    # the identified model from the YAML (links about the COM, joints) rebuilt independently of the command
+    from robodyn_ros.model.spatial import numpy_inertia_params
+    pi = []
+    for link in robot.nominal.body_names:
+        e = doc["links"][link]
+        ixx, ixy, ixz, iyy, iyz, izz = e["inertia"]
+        pi.append(numpy_inertia_params(e["mass"], e["com"], np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])))
+    joints = np.array([[doc["joints"][n][k] for k in ("armature", "viscous", "coulomb", "offset")] for n in NAMES])
+    identified = model_with_full_parameters(robot.nominal, np.concatenate(pi + [joints.reshape(-1)]))
+    for label, model in (("identified", identified), ("nominal", robot.nominal)):
+        tau_hat = predict_torques(model, Qf, Vf, Af, WIDTH)
+        assert abs(val["filtered"][label]["overall"] - rel(TAUf - tau_hat, TAUf)) < 1e-6
+        assert abs(val["raw"][label]["overall"] - rel(raw - tau_hat, raw)) < 1e-6
+        for j, name in enumerate(NAMES):
+            assert abs(val["filtered"][label]["per_joint"][name] - rel(TAUf[:, j] - tau_hat[:, j], TAUf[:, j])) < 1e-6
+    _, Q, V, A = trajectories[1]
+    tau_true = robot.torques(Q, V, A)
+    e_true = rel(tau_true - predict_torques(identified, Q, V, A, WIDTH), tau_true)
+    print(f"\nnoisy bags, held out: identified {100 * val['filtered']['identified']['overall']:.2f} % (filtered), "
+          f"{100 * val['raw']['identified']['overall']:.2f} % (raw), nominal {100 * val['filtered']['nominal']['overall']:.2f} %; "
+          f"against the noise-free torques {100 * e_true:.2f} %")
+    assert val["filtered"]["identified"]["overall"] <= 0.03 and e_true <= 0.03
+    assert val["filtered"]["nominal"]["overall"] >= 5 * val["filtered"]["identified"]["overall"]
+    assert val["raw"]["identified"]["overall"] > val["filtered"]["identified"]["overall"]  # the noise is in raw only
+    assert (tmp_path / "p.png").stat().st_size > 10000
+
+
+# ------------------------------------------------------------------------------------------- bounded memory
+@pytest.mark.parametrize("chunk", [3000, 20000, 10 ** 6])
+def test_chunked_identification_equals_in_memory(robot, trajectories, chunk):
+    """The streamed pipeline (windowed filter, regressor accumulated block by block) gives the in-memory
+    result to rounding, whatever the window (chunk) and block sizes."""
+    from robodyn_ros.identification.batch import identify_samples
+    from robodyn_ros.identification.chunked_filter import ArraySamples
+    rng = np.random.default_rng(8)
+    t, Q, V, A = trajectories[0]
+    t = t + rng.uniform(-2e-4, 2e-4, len(t))      # jittered stamps
+    q_meas, tau_meas, _ = measure(robot, t, Q, V, A, rng)
+    ref = identify(robot.nominal, t, q_meas, V, tau_meas, cutoff_hz=5.0, coulomb_width=WIDTH, consistent=False)
+    got = identify_samples(robot.nominal, ArraySamples(t, q_meas, V, tau_meas, block=chunk // 3 + 7), cutoff_hz=5.0,
+                           coulomb_width=WIDTH, base=ref.base, consistent=False, chunk=chunk)
+    assert got.samples_used == ref.samples_used
+    scale = np.abs(ref.fit.beta) + ref.fit.std
+    assert np.max(np.abs(got.fit.beta - ref.fit.beta) / scale) < 1e-8
+    assert abs(got.fit.relative_error - ref.fit.relative_error) < 1e-10
+
+
+def test_streamed_bag_equals_the_in_memory_identification(robot, trajectories, tmp_path):
+    """A bag read block by block (BagJointStates, 500 messages a block, 700-sample filter windows) gives the
+    in-memory identification of the same bag (read_joint_states, whole-signal filter) to rounding."""
+    from robodyn_ros.bags.bag_io import BagJointStates, read_joint_states, scan_joint_states, write_joint_states_bag
+    from robodyn_ros.identification.batch import identify_samples
+    t, Q, V, A = (x[::5] for x in trajectories[0])
+    q_meas, tau, _ = measure(robot, t, Q, V, A, np.random.default_rng(17))
+    write_joint_states_bag(tmp_path / "bag", t, NAMES, q_meas, V, tau, storage="mcap")
+    scan = scan_joint_states(tmp_path / "bag", "/joint_states", NAMES)
+    assert scan.clean and scan.messages == len(t) and scan.velocity_complete
+    source = BagJointStates(tmp_path / "bag", "/joint_states", NAMES, scan, block=500)
+    series = read_joint_states(tmp_path / "bag", joint_names=NAMES)
+    ref = identify(robot.nominal, series.t, series.q, series.v, series.tau, cutoff_hz=5.0, coulomb_width=WIDTH,
+                   consistent=False)
+    got = identify_samples(robot.nominal, source, cutoff_hz=5.0, coulomb_width=WIDTH, base=ref.base,
+                           consistent=False, chunk=700)
+    assert got.samples_used == ref.samples_used
+    assert np.max(np.abs(got.fit.beta - ref.fit.beta) / (np.abs(ref.fit.beta) + ref.fit.std)) < 1e-8

@@ -111,7 +111,14 @@ def test_launch_file_and_bringup_start_the_same_nodes_with_the_same_parameters(l
     recorders = [a for a in actions if type(a).__name__ == "ExecuteProcess"]
     if launch in RECORDED_TOPICS:
         cmd = recorders[0].kwargs["cmd"]
-        assert cmd[:3] == ["ros2", "bag", "record"] and cmd[-len(RECORDED_TOPICS[launch]):] == list(RECORDED_TOPICS[launch])
+        assert cmd[:2] == ["robodyn", "record"] and cmd[-len(RECORDED_TOPICS[launch]):] == list(RECORDED_TOPICS[launch])
+        assert cmd[2] == f"{launch}_bag"
+        # trajectory:=FILE makes inverse_dynamics follow the file; nothing else changes
+        with_file = launched_actions(launch, robot=robot, trajectory="traj.csv")
+        for before, after in zip(actions, with_file):
+            if type(before).__name__ == "LifecycleNode":
+                extra = {"reference": "file", "trajectory_file": "traj.csv"} if before.kwargs["name"] == "inverse_dynamics" else {}
+                assert _launch_parameters(after) == {**_launch_parameters(before), **extra}
     else:
         assert not recorders
 

@@ -19,7 +19,8 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import Float64MultiArray
 
 from robodyn_ros import OnlineEstimator
-from robodyn_ros.estimation.online_estimator import DEFAULTS, estimator_config, is_physical_payload
+from robodyn_ros.estimation.online_estimator import DEFAULTS, estimator_config
+from robodyn_ros.identification.payload import is_physical_payload
 from robodyn_ros.identification.physical_consistency import pseudo_inertia
 from robodyn_ros.ros import estimator_node
 from robodyn_ros.ros.messages import (array_to_wrench_stamped, joint_state_to_arrays, make_joint_state,
@@ -119,6 +120,11 @@ def test_online_estimator_equals_the_node_bit_for_bit(estimator_factory, monkeyp
     assert len(expected) == len(payloads.data) > 50
     np.testing.assert_array_equal(np.array([_payload_message_values(m) for m in payloads.data]), np.array(expected))
     assert abs(published[-1].payload[0] - PAYLOAD.mass) < 0.1
+    last, names = published[-1], list(published[-1].base_parameter_names)
+    for j, joint in enumerate(node.robot.model.joint_names):     # friction: those base parameters by name
+        for kind in ("viscous", "coulomb", "offset"):
+            assert last.friction[kind][j] == last.base_parameters[names.index(f"{kind}_{joint}")]
+            assert last.friction_std[kind][j] == last.base_parameters_std[names.index(f"{kind}_{joint}")] > 0
     _, _, node_values = node.diagnostic_status(samples[-1][0])
     _, _, values = published[-1].status
     for key in ("updates", "payload_changes", "dropped_stamps", "time_jumps", "wrench_saturated", "sparse_gaps",

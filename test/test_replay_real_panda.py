@@ -32,7 +32,8 @@ limit_blas_threads()
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("panda_log_to_bag", os.path.join(ROOT, "tools", "panda_log_to_bag.py"))
+    path = os.path.join(ROOT, "tools", "panda_log_to_bag.py")
+    spec = importlib.util.spec_from_file_location("panda_log_to_bag", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -82,7 +83,8 @@ def test_replay_predicts_the_held_out_torques_next_to_identify(split):
           f"{params['replay']['base_parameter_updates']} RLS updates")
     assert e_replay <= 0.02
     assert params["replay"]["samples"] == int(0.7 * len(np.loadtxt(os.path.join(DATA, "exciting_traj_time.txt"))))
-    assert params["replay"]["payload_changes"] == 0 and params["physical_consistency"]["solver_status"] == "Solve_Succeeded"
+    assert params["replay"]["payload_changes"] == 0
+    assert params["physical_consistency"]["solver_status"] == "Solve_Succeeded"
     assert len(params["base_parameters"]["values"]) == 69 and list(params["links"])[-1] == "panda_link7"
     assert (out / "replay.png").stat().st_size > 1000
 

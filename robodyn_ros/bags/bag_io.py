@@ -643,3 +643,137 @@ def write_joint_states_bag(
             for stamp, w in zip(_as_stamps(wrench.t, t0_ns), np.asarray(wrench.w, dtype=np.float64)):
                 writer.write(wrench_connection, int(stamp), _encode_wrench_stamped(stamp, wrench.frame_id, w))
     return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Streaming joint states (memory bounded by one block)
+# --------------------------------------------------------------------------------------------------
+
+
+def iter_joint_state_blocks(bag_path, topic: str, joint_names: Sequence[str], block: int = 65536,
+                            progress: Callable[[int, int], None] | None = None):
+    """Yield the messages of a JointState topic in bag order, ``block`` at a time, as
+    ``(stamps_ns (m,) int64, q, v, tau (m, n))`` with columns in ``joint_names`` order (NaN where a
+    message lacks a value) and zero header stamps replaced by the receive time. Nothing is repaired.
+    Raises ModelError as :func:`read_joint_states` does (bag, topic, joints, corrupt, truncated)."""
+    reader = _open_reader(bag_path)
+    done = 0
+    try:
+        connections = _topic_connections(reader, bag_path, topic, JOINT_STATE_TYPE)
+        total = sum(c.msgcount for c in connections)
+        raws: list[bytes] = []
+        received: list[int] = []
+
+        def decoded():
+            groups = _decode_joint_states(raws)
+            names = _select_names(groups, joint_names, topic)
+            stamps, (q, v, tau) = _scatter_by_name(groups, names, len(raws), topic)
+            stamps = np.where(stamps == 0, np.asarray(received, dtype=np.int64), stamps)
+            return stamps, q, v, tau
+
+        messages = reader.messages(connections=connections)
+        while True:
+            try:
+                item = next(messages, None)
+            except Exception as err:
+                raise ModelError(f"bag {str(bag_path)!r} is truncated or corrupt: reading {topic!r} failed after "
+                                 f"{done + len(raws)} messages: {err}") from err
+            if item is not None:
+                raws.append(item[2])
+                received.append(item[1])
+            if raws and (item is None or len(raws) == block):
+                out = decoded()
+                done += len(raws)
+                raws, received = [], []
+                if progress is not None:
+                    progress(done, max(total, done))
+                yield out
+            if item is None:
+                break
+    finally:
+        reader.close()
+    if total and done != total:
+        raise ModelError(f"bag {str(bag_path)!r} is truncated or corrupt: {topic!r} has {total} messages according to "
+                         f"the bag's index but {done} could be read")
+    if not done:
+        raise ModelError(f"topic {topic!r} in bag {str(bag_path)!r} has no messages")
+
+
+@dataclass(frozen=True)
+class JointStateScan:
+    """What one streaming pass over a JointState topic found (:func:`scan_joint_states`).
+
+    messages; t0_ns: first stamp; nan_values: NaN positions, or NaN velocities/efforts of joints that
+    have that interface in some message; reordered: stamps earlier than the previous one; duplicates:
+    stamps equal to the previous one; velocity_complete: every message has every velocity;
+    effort_absent: joints without any effort value; huge: ``(field, joint, sample, value)`` of the
+    first |value| above ``magnitude`` or None.
+    """
+
+    messages: int
+    t0_ns: int
+    nan_values: int
+    reordered: int
+    duplicates: int
+    velocity_complete: bool
+    effort_absent: tuple
+    huge: tuple | None
+
+    @property
+    def clean(self) -> bool:
+        return not (self.nan_values or self.reordered or self.duplicates)
+
+
+def scan_joint_states(bag_path, topic: str, joint_names: Sequence[str], magnitude: float = 1e50,
+                      block: int = 65536, progress=None) -> JointStateScan:
+    """One pass over the topic counting what :func:`read_joint_states` would repair (bounded memory)."""
+    n = len(joint_names)
+    messages, t0, last = 0, None, None
+    nan_q, reordered, duplicates = 0, 0, 0
+    nan_v, nan_tau = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    huge = None
+    for stamps, q, v, tau in iter_joint_state_blocks(bag_path, topic, joint_names, block, progress):
+        if t0 is None:
+            t0 = int(stamps[0])
+        d = np.diff(stamps, prepend=stamps[0] if last is None else last)
+        if last is None:
+            d[0] = 1
+        reordered += int(np.count_nonzero(d < 0))
+        duplicates += int(np.count_nonzero(d == 0))
+        last = int(stamps[-1])
+        nan_q += int(np.count_nonzero(np.isnan(q)))
+        nan_v += np.isnan(v).sum(axis=0)
+        nan_tau += np.isnan(tau).sum(axis=0)
+        if huge is None:
+            for label, x in (("position", q), ("velocity", v), ("effort", tau)):
+                bad = np.argwhere(np.abs(x) > magnitude)
+                if len(bad):
+                    k, j = bad[0]
+                    huge = (label, joint_names[j], messages + int(k), float(x[k, j]))
+                    break
+        messages += len(stamps)
+    partial = lambda c: int(c[(c > 0) & (c < messages)].sum())  # noqa: E731
+    return JointStateScan(messages=messages, t0_ns=int(t0), nan_values=nan_q + partial(nan_v) + partial(nan_tau),
+                          reordered=reordered, duplicates=duplicates, velocity_complete=bool(np.all(nan_v == 0)),
+                          effort_absent=tuple(joint_names[j] for j in np.flatnonzero(nan_tau == messages)), huge=huge)
+
+
+class BagJointStates:
+    """A sample source (``count``, ``has_velocity``, ``blocks(start, stop)``, see
+    :mod:`robodyn_ros.identification.chunked_filter`) over a JointState topic whose scan is clean:
+    t = (stamp - t0_ns) * 1e-9 s as :func:`read_joint_states` gives it, columns ``joint_names``."""
+
+    def __init__(self, bag_path, topic: str, joint_names: Sequence[str], scan: JointStateScan, block: int = 65536):
+        self.bag_path, self.topic, self.joint_names, self.block = bag_path, topic, list(joint_names), int(block)
+        self.t0_ns, self.count, self.has_velocity = scan.t0_ns, scan.messages, scan.velocity_complete
+
+    def blocks(self, start=0, stop=None):
+        stop = self.count if stop is None else stop
+        first = 0
+        for stamps, q, v, tau in iter_joint_state_blocks(self.bag_path, self.topic, self.joint_names, self.block):
+            s, e = max(start - first, 0), min(stop - first, len(stamps))
+            first += len(stamps)
+            if e > s:
+                yield ((stamps[s:e] - self.t0_ns) * 1e-9, q[s:e], v[s:e] if self.has_velocity else None, tau[s:e])
+            if first >= stop:
+                return

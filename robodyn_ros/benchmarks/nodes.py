@@ -130,7 +130,6 @@ class _Driver:
     """This process's side: a 1 kHz publisher thread and subscriptions to the node's answers."""
 
     def __init__(self, context, with_wrench):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import WrenchStamped
         from sensor_msgs.msg import JointState
@@ -138,8 +137,9 @@ class _Driver:
 
         from ..ros import messages as rm
         from ..ros import qos
+        from ..ros.testing import plain_node
 
-        self.node = rclpy.create_node("bench_driver", context=context)
+        self.node = plain_node("bench_driver", context)
         self.joint_pub = self.node.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
         self.wrench_pub = self.node.create_publisher(WrenchStamped, "/force_torque_sensor_broadcaster/wrench",
                                                      qos.WRENCH_OUTPUT_QOS) if with_wrench else None
@@ -321,15 +321,12 @@ def _steps_per_real_second(sim, tau, steps=1000, repeats=5):
 
 def run(json=False):
     """All three measurements; returns the dict (prints a table unless ``json``)."""
-    import rclpy
-
-    from ..ros.testing import isolated_ros_domain
+    from ..ros.testing import init_context, isolated_ros_domain
 
     realtime = set_fifo()
     result = {"rate_hz": RATE, "realtime": realtime, "load_average_1min_start": round(os.getloadavg()[0], 2)}
     with isolated_ros_domain() as domain_id:
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain_id)
+        context = init_context(domain_id)
         try:
             result.update(bench_inverse_dynamics(context))
             for decimation in (1, 5):

@@ -31,7 +31,7 @@ idle + iowait of all CPUs) and the monitor's CPU per message it received.
 The monitor takes the three 1 kHz topics as raw CDR bytes from queues it drains every 5 ms
 (:class:`_Monitor` "poll" mode; :func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`) instead of one
 executor callback with a deserialised message per message: measured 37-44 instead of 93-101 us of CPU per
-message (docs/SOAK.md "Harness changes, session 3"); ``monitor_mode="typed"`` restores the old path.
+message; ``monitor_mode="typed"`` restores the deserialising path.
 
 Verdict (issue #9 acceptance):
 1. ``no_bad_torques``: zero commands with a NaN or |tau_i| > effort_limit_i over the whole run;
@@ -43,7 +43,7 @@ Verdict (issue #9 acceptance):
    worse than averaged over the first 3 windows after warm-up, up to ``latency_tolerance`` (20 %: the
    window-to-window spread of p99 on the shared 2-core machine; the strict comparison is reported too).
 
-Usage: ``robodyn bench soak --minutes 30 --report docs/soak_report.json`` (docs/SOAK.md);
+Usage: ``robodyn bench soak --minutes 30 --report soak_report.json`` (docs/SOAK.md);
 ``python -m robodyn_ros.benchmarks.soak 2 --report r.json --markdown`` (the table for docs/SOAK.md;
 ``--typed-monitor``: the deserialising monitor); ``run(minutes=...)`` from Python. Not in the default test run; test/test_soak_short.py runs ~20 s.
 """
@@ -73,7 +73,7 @@ NODE_PARAMS = {
     "simulator": {"real_time_factor": 1.0, "rate": float(RATE), "payload.attach_time": PAYLOAD_ATTACH_TIME},
     # every 10th joint state (100 updates/s): at decimation 5 (200 due/s) the estimator at normal priority
     # beside the three SCHED_FIFO processes managed 151 updates/s on average (70/s at the end), superseded the
-    # rest (skipped_overload) and paused 2 642 times on sparse updates in 30 minutes (docs/SOAK.md, fifth run),
+    # rest (skipped_overload) and paused 2 642 times on sparse updates in 30 minutes (a 30-minute run at decimation 5),
     # with 24 % of the machine idle; its memory stayed flat (polled input). ``decimation`` is the node's knob
     "estimator": {"decimation": 10},
     "inverse_dynamics": {},
@@ -246,23 +246,21 @@ class _Monitor:
     (:func:`cdr_header_stamp_ns`, :func:`cdr_float64_multiarray`); receipt times are the middleware's
     ``received_timestamp`` (CLOCK_REALTIME ns), so the round trip is DDS receipt of the state -> DDS receipt
     of the answer, without this process's scheduling. One executor wake-up per message is the largest cost
-    of an rclpy subscriber at 1 kHz (docs/SOAK.md, session 3). ``mode`` "typed": the harness before
-    session 3 (executor callbacks, messages deserialised, receipt = monotonic time in the callback), kept to
-    measure the difference. The slow topics are deserialised by executor callbacks in both modes."""
+    of an rclpy subscriber at 1 kHz. ``mode`` "typed": the former harness (executor callbacks, messages
+    deserialised, receipt = monotonic time in the callback), kept to measure the difference. The slow topics are deserialised by executor callbacks in both modes."""
 
     def __init__(self, context, effort_limit, mode="poll"):
-        import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from geometry_msgs.msg import InertiaStamped
-        from rclpy.qos import QoSProfile
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray
 
         from ..ros import qos
+        from ..ros.testing import plain_node
 
         if mode not in ("poll", "typed"):
             raise ValueError(f"monitor mode {mode!r} is not 'poll' or 'typed'")
-        self.node = rclpy.create_node("soak_monitor", context=context)
+        self.node = plain_node("soak_monitor", context)
         self.effort_limit = effort_limit
         self.mode = mode
         self.clock_ns = time.time_ns if mode == "poll" else time.monotonic_ns   # the receipt times' clock
@@ -278,11 +276,10 @@ class _Monitor:
                 (Float64MultiArray, "/inverse_dynamics/tracking_error", qos.ESTIMATE_QOS, self._take_answer)]
         self.fast_subscriptions = []
         if mode == "poll":
-            self.fast_node = rclpy.create_node("soak_monitor_fast", context=context)
+            self.fast_node = plain_node("soak_monitor_fast", context)
             for msg_type, topic, profile, handler in fast:
-                deep = QoSProfile(history=profile.history, depth=FAST_DEPTH, reliability=profile.reliability,
-                                  durability=profile.durability, liveliness=profile.liveliness)
-                sub = self.fast_node.create_subscription(msg_type, topic, lambda _: None, deep, raw=True)
+                sub = self.fast_node.create_subscription(msg_type, topic, lambda _: None,
+                                                         qos.with_depth(profile, FAST_DEPTH), raw=True)
                 self.fast_subscriptions.append((sub, handler))
         else:
             self.fast_node = None
@@ -578,9 +575,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
     min(60 s, run / 5), the memory warm-up (information beside the memory rule, see
     :func:`memory_growth_details`) to min(300 s, run / 3). ``monitor_mode`` "typed": the monitor deserialises the
     1 kHz topics in executor callbacks (to measure its cost, see :class:`_Monitor`)."""
-    import rclpy
-
-    from ..ros.testing import isolated_ros_domain, make_executor
+    from ..ros.testing import init_context, isolated_ros_domain, make_executor
 
     total = float(minutes) * 60.0
     window_seconds = float(window_seconds or min(60.0, total / 10.0))
@@ -605,8 +600,7 @@ def run(minutes=30, json=False, report=None, window_seconds=None, warmup_seconds
     windows, exits = [], {}
     with isolated_ros_domain() as domain_id:
         result["ros_domain_id"] = domain_id
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain_id)
+        context = init_context(domain_id)
         monitor = executor = None
         try:
             monitor = _Monitor(context, effort_limit, mode=monitor_mode)

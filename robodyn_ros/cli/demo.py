@@ -181,39 +181,26 @@ def run_demo(duration=15.0, robot="panda", attach_time=5.0, payload_mass=2.0, ti
 
 
 def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor):
-    import rclpy
-
     from ..ros.bringup import Bringup
-    from ..ros.testing import isolated_ros_domain
+    from ..ros.testing import ros_context
 
     wall_start = time.monotonic()
-    with isolated_ros_domain() as domain_id:
-        context = rclpy.Context()
-        rclpy.init(context=context, domain_id=domain_id)
-        try:
-            with Bringup.from_launch("simulation", context, robot=robot, use_sim_time=True, executor=executor,
-                                     overrides=demo_overrides(attach_time, payload_mass)) as up:
-                setup_start = time.monotonic()
-                recorder_node = rclpy.create_node("demo_recorder", context=context)
-                try:
-                    sim_node = up.nodes["simulator"]
-                    up.add_node(recorder_node)
-                    up.activate()
-                    setup_seconds = time.monotonic() - setup_start
-                    recorder = DemoRecorder(recorder_node, sim_node.config["command_topic"],
-                                            up.nodes["estimator"].config["payload_topic"], sim_node.robot.model.nv)
-                    run_start = time.monotonic()
-                    finished = up.spin_until(lambda: recorder.t >= duration,
-                                             max(1.0, timeout - (run_start - wall_start)))
-                    run_seconds = time.monotonic() - run_start
-                    steps = sim_node.steps
-                    rejected = {name: dict(node.rejected) for name, node in up.nodes.items()}
-                    controller_non_finite = up.nodes["inverse_dynamics"].non_finite_commands
-                finally:
-                    up.executor.remove_node(recorder_node)
-                    recorder_node.destroy_node()
-        finally:
-            context.try_shutdown()
+    with ros_context() as context:
+        with Bringup.from_launch("simulation", context, robot=robot, use_sim_time=True, executor=executor,
+                                 overrides=demo_overrides(attach_time, payload_mass)) as up:
+            setup_start = time.monotonic()
+            recorder_node = up.plain_node("demo_recorder")
+            sim_node = up.nodes["simulator"]
+            up.activate()
+            setup_seconds = time.monotonic() - setup_start
+            recorder = DemoRecorder(recorder_node, sim_node.config["command_topic"],
+                                    up.nodes["estimator"].config["payload_topic"], sim_node.robot.model.nv)
+            run_start = time.monotonic()
+            finished = up.spin_until(lambda: recorder.t >= duration, max(1.0, timeout - (run_start - wall_start)))
+            run_seconds = time.monotonic() - run_start
+            steps = sim_node.steps
+            rejected = {name: dict(node.rejected) for name, node in up.nodes.items()}
+            controller_non_finite = up.nodes["inverse_dynamics"].non_finite_commands
     errors = np.array(recorder.errors) if recorder.errors else np.zeros((0, 1 + recorder.nv))
     t_e, e = errors[:, 0], errors[:, 1:]
     payload = np.array(recorder.payload) if recorder.payload else np.zeros((0, 2))

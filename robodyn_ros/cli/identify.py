@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
 
 from ..model.errors import ModelError
+from .file_command import run_file_command
 
 
 class ProgressBar:
@@ -49,14 +49,19 @@ class ProgressBar:
 def build_parser():
     p = argparse.ArgumentParser(prog="robodyn identify", description=__doc__.split("\n\n")[0])
     p.add_argument("bag", help="rosbag2 directory (sqlite3 or mcap) or a .db3/.mcap file")
-    p.add_argument("--urdf", required=True, help="URDF of the robot (nominal parameters, prior), or a bundled "
-                                                 "robot: panda, ur5, iiwa")
+    p.add_argument("--urdf", required=True,
+                   help="URDF of the robot (nominal parameters, prior), or a bundled robot: panda, ur5, iiwa")
     p.add_argument("--output", required=True, help="YAML file of identified parameters to write")
     p.add_argument("--urdf-out", help="also write the URDF with the identified inertials and friction")
     p.add_argument("--joint-states", default="/joint_states", help="sensor_msgs/JointState topic")
     p.add_argument("--wrench", help="geometry_msgs/WrenchStamped topic of a wrist F/T sensor (payload)")
     p.add_argument("--wrench-link", help="URDF link of the F/T sensor frame (needed with --wrench)")
-    p.add_argument("--plot", help="PNG of measured against predicted torques")
+    p.add_argument("--plot", help="PNG of measured, nominal and identified torques and their residuals "
+                                  "(on the held-out data with --validate/--holdout)")
+    held_out = p.add_mutually_exclusive_group()
+    held_out.add_argument("--validate", metavar="BAG2", help="a second bag to validate the identified model on")
+    held_out.add_argument("--holdout", type=float, metavar="FRACTION",
+                          help="fit on the first 1 - FRACTION of the samples, validate on the rest (e.g. 0.3)")
     p.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE",
                    help="make a joint fixed at VALUE (e.g. fingers not in the bag); repeatable")
     p.add_argument("--cutoff", type=float, default=5.0, help="low-pass cutoff (Hz) of q, v, tau (default 5)")
@@ -65,6 +70,9 @@ def build_parser():
     p.add_argument("--repair", action="store_true",
                    help="drop NaN samples and sort out-of-order ones instead of stopping")
     p.add_argument("--no-consistent", action="store_true", help="skip the physically consistent fit")
+    p.add_argument("--inertia-margin", type=float, default=None, metavar="EPS",
+                   help="every link's pseudo-inertia J satisfies lambda_min(D J D) >= EPS trace(D J D), "
+                        "D = diag(10, 10, 10, 1) (default 1e-3: rms thickness >= 3 mm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -95,46 +103,61 @@ DATA_MAGNITUDE = 1e50
 and least squares (squares again) would overflow above about 1e77."""
 
 
-def _read_joint_states(args, model, progress):
-    from ..bags.bag_io import read_joint_states
+def _samples(args, model, bag, progress):
+    """A sample source over the bag's joint states: streamed from the bag when it needs no repair (memory
+    bounded by one block), else read whole, repaired (--repair) and held in memory. Returns
+    ``(source, t0_ns)``; raises ModelError naming what is wrong."""
+    from ..bags.bag_io import BagJointStates, scan_joint_states
+    from ..identification.chunked_filter import ArraySamples
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            series = read_joint_states(args.bag, args.joint_states, joint_names=model.joint_names, progress=progress)
+            scan = scan_joint_states(bag, args.joint_states, model.joint_names, magnitude=DATA_MAGNITUDE,
+                                     progress=progress)
         except ModelError as exc:
             if "not found on" not in str(exc):
                 raise
             raise ModelError(f"joint names do not match the URDF: {exc}; lock URDF joints that were not "
                              "recorded with --lock-joint NAME=VALUE") from None
-    report = series.report
-    problems = []
-    if report.dropped_nan:
-        problems.append(f"{report.dropped_nan} sample(s) with NaN position/velocity/effort")
-    if report.reordered:
-        problems.append(f"{report.reordered} out-of-order sample(s) (stamps going backwards)")
-    if report.duplicates:
-        problems.append(f"{report.duplicates} sample(s) with a repeated stamp")
-    if problems and not args.repair:
-        raise ModelError(f"{args.joint_states} in {args.bag} has {', '.join(problems)}; "
+    if scan.huge is not None:
+        field, joint, k, value = scan.huge
+        raise ModelError(f"{args.joint_states} in {bag}: the {field} of '{joint}' is {value:g} "
+                         f"at sample {k}, beyond {DATA_MAGNITUDE:g}: the bag is corrupt")
+    if scan.effort_absent:
+        raise ModelError(f"{args.joint_states} has no effort (torque) values for {list(scan.effort_absent)}: "
+                         "nothing to identify from")
+    if scan.clean:
+        return BagJointStates(bag, args.joint_states, model.joint_names, scan), scan.t0_ns
+    if not args.repair:
+        problems = []
+        if scan.nan_values:
+            problems.append(f"{scan.nan_values} NaN position/velocity/effort value(s)")
+        if scan.reordered:
+            problems.append(f"{scan.reordered} out-of-order sample(s) (stamps going backwards)")
+        if scan.duplicates:
+            problems.append(f"{scan.duplicates} sample(s) with a repeated stamp")
+        raise ModelError(f"{args.joint_states} in {bag} has {', '.join(problems)}; "
                          "rerun with --repair to drop or sort them")
+    series, q, v, tau = _read_joint_states(args, model, bag, progress)
+    return ArraySamples(series.t, q, v, tau), series.t0_ns
+
+
+def _read_joint_states(args, model, bag, progress):
+    """The whole topic in memory, NaN samples dropped and stamps sorted (--repair)."""
+    from ..bags.bag_io import read_joint_states
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        series = read_joint_states(bag, args.joint_states, joint_names=model.joint_names, progress=progress)
     columns = list(range(len(model.joint_names)))
-    for field, x in (("position", series.q), ("velocity", series.v), ("effort", series.tau)):
-        bad = np.argwhere(np.abs(x) > DATA_MAGNITUDE) if x is not None else ()  # inf too; NaN was handled
-        if len(bad):
-            k, j = bad[0]
-            raise ModelError(f"{args.joint_states} in {args.bag}: the {field} of '{series.names[j]}' is {x[k, j]:g} "
-                             f"at sample {k}, beyond {DATA_MAGNITUDE:g}: the bag is corrupt")
     if series.tau is None or np.isnan(series.tau[:, columns]).all(axis=0).any():
-        absent = model.joint_names if series.tau is None else \
-            [n for n, c in zip(model.joint_names, columns) if np.isnan(series.tau[:, c]).all()]
-        raise ModelError(f"{args.joint_states} has no effort (torque) values for {list(absent)}: nothing to identify from")
+        raise ModelError(f"{args.joint_states} has no effort (torque) values: nothing to identify from")
     v = None
     if series.v is not None and not np.isnan(series.v[:, columns]).any():
         v = series.v[:, columns]
     return series, series.q[:, columns], v, series.tau[:, columns]
 
 
-def _payload_section(args, model, identified, series, Q, V, A, T):
+def _payload_section(args, model, bag, t0_ns, blocks):
     from ..bags.bag_io import read_wrenches
     from ..identification.payload import payload_from_wrench
     if not args.wrench_link:
@@ -142,7 +165,9 @@ def _payload_section(args, model, identified, series, Q, V, A, T):
     model.body_index(args.wrench_link)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        wrenches = read_wrenches(args.bag, args.wrench, t0_ns=series.t0_ns)
+        wrenches = read_wrenches(bag, args.wrench, t0_ns=t0_ns)
+    blocks = list(blocks)   # the payload fit holds its samples (one wrench per joint state)
+    T, Q, V, A = (np.concatenate([getattr(b, k) for b in blocks]) for k in ("t", "q", "v", "a"))
     inside = (T >= wrenches.t[0]) & (T <= wrenches.t[-1])
     if inside.sum() < 10:
         raise ModelError(f"{args.wrench}: its samples do not overlap the joint states in time")
@@ -154,20 +179,41 @@ def _payload_section(args, model, identified, series, Q, V, A, T):
                         "relative_error": float(est.relative_error)}}
 
 
-def _plot(path, t, measured, predicted, names):
+LABELS = {"identified": "identified", "least_squares": "least squares", "nominal": "nominal URDF"}
+
+
+def _plot(validation, title, cutoff_hz):
+    """PNG bytes: per joint, measured (raw and filtered), nominal and identified torques (left) and the
+    residuals model - measured (right), each panel titled with its relative errors."""
     import io
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    n = measured.shape[1]
-    fig, axes = plt.subplots(n, 1, figsize=(10, 1.8 * n), sharex=True, squeeze=False)
+    data, names = validation.plot, validation.joint_names
+    n = len(names)
+    fig, axes = plt.subplots(n, 2, figsize=(14, 1.9 * n + 0.8), sharex=True, squeeze=False)
+    errors = {p: validation.relative(p) for p in ("identified", "nominal")}
     for j in range(n):
-        ax = axes[j, 0]
-        ax.plot(t, measured[:, j], lw=0.8, label="measured (filtered)")
-        ax.plot(t, predicted[:, j], lw=0.8, ls="--", label="identified model")
-        ax.set_ylabel(f"{names[j]}\nN·m", fontsize=7)
-    axes[0, 0].legend(fontsize=7, loc="upper right")
+        left, right = axes[j, 0], axes[j, 1]
+        left.plot(data["t"], data["tau_raw"][:, j], lw=0.4, color="0.75", label="measured (raw)")
+        left.plot(data["t"], data["tau"][:, j], lw=0.8, color="k", label="measured (filtered)")
+        left.plot(data["t"], data["nominal"][:, j], lw=0.8, ls=":", color="tab:red", label="nominal URDF")
+        left.plot(data["t"], data["identified"][:, j], lw=0.8, ls="--", color="tab:blue", label="identified")
+        left.set_ylabel(f"{names[j]}\nN·m", fontsize=7)
+        for p, color in (("nominal", "tab:red"), ("identified", "tab:blue")):
+            right.plot(data["t"], data[p][:, j] - data["tau"][:, j], lw=0.7, color=color, label=LABELS[p])
+        right.axhline(0.0, color="0.5", lw=0.5)
+        right.set_title(f"residual: identified {100 * errors['identified'][0][j]:.2f} %, "
+                        f"nominal {100 * errors['nominal'][0][j]:.2f} %", fontsize=7)
+        right.set_ylabel("N·m", fontsize=7)
+    axes[0, 0].legend(fontsize=6, loc="upper right", ncol=2)
+    axes[0, 1].legend(fontsize=6, loc="upper right")
     axes[-1, 0].set_xlabel("t (s)")
+    axes[-1, 1].set_xlabel("t (s)")
+    raw = {p: validation.relative(p, raw=True)[1] for p in ("identified", "nominal")}
+    fig.suptitle(f"{title}: relative torque error ({cutoff_hz:g} Hz-filtered / raw) identified "
+                 f"{100 * errors['identified'][1]:.2f} % / {100 * raw['identified']:.2f} %, nominal URDF "
+                 f"{100 * errors['nominal'][1]:.2f} % / {100 * raw['nominal']:.2f} %", fontsize=9)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90)
@@ -175,15 +221,30 @@ def _plot(path, t, measured, predicted, names):
     return buffer.getvalue()
 
 
+def _validation_lines(validation, where):
+    lines = [f"held-out validation on {where} ({validation.samples} samples), relative torque error "
+             "(filtered / raw, friction included):"]
+    for p in validation.predictors:
+        per_joint, overall = validation.relative(p)
+        raw = validation.relative(p, raw=True)[1]
+        lines.append(f"  {LABELS[p]:<14} {100 * overall:6.2f} % / {100 * raw:6.2f} %   per joint (filtered) "
+                     + " ".join(f"{100 * e:.2f}" for e in per_joint))
+    floor = validation.to_dict()["noise_floor_raw"]
+    lines.append(f"  noise floor of the raw torques (||tau - F tau|| / ||tau||): {100 * floor:.2f} %")
+    return lines
+
+
 def run(args, progress):
     """The identification; returns ``(files {path: text or bytes}, summary lines)``."""
     from ..model.model import Model
-    from ..identification.base_parameters import compute_base_parameters, identifiability_explanation
-    from ..identification.batch import identify, predict_torques
+    from ..identification.base_parameters import compute_base_parameters, full_parameters, identifiability_explanation
+    from ..identification.batch import identify_samples
+    from ..identification.chunked_filter import chunked_filtered_samples, range_statistics
     from ..identification.results import identified_urdf, result_document, yaml_text
+    from ..identification.validation import validate_torques
 
     from ..model.robot_names import BUNDLED_ROBOTS, resolve_urdf
-    args.urdf = resolve_urdf(args.urdf)
+    bundled, args.urdf = args.urdf, resolve_urdf(args.urdf)
     if not os.path.isfile(args.urdf):
         raise ModelError(f"--urdf {args.urdf}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
@@ -193,54 +254,77 @@ def run(args, progress):
         raise ModelError("--wrench needs --wrench-link LINK (the URDF link of the sensor frame)")
     if args.cutoff <= 0 or args.coulomb_width < 0:
         raise ModelError("--cutoff must be positive and --coulomb-width non-negative")
+    from ..identification.least_squares import INERTIA_MARGIN
+    margin = INERTIA_MARGIN if args.inertia_margin is None else args.inertia_margin
+    if not 0.0 <= margin < 0.25:
+        raise ModelError(f"--inertia-margin {margin}: must lie in [0, 0.25)")
+    if args.holdout is not None and not 0.0 < args.holdout < 1.0:
+        raise ModelError(f"--holdout {args.holdout}: the held-out fraction must lie in (0, 1)")
     locks = _parse_locks(args.lock_joint)
+    if not locks and args.urdf != bundled:   # a bundled robot: its usual locks (the Panda's fingers at 0)
+        from ..robots import bundled_robot_info
+        locks = dict(bundled_robot_info(bundled).get("locked_joints") or {})
     model = Model.from_urdf(args.urdf, locked_joints=locks or None)
-    series, q, v, tau = _read_joint_states(args, model, progress.stage("reading bag"))
+    source, t0_ns = _samples(args, model, args.bag, progress.stage("scanning bag"))
+    stop, held_out, where = source.count, None, None
+    if args.holdout is not None:
+        stop = int((1.0 - args.holdout) * source.count)
+        held_out, where = (source, stop, source.count), f"the last {100 * args.holdout:g} % of {args.bag}"
+    elif args.validate:
+        other, _ = _samples(args, model, args.validate, progress.stage("scanning BAG2"))
+        held_out, where = (other, 0, other.count), args.validate
     progress("base parameters", 0, 1)
     base = compute_base_parameters(model, coulomb_width=args.coulomb_width)
     progress("base parameters", 1, 1)
-    result = identify(model, series.t, q, v, tau, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
-                      base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"))
+    result = identify_samples(model, source, stop=stop, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
+                              base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"),
+                              margin=margin, statistics_progress=progress.stage("time base"))
     progress("fit", 1, 1)
-    T, Q, V, A, TAU = result.samples
-    least_squares = np.concatenate([base.regressor(model, Q[s:s + 8192], V[s:s + 8192], A[s:s + 8192])
-                                    for s in range(0, len(Q), 8192)]) @ result.fit.beta
-    predicted = predict_torques(result.identified, Q, V, A, args.coulomb_width) if result.consistent else least_squares
-    nominal = predict_torques(model, Q, V, A, args.coulomb_width)
-    err = float(np.linalg.norm(TAU - predicted) / np.linalg.norm(TAU))
-    err_nominal = float(np.linalg.norm(TAU - nominal) / np.linalg.norm(TAU))
-    err_ls = float(np.linalg.norm(TAU - least_squares) / np.linalg.norm(TAU))
-    extra = {"prediction": {"relative_error_identified_model": err, "relative_error_least_squares": err_ls, "relative_error_nominal_urdf": err_nominal,
-                            "samples": int(len(T)), "locked_joints": locks,
-                            "note": "on the filtered regression samples (in-sample)"}}
+    acc, beta = result.accumulator, result.fit.beta
+    norm = acc.joint_torque_norms().sum()
+    in_sample = lambda b: float(np.sqrt(acc.joint_residuals(b).sum() / norm))  # noqa: E731
+    pi_nominal = full_parameters(model)
+    err_ls, err_nominal = in_sample(beta), in_sample(base.from_full(pi_nominal))
+    err = in_sample(result.consistent.beta) if result.consistent is not None else err_ls
+    extra = {"prediction": {"relative_error_identified_model": err, "relative_error_least_squares": err_ls,
+                            "relative_error_nominal_urdf": err_nominal, "samples": int(result.samples_used),
+                            "locked_joints": locks, "note": "on the filtered regression samples (in-sample)"}}
+    predictors = {"identified": full_parameters(result.identified) if result.consistent is not None else ("base", beta),
+                  "least_squares": ("base", beta), "nominal": pi_nominal}
+    validation = None
+    if held_out is not None:
+        other, start, end = held_out
+        stats = range_statistics(other, start, end, progress.stage("held-out time"))
+        blocks = chunked_filtered_samples(other, args.cutoff, start=start, stop=end, decimate=1,
+                                          progress=progress.stage("validating"), statistics=stats)
+        validation = validate_torques(model, blocks, predictors, args.coulomb_width, base, expected_samples=end - start)
+        extra["validation"] = {"data": where, "cutoff_hz": float(args.cutoff), **validation.to_dict()}
     if args.wrench:
-        extra.update(_payload_section(args, model, result.identified, series, Q, V, A, T))
+        extra.update(_payload_section(args, model, args.bag, t0_ns,
+                                      chunked_filtered_samples(source, args.cutoff, stop=stop)))
     doc = result_document(result, identifiability=identifiability_explanation(model, base), extra=extra)
     files = {args.output: yaml_text(doc)}
     if args.urdf_out:
         with open(args.urdf) as stream:
             files[args.urdf_out] = identified_urdf(stream.read(), result.identified, locks)
     if args.plot:
-        files[args.plot] = _plot(args.plot, T, TAU, predicted, model.joint_names)
-    summary = [f"{series.report.kept} joint-state samples, {result.samples_used} in the regression, "
+        shown, title = validation, f"held out: {where}"
+        if shown is None:
+            shown = validate_torques(model, chunked_filtered_samples(source, args.cutoff, stop=stop), predictors,
+                                     args.coulomb_width, base, expected_samples=stop)
+            title = "training data (in-sample)"
+        files[args.plot] = _plot(shown, title, args.cutoff)
+    summary = [f"{source.count} joint-state samples, {result.samples_used} in the regression, "
                f"{base.count} base parameters",
                f"fit: relative error {result.fit.relative_error:.4f}, condition number {result.fit.condition_number:.4g}",
                f"torque prediction on the (filtered) data: least-squares base parameters {100 * err_ls:.2f} %, "
                f"{'consistent model' if result.consistent else 'no consistent fit'} {100 * err:.2f} %, "
                f"nominal URDF {100 * err_nominal:.2f} %"]
+    if validation is not None:
+        summary += _validation_lines(validation, where)
     if args.wrench:
         summary.append(f"payload at {args.wrench_link}: {doc['payload']['mass']:.4f} kg")
     return files, summary
-
-
-def _write(files):
-    from ..identification.results import write_atomically
-    write_atomically(files)   # YAML, URDF and PNG: all or nothing, with the user's umask
-
-
-def _one_line(exc):
-    """The error on one line: causes quoted from other libraries (YAML, sqlite) may span several."""
-    return " ".join(str(exc).split())
 
 
 def main(argv=None):
@@ -252,34 +336,8 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    start = time.perf_counter()
     progress = ProgressBar(quiet=args.quiet)
-    try:
-        files, summary = run(args, progress)
-        _write(files)
-    except ModelError as exc:
-        progress.close()
-        print(f"robodyn identify: error: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        progress.close()
-        print(f"robodyn identify: error: cannot write the outputs: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 2
-    except Exception as exc:   # a bug, not bad input: still one line and no partial output (exit 1)
-        progress.close()
-        print(f"robodyn identify: internal error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        progress.close()
-        print("robodyn identify: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    for line in summary:
-        print(line)
-    print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.2f} s")
-    return 0
+    return run_file_command("identify", lambda: run(args, progress), progress.close)
 
 
 if __name__ == "__main__":

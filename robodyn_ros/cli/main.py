@@ -113,7 +113,8 @@ def build_parser():
     return p
 
 
-DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "replay": "cli.replay"}
+DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "replay": "cli.replay", "excite": "cli.excite",
+             "record": "cli.record"}
 
 
 def one_line_warnings(command):

@@ -20,12 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 import numpy as np
 
 from ..model.errors import ModelError
-from .identify import ProgressBar, _check_output_path, _one_line, _parse_locks, _read_joint_states, _write
+from .file_command import run_file_command
+from .identify import ProgressBar, _check_output_path, _parse_locks, _read_joint_states
 
 
 def build_parser():
@@ -143,17 +143,25 @@ def rls_fit(estimator, regression):
                            relative_error=float(np.linalg.norm(residual) / np.linalg.norm(TAU)), samples=len(Q))
 
 
-def check_converged(identified, estimator, fit, min_mass=1e-6, max_com=10.0):
-    """ModelError naming the first body of the consistent fit that no URDF can hold (a mass below
-    ``min_mass`` kg, or a centre of mass beyond ``max_com`` m): the estimator did not converge on the bag."""
+def check_converged(identified, estimator, fit, regression, min_mass=1e-6, max_com=10.0):
+    """ModelError when the estimator did not converge on the bag: its final base parameters predict the torques
+    it learnt from (in-sample, filtered) worse than the nominal model it started from, or the consistent fit
+    gives a body that no URDF can hold (a mass below ``min_mass`` kg, a centre of mass beyond ``max_com`` m)."""
+    from ..identification.base_parameters import full_parameters
     from ..model.spatial import numpy_inertia_split
+    Q, V, A, TAU = regression
+    model, base = estimator.model, estimator.base
+    nominal = base.regressor(model, Q, V, A) @ base.from_full(full_parameters(model))
+    nominal_error = float(np.linalg.norm(TAU - nominal) / np.linalg.norm(TAU))
+    advice = (f"the estimator did not converge on this bag (in-sample torque error {100 * fit.relative_error:.1f} %, "
+              f"nominal model {100 * nominal_error:.1f} %, {estimator.base_rls.changes} change alarms); tune its "
+              "configuration (e.g. filter.cutoff, change_threshold) with --config")
+    if not fit.relative_error < nominal_error:
+        raise ModelError(f"the final estimate predicts the torques worse than the nominal model: {advice}")
     for name, pi_b in zip(identified.body_names, identified.inertias):
         m, c, _ = numpy_inertia_split(pi_b) if pi_b[0] > 0 else (pi_b[0], np.full(3, np.inf), None)
         if m < min_mass or not np.all(np.abs(c) <= max_com):
-            raise ModelError(f"the final estimate gives {name} a mass of {m:.3g} kg: the estimator did not converge "
-                             f"on this bag (in-sample torque error {100 * fit.relative_error:.1f} %, "
-                             f"{estimator.base_rls.changes} change alarms); tune its configuration (e.g. "
-                             "filter.cutoff, change_threshold) with --config")
+            raise ModelError(f"the final estimate gives {name} a mass of {m:.3g} kg: {advice}")
 
 
 def _plot(history, names, payload_frame):
@@ -197,7 +205,7 @@ def run(args, progress):
     model, urdf, locks, info = load_model(args.urdf, _parse_locks(args.lock_joint))
     wrist = config["wrist_link"] or (info["wrist_link"] if info else None)
     args.repair = False
-    series, q, v, tau = _read_joint_states(args, model, progress.stage("reading bag"))
+    series, q, v, tau = _read_joint_states(args, model, args.bag, progress.stage("reading bag"))
     wrenches = _wrenches(args, config, series)
     estimator = OnlineEstimator(model, config, wrist_link=wrist)
     history, regression = replay(estimator, series.t, q, v, tau, wrenches, progress.stage("replaying"))
@@ -209,7 +217,7 @@ def run(args, progress):
                                   base=estimator.base, fit=fit, consistent=cfit,
                                   cutoff_hz=config["filter.cutoff"], coulomb_width=COULOMB_WIDTH,
                                   samples_used=fit.samples)
-    check_converged(result.identified, estimator, fit)
+    check_converged(result.identified, estimator, fit, regression)
     payload = estimator.publish() if estimator.wrench_rls is not None else None
     extra = {"replay": {"bag": os.path.basename(os.path.normpath(args.bag)), "samples": int(len(series.t)),
                         "updates": int(estimator.updates), "base_parameter_updates": int(fit.samples),
@@ -245,33 +253,8 @@ def main(argv=None):
         args = build_parser().parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    start = time.perf_counter()
     progress = ProgressBar(quiet=args.quiet)
-    try:
-        files, summary = run(args, progress)
-        _write(files)
-    except ModelError as exc:
-        progress.close()
-        print(f"robodyn replay: error: {_one_line(exc)}; nothing was written", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        progress.close()
-        print(f"robodyn replay: error: cannot write the outputs: {_one_line(exc)}; nothing was written",
-              file=sys.stderr)
-        return 2
-    except Exception as exc:   # a bug, not bad input: still one line and no partial output (exit 1)
-        progress.close()
-        print(f"robodyn replay: internal error: {type(exc).__name__}: {_one_line(exc)}; nothing was written",
-              file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        progress.close()
-        print("robodyn replay: interrupted; nothing was written", file=sys.stderr)
-        return 130
-    for line in summary:
-        print(line)
-    print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.2f} s")
-    return 0
+    return run_file_command("replay", lambda: run(args, progress), progress.close)
 
 
 if __name__ == "__main__":

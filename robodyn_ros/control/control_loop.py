@@ -116,8 +116,8 @@ class ControlLoop:
 
     # -------------------------------------------------------------------------------------- control
     def on_state(self, t, q, v):
-        """One valid joint state: the published torque (nv, model order) and the reference position q_d
-        (nv,), or None when the stamp gate drops the state."""
+        """One valid joint state: ``(tau, e)``, the published torque and the tracking error ``q - q_d`` (nv,
+        model order each), or None when the stamp gate drops the state."""
         newest = self.output.gate.newest
         verdict = self.output.accept_state(t, q)
         if verdict is None:
@@ -140,7 +140,7 @@ class ControlLoop:
         else:
             tau, _ = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
-        return self.output.publish(tau, t), q_d
+        return self.output.publish(tau, t), q - q_d
 
     def _rebase_time(self, jump):
         """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times, forget the

@@ -32,7 +32,7 @@ Faults (README "Fault injection"):
 
 Publishing schedule (joint-state time): an estimate is due every 1 / ``publish_rate`` s; the payload
 published then is gated on its standard deviations (:meth:`OnlineEstimator.converged_payload`) and on being
-physical (:func:`physical_payload`).
+physical (:func:`~robodyn_ros.identification.payload.physical_payload`: a mass <= 0 is no payload, a non-physical inertia its nearest physical one).
 """
 from __future__ import annotations
 
@@ -42,8 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..identification.base_parameters import compute_base_parameters, full_parameters, smooth_sign
-from ..identification.payload import PayloadChangeDetector, body_parameter_change
-from ..identification.physical_consistency import pseudo_inertia
+from ..identification.payload import PayloadChangeDetector, body_parameter_change, physical_payload
 from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..identification.signal_filters import CausalButterworthFilter
 from ..kernels import compile_kernels
@@ -137,33 +136,6 @@ def payload_prior_variance(mass_std, length=0.2):
     return np.array([mass_std**2] + [(mass_std * length) ** 2] * 3 + [(mass_std * length**2) ** 2] * 6)
 
 
-def is_physical_payload(pi, tol=1e-12):
-    """Whether payload parameters ``pi`` (10,) are those of a mass distribution: no payload (all zero), or a
-    positive mass and a positive semidefinite pseudo-inertia ``J`` (Wensing et al. 2017 eq. 9,
-    :func:`~robodyn_ros.identification.physical_consistency.pseudo_inertia`; a point mass has a singular
-    ``J``), its smallest eigenvalue at least ``-tol |J|`` (round-off)."""
-    pi = np.asarray(pi, dtype=float)
-    if not pi.any():
-        return True
-    if not np.all(np.isfinite(pi)) or pi[0] <= 0.0:
-        return False
-    J = pseudo_inertia(pi)
-    return bool(np.linalg.eigvalsh(J)[0] >= -tol * np.abs(J).max())
-
-
-def physical_payload(pi):
-    """The physical payload (10,) to publish for an estimate ``pi`` (10,): ``pi`` when
-    :func:`is_physical_payload`; no payload (zeros) for a mass <= 0 (an unloaded wrist's estimate
-    fluctuates around zero, negative half the time); else the mass at its centre of mass as a point
-    mass (:func:`point_mass_parameters`; zero inertia about the centre of mass, a compact load)."""
-    pi = np.asarray(pi, dtype=float)
-    if is_physical_payload(pi):
-        return pi
-    if not np.all(np.isfinite(pi)) or pi[0] <= 0.0:
-        return np.zeros(10)
-    return point_mass_parameters(pi[0], pi[1:4])
-
-
 @dataclass(frozen=True)
 class OnlineEstimate:
     """What :meth:`OnlineEstimator.update` returns after a sample.
@@ -171,8 +143,8 @@ class OnlineEstimate:
     t: time of the sample (s); updated: the sample went through the filters and the RLS updates the
     faults allow (a due, in-order sample); published: an estimate is due at this sample (the node
     publishes now); base_parameters, base_parameters_std (r,) and base_parameter_names (r,): the
-    base-parameter estimate (None when ``base_parameters`` is off); friction: ``{"viscous", "coulomb",
-    "offset": (nv,)}`` from the base parameters (None without them); payload: the payload (10,) about
+    base-parameter estimate (None when ``base_parameters`` is off); friction, friction_std: ``{"viscous",
+    "coulomb", "offset": (nv,)}`` from the base parameters and their std (None without them); payload: the payload (10,) about
     ``payload_frame`` last published (None before the first converged one); payload_estimate and
     payload_std (10,): the live estimate (std None without the wrench); status: ``(level, message,
     values)`` as in the node's /diagnostics."""
@@ -184,6 +156,7 @@ class OnlineEstimate:
     base_parameters_std: np.ndarray | None
     base_parameter_names: tuple | None
     friction: dict | None
+    friction_std: dict | None
     payload: np.ndarray | None
     payload_estimate: np.ndarray
     payload_std: np.ndarray | None
@@ -484,12 +457,13 @@ class OnlineEstimator:
         self._last_diagnostics = t
         return True
 
-    def friction(self):
-        """``{"viscous", "coulomb", "offset": (nv,)}`` of the base-parameter estimate (NaN for a joint whose
-        column is not a base parameter on its own), or None without base parameters."""
+    def friction(self, std=False):
+        """``{"viscous", "coulomb", "offset": (nv,)}`` of the base-parameter estimate, or with ``std`` their
+        standard deviations (NaN for a joint whose column is not a base parameter on its own); None without
+        base parameters."""
         if self.base is None:
             return None
-        beta = np.append(self.base_rls.beta, np.nan)
+        beta = np.append(self.base_rls.std if std else self.base_rls.beta, np.nan)
         return {k: beta[self._friction_index[i]] for i, k in enumerate(("viscous", "coulomb", "offset"))}
 
     def estimate(self, t, updated=False, published=False, payload=None):
@@ -501,6 +475,7 @@ class OnlineEstimator:
             base_parameters=self.base_rls.beta.copy() if base else None,
             base_parameters_std=self.base_rls.std if base else None,
             base_parameter_names=self.base.names if base else None, friction=self.friction(),
+            friction_std=self.friction(std=True),
             payload=None if last is None else physical_payload(last), payload_estimate=self.payload_parameters(),
             payload_std=self.wrench_rls.std[:10] if self.wrench_rls is not None else None,
             payload_frame=self.payload_frame, status=self.status(t))

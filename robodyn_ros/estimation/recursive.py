@@ -1,4 +1,5 @@
-"""Recursive least squares on the base parameters, for the estimator node and for bag replay.
+"""Recursive least squares: the estimator of :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator`
+(base parameters from joint torques, payload from the wrist wrench).
 
 Measurement model per sample: ``tau = Y_base(q, v, a) beta + e``, ``e ~ N(0, diag(σ²))`` (nv rows).
 Update (Ljung & Söderström 1983, RLS with exponential forgetting, vector measurement):
@@ -167,9 +168,10 @@ def replay(estimator, Y, TAU):
 
 
 class OnlineIdentifier:
-    """What the estimator node runs for each joint-state sample, and what a replay runs for a bag:
-    causal Butterworth filter (robodyn_ros.identification.signal_filters, the same filter on q, q̇ and tau) -> base
-    regressor -> :class:`RecursiveLeastSquares`.
+    """The base-parameter path alone, for a recorded series with a prior from a batch fit: causal
+    Butterworth filter (robodyn_ros.identification.signal_filters, the same filter on q, q̇ and tau) -> base
+    regressor -> :class:`RecursiveLeastSquares` (the estimator node's full logic, faults and payload included,
+    is :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator`).
 
     model, base: the model and its :class:`~robodyn_ros.identification.base_parameters.BaseParameters`;
     beta0, P0, noise_std and ``rls_options``: see :class:`RecursiveLeastSquares`; cutoff_hz, filter_order:

@@ -5,7 +5,11 @@
 - :mod:`.batch_regressor`: the joint-torque regressor vectorised over samples.
 - :mod:`.least_squares`: weighted least squares (tall-skinny QR accumulation), physically consistent fit
   (log-Cholesky pseudo-inertias, CasADi + IPOPT).
-- :mod:`.batch`: the offline pipeline from measured signals to an identified Model.
+- :mod:`.batch`: the offline pipeline from measured signals to an identified Model (in memory, or streamed
+  from a sample source in bounded memory).
+- :mod:`.chunked_filter`: the zero-phase low-pass window by window over a stream of samples.
+- :mod:`.validation`: held-out relative torque errors of identified and nominal models.
+- :mod:`.excitation`: the regressor condition number of a motion; exciting trajectories within URDF limits.
 - :mod:`.payload`: payload from a wrist F/T sensor or from joint torques; CUSUM change detector.
 - :mod:`.results`: YAML and URDF writers (atomic).
 """

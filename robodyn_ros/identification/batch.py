@@ -17,7 +17,8 @@ import numpy as np
 from ..model.errors import ModelError
 from .signal_filters import filter_joint_signals
 from .base_parameters import BaseParameters, compute_base_parameters, full_regressor, split_full_parameters
-from .least_squares import ConsistentFit, LeastSquaresFit, RegressorAccumulator, consistent_fit, weighted_least_squares
+from .least_squares import (INERTIA_MARGIN, ConsistentFit, LeastSquaresFit, RegressorAccumulator, consistent_fit,
+                            weighted_least_squares)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class IdentificationResult:
     coulomb_width: float
     samples_used: int
     samples: tuple = ()
+    accumulator: RegressorAccumulator | None = None
 
 
 def model_with_full_parameters(model, pi_full):
@@ -84,13 +86,53 @@ def accumulate(model, base, Q, V, A, TAU, chunk=8192, progress=None):
     return acc
 
 
+def accumulate_blocks(model, base, blocks, chunk=8192):
+    """:class:`RegressorAccumulator` of the base regressor over an iterator of filtered sample blocks
+    (:class:`~robodyn_ros.identification.chunked_filter.SampleBlock`), ``chunk`` rows at a time."""
+    acc = RegressorAccumulator(model.nv, base.count)
+    for block in blocks:
+        for s in range(0, len(block.t), chunk):
+            e = s + chunk
+            acc.add(base.regressor(model, block.q[s:e], block.v[s:e], block.a[s:e]), block.tau[s:e])
+    return acc
+
+
+def identify_samples(model, source, *, start=0, stop=None, cutoff_hz=5.0, coulomb_width=0.0, decimate=None,
+                     base=None, consistent=True, regularization=1.0, chunk=65536, progress=None,
+                     margin=INERTIA_MARGIN, statistics_progress=None):
+    """:func:`identify` over samples ``start .. stop - 1`` of a sample source (ArraySamples, a bag),
+    streamed: the filter runs window by window (:mod:`.chunked_filter`) and the regressor is accumulated
+    into the per-joint R factors, so memory does not grow with the number of samples. Returns
+    :class:`IdentificationResult` with its ``accumulator`` (``samples`` empty); equal to :func:`identify`
+    of the same samples to rounding, whatever ``chunk``. progress, statistics_progress: (done, total) of
+    the filter-and-regressor pass and of the first pass (time span, median step)."""
+    from .chunked_filter import chunked_filtered_samples, range_statistics
+    stop = source.count if stop is None else stop
+    stats = range_statistics(source, start, stop, statistics_progress)
+    duration = stats.t_last - stats.t_first
+    if duration <= 4.0 / cutoff_hz + 1e-9:
+        raise ModelError(f"{duration:.3g} s of data is too short for a {cutoff_hz} Hz filter (need more than "
+                         f"{4.0 / cutoff_hz:.3g} s: 2/cutoff is dropped at each end)")
+    base = base or compute_base_parameters(model, coulomb_width=coulomb_width)
+    blocks = chunked_filtered_samples(source, cutoff_hz, start=start, stop=stop, decimate=decimate, chunk=chunk,
+                                      progress=progress, statistics=stats)
+    acc = accumulate_blocks(model, base, blocks)
+    fit = weighted_least_squares(acc, names=base.names)
+    cfit = consistent_fit(model, base, fit, regularization=regularization, margin=margin) if consistent else None
+    identified = model_with_full_parameters(model, cfit.pi_full) if cfit is not None else model
+    return IdentificationResult(nominal=model, identified=identified, base=base, fit=fit, consistent=cfit,
+                                cutoff_hz=float(cutoff_hz), coulomb_width=float(coulomb_width),
+                                samples_used=acc.samples, accumulator=acc)
+
+
 def identify(model, t, q, v, tau, *, cutoff_hz=5.0, coulomb_width=0.0, decimate=None, base=None,
-             consistent=True, regularization=1.0, progress=None):
+             consistent=True, regularization=1.0, progress=None, margin=INERTIA_MARGIN):
     """Identify ``model``'s parameters from measured joint signals.
 
     t: (N,) s strictly increasing; q: (N, nq); v: (N, nv) or None (then differentiated from q);
     tau: (N, nv) measured joint torques; cutoff_hz: the low-pass of all signals; coulomb_width: smooth
-    sign width (rad/s, 0 = sign); progress(done, total) while the regressor is built.
+    sign width (rad/s, 0 = sign); progress(done, total) while the regressor is built; margin: ε of the
+    bodies' pseudo-inertia margin in the consistent fit (:mod:`.least_squares`).
     Returns :class:`IdentificationResult`. Raises ModelError (bad samples) or InsufficientExcitation.
     """
     check_samples(t, q, v, tau, model.joint_names)
@@ -104,7 +146,7 @@ def identify(model, t, q, v, tau, *, cutoff_hz=5.0, coulomb_width=0.0, decimate=
     T, Q, V, A, TAU = filtered_samples(t, q, v, tau, cutoff_hz, decimate)
     acc = accumulate(model, base, Q, V, A, TAU, progress=progress)
     fit = weighted_least_squares(acc, names=base.names)
-    cfit = consistent_fit(model, base, fit, regularization=regularization) if consistent else None
+    cfit = consistent_fit(model, base, fit, regularization=regularization, margin=margin) if consistent else None
     identified = model_with_full_parameters(model, cfit.pi_full) if cfit is not None else model
     return IdentificationResult(nominal=model, identified=identified, base=base, fit=fit, consistent=cfit,
                                 cutoff_hz=float(cutoff_hz), coulomb_width=float(coulomb_width),

@@ -143,7 +143,7 @@ def physical_payload(pi, min_mass=0.0):
         raise ValueError(f"payload parameters must be 10 finite numbers, got {pi!r}")
     if not pi[0] > max(float(min_mass), 0.0):
         return np.zeros(10)
-    if is_physical_payload(pi, tol=0.0):
+    if is_physical_payload(pi):
         return pi.copy()
     projected = project_body(pi, eps=0.0)
     return projected if projected[0] > 0 else np.zeros(10)

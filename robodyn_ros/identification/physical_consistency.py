@@ -94,3 +94,11 @@ def project_parameters(pi, eps=1e-8, length=0.1):
         Jk = (V[k] * np.maximum(lam[k], eps)) @ V[k].T
         out[10 * k:10 * k + 10] = params_from_pseudo_inertia(Jk / d[:, None] / d[None, :])
     return out, changed
+
+
+def pseudo_inertia_margin(pi_b, length=0.1):
+    """``λ_min(D J D) / tr(D J D)`` of body parameters ``pi_b`` (10,), ``D = diag(1/ℓ, 1/ℓ, 1/ℓ, 1)``:
+    the margin of :mod:`robodyn_ros.identification.least_squares` (0 on the boundary, negative outside)."""
+    d = _length_scaling(length)
+    J = d[:, None] * pseudo_inertia(pi_b) * d[None, :]
+    return float(np.linalg.eigvalsh(J)[0] / np.trace(J))

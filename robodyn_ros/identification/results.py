@@ -66,9 +66,16 @@ def result_document(result, robot=None, identifiability=None, extra=None):
                               "filter": "zero-phase Butterworth (robodyn_ros.identification.signal_filters), same on q, v, tau"},
     }
     if result.consistent is not None:
-        doc["physical_consistency"] = {"method": "log-Cholesky pseudo-inertia, IPOPT",
-                                       "solver_status": result.consistent.solver,
-                                       "chi2_increase": _f(result.consistent.chi2_increase)}
+        from .physical_consistency import pseudo_inertia_margin
+        c = result.consistent
+        doc["physical_consistency"] = {
+            "method": "log-Cholesky pseudo-inertia with a margin, IPOPT",
+            "margin": {"condition": "lambda_min(D J D) >= epsilon * trace(D J D), D = diag(1/l, 1/l, 1/l, 1)",
+                       "epsilon": _f(c.margin), "l": _f(c.length)},
+            "solver_status": c.solver, "chi2_increase": _f(c.chi2_increase),
+            "links": {name: {"margin": pseudo_inertia_margin(pi_b, c.length),
+                             "principal_moments": [_f(x) for x in np.linalg.eigvalsh(numpy_inertia_split(pi_b)[2])]}
+                      for name, pi_b in zip(model.body_names, model.inertias)}}
     if identifiability:
         doc["identifiability"] = dict(identifiability)
     if extra:

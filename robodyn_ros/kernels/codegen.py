@@ -29,6 +29,8 @@ import re
 
 import casadi as ca
 
+from .symbolic import flop_count
+
 # Bump when the generated code or the binding changes: it is part of the disk-cache key.
 GENERATOR_VERSION = "7"
 
@@ -341,6 +343,9 @@ ABA_DERIVATIVES_BODY = """\
     for (int c = 0; c < {n}; c++) out[2][c * {n} + c] = 1.0;
     rdk_ltdl_solve(H, {n}, out[2], {n});"""
 
+# the C bodies of the composite kernels (KernelSpec.composite), formatted with n = nv
+COMPOSITE_BODIES = {"aba_derivatives": ABA_DERIVATIVES_BODY}
+
 
 # Kernels with more instructions than this are emitted by :func:`chunked_sources` (straight-line code cut
 # into functions of at most CHUNK_INSTRUCTIONS instructions, at most TU_INSTRUCTIONS per translation unit)
@@ -555,8 +560,9 @@ def _evaluator(spec):
     """``static void rdk_<name>_eval(const double **in, double **out)``: the kernel on one sample, every
     output written densely in C order (structural zeros included). Scratch space on the C stack, so it
     is reentrant (the batch loops run without the GIL)."""
-    if spec.c_body is not None:
-        return f"static void rdk_{spec.name}_eval(const double **in, double **out)\n{{\n{spec.c_body}\n}}\n"
+    if spec.composite is not None:
+        body = COMPOSITE_BODIES[spec.composite].format(n=spec.outputs[0][0])
+        return f"static void rdk_{spec.name}_eval(const double **in, double **out)\n{{\n{body}\n}}\n"
     F, nin, nout = spec.function, len(spec.inputs), len(spec.outputs)
     lines = [f"static void rdk_{spec.name}_eval(const double **in, double **out)", "{",
              f"    double w[{max(F.sz_w(), 1)}]; casadi_int iw[{max(F.sz_iw(), 1)}];",
@@ -709,7 +715,6 @@ def _min_block_rows(spec):
     """Rows per thread below which a batch is not split further (composites: every row is large)."""
     if spec.function is None:
         return 1
-    from .symbolic import flop_count
     return max(1, -(-RDK_MIN_BLOCK_FLOPS // max(flop_count(spec.function), 1)))
 
 

@@ -49,7 +49,7 @@ class KernelSpec:
     function: ca.Function
     batch: bool            # whether a ``<name>_batch`` form over (N, n) arrays is generated
     scatter: tuple = ()    # per output: None when dense, else the C-order index of each nonzero CasADi writes
-    c_body: str = None     # a composite of other kernels written in C (then ``function`` is None)
+    composite: str = None  # a composite of other kernels written in C by codegen (then ``function`` is None)
 
 
 @dataclasses.dataclass
@@ -145,14 +145,13 @@ def _ad_reverse_rnea_derivatives(model, q, v, a):
 
 def _aba_derivatives_composite(model, inputs):
     """``aba_derivatives`` as C code calling the ABA and RNEA-derivative kernels and solving with the
-    sparse ``L^T D L`` factors of ``M`` (codegen.ABA_DERIVATIVES_BODY). Measured alternatives, as one SX
-    function: forward-mode AD of ABA 38 049 flops on Panda and 290 934 on Talos (44 DoF); ``M^-1`` (SX
+    sparse ``L^T D L`` factors of ``M`` (its C: codegen.COMPOSITE_BODIES["aba_derivatives"]). Measured
+    alternatives, as one SX function: forward-mode AD of ABA 38 049 flops on Panda and 290 934 on Talos (44 DoF); ``M^-1`` (SX
     L^T D L) times the reverse-mode RNEA derivatives 19 180 and 173 268, whose C took gcc minutes on Talos;
     the analytical module 8 172 against 5 109 on UR5."""
-    from .codegen import ABA_DERIVATIVES_BODY
     n = model.nv
     return KernelSpec("aba_derivatives", tuple((name, x.numel()) for name, x in inputs), ((n, n),) * 3, None, True,
-                      (None, None, None), ABA_DERIVATIVES_BODY.format(n=n))
+                      (None, None, None), composite="aba_derivatives")
 
 
 def ltdl_flops(model):

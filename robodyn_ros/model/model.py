@@ -15,6 +15,8 @@ import numpy as np
 
 from .errors import ModelError
 from .joints import Joint
+from .robot_names import resolve_urdf
+from .urdf_loader import urdf_model_description
 
 
 @dataclass(frozen=True)
@@ -97,11 +99,13 @@ class Model:
         in ``notes``, with a :class:`~robodyn_ros.model.errors.NonPhysicalInertiaWarning`; ``strict=True``
         refuses them. Raises :class:`ModelError` naming the file, link or joint at fault.
         """
-        from .urdf_loader import model_from_urdf
-        from .robot_names import resolve_urdf
-        return model_from_urdf(cls, resolve_urdf(source), floating_base=floating_base, gravity=gravity,
-                               armature=armature, mesh_density=mesh_density, locked_joints=locked_joints,
-                               strict=strict)
+        description = urdf_model_description(resolve_urdf(source), floating_base=floating_base,
+                                             mesh_density=mesh_density, locked_joints=locked_joints, strict=strict)
+        description["frames"] = {name: Frame(name, *f) for name, f in description["frames"].items()}
+        model = cls(gravity=np.asarray(gravity, dtype=float), **description)
+        if armature is not None:
+            model = model.with_armature(armature)
+        return model.with_gravity(gravity)
 
     @property
     def nbodies(self):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import warnings
 from contextlib import contextmanager
-from dataclasses import replace
 
 import numpy as np
 
@@ -17,7 +16,6 @@ from . import spatial
 from .backend import NUMPY
 from .errors import ModelError, NonPhysicalInertiaWarning
 from .joints import FreeFlyerJoint, PrismaticJoint, RevoluteJoint
-from .model import Frame
 
 _MOVABLE = ("revolute", "continuous", "prismatic")
 
@@ -233,9 +231,11 @@ def _check_tree(robot, origin):
     return roots[0], children
 
 
-def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.81), armature=None,
-                    mesh_density=None, locked_joints=None, strict=False):
-    """Build the model (see :meth:`Model.from_urdf`)."""
+def urdf_model_description(source, *, floating_base=False, mesh_density=None, locked_joints=None, strict=False):
+    """The fields of the model a URDF describes (see :meth:`Model.from_urdf`, which builds it): a dict of the
+    :class:`~robodyn_ros.model.model.Model` constructor's arguments except ``gravity``, with ``frames`` as
+    ``{link: (body, R (3, 3), p (3,))}``. ModelError naming the link or joint at fault; non-physical
+    inertias and massless moving subtrees noted (and warned once), refused with ``strict``."""
     xml, origin = read_urdf_source(source)
     robot, notes = parse_urdf(xml, origin, keep_collisions=mesh_density is not None)
     root, children = _check_tree(robot, origin)
@@ -273,7 +273,7 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
     stack = [(root, base_body, np.eye(3), np.zeros(3))]
     while stack:
         link_name, body, R, p = stack.pop()
-        frames[link_name] = Frame(link_name, body, R, p)
+        frames[link_name] = (body, R, p)
         add_link_inertia(link_name, body, R, p)
         pending = []
         for j in children[link_name]:
@@ -311,47 +311,50 @@ def model_from_urdf(cls, source, *, floating_base=False, gravity=(0.0, 0.0, -9.8
             pending.append((j.child, len(joints) - 1, np.eye(3), np.zeros(3)))
         stack.extend(reversed(pending))
 
-    model = cls(name=robot.name or "robot", joint_names=tuple(joint_names), body_names=tuple(body_names),
+    description = dict(name=robot.name or "robot", joint_names=tuple(joint_names), body_names=tuple(body_names),
                 joints=tuple(joints), parents=tuple(parents), placements=tuple(placements),
                 inertias=np.array(inertias).reshape(-1, 10), armature=np.zeros(len(viscous)),
                 viscous=np.array(viscous), coulomb=np.array(coulomb), friction_offset=np.zeros(len(viscous)),
                 lower=np.array(lower), upper=np.array(upper), velocity_limit=np.array(vel),
-                effort_limit=np.array(eff), gravity=np.asarray(gravity, dtype=float), frames=frames,
+                effort_limit=np.array(eff), frames=frames,
                 merged_links=tuple(tuple(m) for m in merged), root_link=root, urdf_xml=xml,
                 floating_base=floating_base, notes=tuple(notes))
-    if model.nbodies == 0:
+    if not joints:
         notes.append(f"{origin}: the robot has no movable joint: nq = nv = 0 (floating_base=True adds a free "
                      f"flyer)")
-    massless = massless_subtrees(model)
+    massless = _massless_bodies(description["inertias"], parents)
     if massless and strict:
         i = massless[0]
-        raise ModelError(f"{origin}: link '{model.body_names[i]}' moved by joint '{model.joint_names[i]}' carries "
+        raise ModelError(f"{origin}: link '{body_names[i]}' moved by joint '{joint_names[i]}' carries "
                          f"no inertia in its subtree: the mass matrix is singular")
     for i in massless:
-        notes.append(f"{origin}: link '{model.body_names[i]}' moved by joint '{model.joint_names[i]}' carries no "
+        notes.append(f"{origin}: link '{body_names[i]}' moved by joint '{joint_names[i]}' carries no "
                      f"inertia in its subtree: the mass matrix is singular and aba refuses the model unless "
                      f"the joint has armature")
     if defects or massless:
         what = ([f"non-physical inertia of link(s) {', '.join(repr(d) for d in defects)}"] if defects else []) + \
-               ([f"no inertia moved by joint(s) {', '.join(repr(model.joint_names[i]) for i in massless)}"]
+               ([f"no inertia moved by joint(s) {', '.join(repr(joint_names[i]) for i in massless)}"]
                 if massless else [])
         warnings.warn(f"{origin}: loaded with {'; '.join(what)} (see model.notes; strict=True refuses it)",
                       NonPhysicalInertiaWarning, stacklevel=3)
-    model = replace(model, notes=tuple(notes))
-    if armature is not None:
-        model = model.with_armature(armature)
-    return model.with_gravity(gravity)
+    description["notes"] = tuple(notes)
+    return description
 
 
 def massless_subtrees(model):
-    """Bodies whose subtree (the body and its descendants) has zero inertial parameters: their joint's
-    articulated inertia ``D = S^T I^A S`` is zero, so ``M`` is singular without armature."""
-    empty = [not np.any(model.inertias[i]) for i in range(model.nbodies)]
-    for i in reversed(range(model.nbodies)):
-        lam = model.parents[i]
+    """Bodies of ``model`` whose subtree (the body and its descendants) has zero inertial parameters: their
+    joint's articulated inertia ``D = S^T I^A S`` is zero, so ``M`` is singular without armature."""
+    return _massless_bodies(model.inertias, model.parents)
+
+
+def _massless_bodies(inertias, parents):
+    """Indices of the bodies whose subtree has zero inertial parameters ``inertias`` (nbodies, 10)."""
+    empty = [not np.any(inertias[i]) for i in range(len(parents))]
+    for i in reversed(range(len(parents))):
+        lam = parents[i]
         if lam >= 0 and not empty[i]:
             empty[lam] = False
-    return [i for i in range(model.nbodies) if empty[i]]
+    return [i for i in range(len(parents)) if empty[i]]
 
 
 def _locked_values(locked_joints, movable, origin):

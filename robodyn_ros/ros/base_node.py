@@ -17,6 +17,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
 from .messages import MessageRejected, joint_state_to_arrays
+from .entities import destroy_rclpy_entity, take_pending
 from .node_parameters import SCHEMAS, load_robot
 from .parameters import declare_parameters, install_live_update, read_config, validate
 
@@ -158,34 +159,15 @@ class RobodynNode(LifecycleNode):
     def destroy_entity(self, entity):
         if entity in self._entities:
             self._entities.remove(entity)
-            self._destroy(entity)
+            destroy_rclpy_entity(self, entity)
 
-    @staticmethod
-    def take_pending(subscription, limit):
-        """The messages waiting in ``subscription``'s queue (oldest first, at most ``limit``), taken now.
-
-        For a node slower than its input: rclpy's EventsExecutor queues one event per arriving message
-        without bound (measured: ~230 kB/s of native memory at 2 kHz input with a 5-ms callback; flat with
-        SingleThreadedExecutor, whose backlog is the subscription's keep-last depth). A callback that takes
-        the messages already waiting leaves those events nothing to take, and the executor discards them
-        without calling Python, so the backlog stays within the QoS depth."""
-        taken = []
-        with subscription.handle:
-            while len(taken) < limit:
-                got = subscription.handle.take_message(subscription.msg_type, subscription.raw)
-                if got is None:
-                    break
-                taken.append(got[0])
-        return taken
+    take_pending = staticmethod(take_pending)
 
     def reject(self, kind, error):
         """Count a dropped message and warn about it at most every WARN_PERIOD seconds per kind."""
         self.rejected[kind] = self.rejected.get(kind, 0) + 1
-        now = time.monotonic()
-        if now - self._last_warning.get(kind, -1e9) >= WARN_PERIOD:
-            self._last_warning[kind] = now
-            reason = error.reason if isinstance(error, MessageRejected) else str(error)
-            self.get_logger().warning(f"dropped {kind} message ({self.rejected[kind]} so far): {reason}")
+        reason = error.reason if isinstance(error, MessageRejected) else str(error)
+        self.warn_throttled(kind, f"dropped {kind} message ({self.rejected[kind]} so far): {reason}")
 
     def joint_state_with_velocity(self, msg, cache, user):
         """``(t, q, v)`` of a JointState mapped by name to the model's joints, or None after rejecting it
@@ -205,31 +187,13 @@ class RobodynNode(LifecycleNode):
             self._last_warning[kind] = now
             self.get_logger().warning(text)
 
-    def _destroy(self, entity):
-        from rclpy.publisher import Publisher
-        from rclpy.service import Service
-        from rclpy.subscription import Subscription
-        from rclpy.timer import Timer
-        if isinstance(entity, Timer):
-            entity.cancel()
-            self.destroy_timer(entity)
-        elif isinstance(entity, Subscription):
-            if getattr(entity, "robodyn_polled", False):
-                self._input_node.destroy_subscription(entity)
-            else:
-                self.destroy_subscription(entity)
-        elif isinstance(entity, Publisher):
-            self.destroy_publisher(entity)
-        elif isinstance(entity, Service):
-            self.destroy_service(entity)
-
     def destroy_node(self):
         self._destroy_input_node()
         return super().destroy_node()
 
     def _destroy_entities(self):
         for entity in reversed(self._entities):
-            self._destroy(entity)
+            destroy_rclpy_entity(self, entity)
         self._entities.clear()
         self._destroy_input_node()
 

@@ -48,6 +48,7 @@ class Bringup:
         self.executor = make_executor(executor, context)
         self.nodes = {}
         self.parameters = {}
+        self._plain = []
         overrides = overrides or {}
         try:
             for entry in entries:
@@ -86,7 +87,20 @@ class Bringup:
     def add_node(self, node):
         self.executor.add_node(node)
 
+    def plain_node(self, name):
+        """A plain rclpy node ``name`` in this context, spun by this executor (e.g. a recorder's
+        subscriptions); destroyed by :meth:`close`."""
+        from rclpy.node import Node
+        node = Node(name, context=self.context)
+        self.executor.add_node(node)
+        self._plain.append(node)
+        return node
+
     def close(self):
+        for node in self._plain[::-1]:
+            self.executor.remove_node(node)
+            node.destroy_node()
+        self._plain.clear()
         for node in list(self.nodes.values())[::-1]:
             try:
                 if getattr(node, "active", False):

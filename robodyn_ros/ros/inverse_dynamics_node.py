@@ -94,7 +94,7 @@ class InverseDynamicsNode(RobodynNode):
         # this thread's CPU time over the same span: a wall latency far above it was preemption
         self.latency.add(time.perf_counter_ns() - start, time.thread_time_ns() - cpu_start)
         error = np.empty(len(q) + 1)
-        error[0], error[1:] = t, self.robot.to_command(q - result[1])
+        error[0], error[1:] = t, self.robot.to_command(result[1])
         self._error_msg.data = array("d", error.tobytes())
         self.error_pub.publish(self._error_msg)
 

@@ -3,11 +3,13 @@
 Every launch file is ``launch_description(<name>)``: its lifecycle nodes come from
 :data:`robodyn_ros.ros.launch_description_data.LAUNCHES` (the table the in-process bringup of pip users
 reads too) with ``config/<robot>.yaml``; a launch listed in ``RECORDED_TOPICS`` also runs
-``ros2 bag record`` of those topics into the folder of its ``bag`` argument. ``launch``/``launch_ros`` are
+``robodyn record`` of those topics into the folder of its ``bag`` argument, and its ``trajectory`` argument
+(a CSV of ``robodyn excite``) makes the inverse_dynamics node follow that file. ``launch``/``launch_ros`` are
 imported when a description is built, so this module imports anywhere (test stand-ins included).
 """
-from robodyn_ros.ros.launch_description_data import (PACKAGE, RECORDED_TOPICS, config_file, launch_nodes,
-                                                     launch_parameters)
+from robodyn_ros.ros.launch_description_data import (PACKAGE, RECORD_COMMAND, RECORDED_TOPICS, TRAJECTORY_NODE,
+                                                     config_file, launch_nodes, launch_parameters,
+                                                     trajectory_overrides)
 
 
 def _truthy(text):
@@ -24,13 +26,16 @@ def launch_setup(context, launch):
     robot = LaunchConfiguration("robot").perform(context)
     use_sim_time = _truthy(LaunchConfiguration("use_sim_time").perform(context))
     params_file = config_file(robot)
+    trajectory = LaunchConfiguration("trajectory").perform(context) if launch in RECORDED_TOPICS else ""
+    extra = {TRAJECTORY_NODE: trajectory_overrides(trajectory)}
     actions = [LifecycleNode(package=PACKAGE, executable=entry.executable, name=entry.name, namespace="",
-                             output="screen", parameters=[params_file, launch_parameters(entry, use_sim_time)])
+                             output="screen", parameters=[params_file, {**launch_parameters(entry, use_sim_time),
+                                                                        **extra.get(entry.name, {})}])
                for entry in launch_nodes(launch)]
     if launch in RECORDED_TOPICS:
         bag = LaunchConfiguration("bag").perform(context)
-        actions.append(ExecuteProcess(cmd=["ros2", "bag", "record", "-o", bag, *RECORDED_TOPICS[launch]],
-                                      output="screen"))
+        actions.append(ExecuteProcess(cmd=[*RECORD_COMMAND, bag, "--storage", "mcap", "--topics",
+                                           *RECORDED_TOPICS[launch]], output="screen"))
     return actions
 
 
@@ -44,5 +49,7 @@ def launch_description(launch):
                  DeclareLaunchArgument("use_sim_time", default_value="false")]
     if launch in RECORDED_TOPICS:
         arguments.append(DeclareLaunchArgument("bag", default_value=f"{launch}_bag",
-                                               description="output folder of ros2 bag record"))
+                                               description="output folder of robodyn record"))
+        arguments.append(DeclareLaunchArgument("trajectory", default_value="",
+                                               description="CSV of robodyn excite for inverse_dynamics to follow"))
     return LaunchDescription(arguments + [OpaqueFunction(function=lambda context: launch_setup(context, launch))])

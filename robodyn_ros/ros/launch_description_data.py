@@ -27,8 +27,9 @@ class NodeEntry:
     overrides: dict = field(default_factory=dict)
 
 
-# Launch -> nodes. The recorder of the identification launch is not a robodyn node: ``ros2 bag record``
-# in the launch file, :class:`robodyn_ros.ros.bringup.BagRecorder` in process (RECORDED_TOPICS).
+# Launch -> nodes. The recorder of the identification launch is not a robodyn node: ``robodyn record``
+# (RECORD_COMMAND, rosbags; works without the ros2 CLI) in the launch file,
+# :class:`robodyn_ros.ros.bringup.BagRecorder` in process (RECORDED_TOPICS).
 LAUNCHES = {
     "simulation": (
         NodeEntry("simulator", "simulator", "simulator"),
@@ -50,6 +51,18 @@ LAUNCHES = {
 }
 
 RECORDED_TOPICS = {"identification": ("/joint_states", "/force_torque_sensor_broadcaster/wrench")}
+RECORD_COMMAND = ("robodyn", "record")
+"""The recorder a launch with RECORDED_TOPICS runs: ``robodyn record BAG --storage mcap --topics ...``."""
+
+# A launch's ``trajectory:=FILE`` argument (the CSV of ``robodyn excite``) becomes these overrides of its
+# inverse_dynamics node: follow the file (robodyn_ros.control.trajectory_file.TrajectoryFileReference,
+# looping) instead of the built-in generator. Empty: the generator of the table's overrides.
+TRAJECTORY_NODE = "inverse_dynamics"
+
+
+def trajectory_overrides(path):
+    """Parameters of the inverse_dynamics node that make it follow trajectory file ``path`` (empty: none)."""
+    return {"reference": "file", "trajectory_file": str(path)} if path else {}
 
 
 def config_dirs():

@@ -52,3 +52,9 @@ DIAGNOSTICS_QOS = _profile(ReliabilityPolicy.RELIABLE, 10)
 # Once-per-configuration facts (model fingerprint, joint order, parameter labels): latched, so a node
 # started later receives the last one, like /robot_description.
 LATCHED_QOS = _profile(ReliabilityPolicy.RELIABLE, 1, DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def with_depth(profile, depth):
+    """``profile`` with a keep-last queue of ``depth`` messages."""
+    return QoSProfile(history=profile.history, depth=depth, reliability=profile.reliability,
+                      durability=profile.durability, liveliness=profile.liveliness)

@@ -105,6 +105,18 @@ def make_executor(kind, context):
     raise ValueError(f"executor kind {kind!r} is not 'single' or 'events'")
 
 
+def init_context(domain_id):
+    """A new ``rclpy.Context`` initialised in ``domain_id`` (the caller shuts it down)."""
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    return context
+
+
+def plain_node(name, context):
+    """A plain rclpy node ``name`` in ``context`` (a test's or a benchmark's talker or listener)."""
+    return rclpy.create_node(name, context=context)
+
+
 @contextmanager
 def ros_context():
     """An initialised private ``rclpy.Context`` in an isolated domain; always shut down. Yields it."""

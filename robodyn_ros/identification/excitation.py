@@ -1,0 +1,75 @@
+"""How well a motion excites a robot's base parameters, and an exciting trajectory optimised for it within
+the robot's URDF limits (Swevers et al. 1997; Gautier & Khalil 1992).
+
+Excitation measure: the condition number of the base regressor stacked over the samples of the motion,
+
+    κ = σ_max / σ_min  of  W = [Y_base(q_1, v_1, a_1); ...; Y_base(q_N, v_N, a_N)]   (N nv, r)
+
+with the columns in SI units (rigid-body base parameters, then armature, viscous, Coulomb with
+``tanh(v / width)`` and offset per joint), exactly the number ``robodyn identify`` reports as the fit's
+"condition number" (there on the filtered measured samples). Stacking the samples more densely scales
+every singular value by the same factor, so κ does not depend on the sampling rate; a small κ means the
+least squares determine every base parameter with similar relative accuracy from noisy torques.
+
+:func:`design_for_model` minimises log κ over the coefficients of a finite Fourier series
+(:func:`robodyn_ros.identification.exciting_trajectory.design_exciting_trajectory`) subject to the
+URDF's position limits, velocity limits and effort limits (the nominal model's inverse dynamics, friction
+included), each shrunk by a margin, starting and ending at rest.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.errors import ModelError
+from .base_parameters import compute_base_parameters
+from .exciting_trajectory import design_exciting_trajectory
+
+
+def regressor_condition_number(model, base, Q, V, A, chunk=8192):
+    """κ (module docstring) of the base regressor of ``base`` stacked over Q (N, nq), V, A (N, nv)."""
+    from .least_squares import RegressorAccumulator
+    acc = RegressorAccumulator(model.nv, base.count)
+    for s in range(0, len(Q), chunk):
+        e = s + chunk
+        acc.add(base.regressor(model, Q[s:e], V[s:e], A[s:e]), np.zeros((len(Q[s:e]), model.nv)))
+    R = acc.weighted_factor(np.ones(model.nv))[:base.count, :base.count]
+    return float(np.linalg.cond(R))
+
+
+def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width=0.05, seed=0,
+                     a_max=None, grid_points=None, max_iterations=100, base=None, q_start=None):
+    """The Fourier trajectory of period ``period`` (s) with ``harmonics`` harmonics minimising κ of
+    ``model``'s base regressor (module docstring) within the URDF limits with ``margin`` (positions
+    within ``[lower + margin range, upper - margin range]``, ``|v| <= (1 - margin) v_max``,
+    ``|tau| <= (1 - margin) effort``), at rest at t = 0 and t = period. a_max: optional (nv,)
+    acceleration limits; q_start: (nv,) configuration to start and end at (default: free). Returns
+    ``(trajectory, κ)``. Raises ModelError when a limit is missing or q_start lies outside the margin."""
+    nv = model.nv
+    if model.nq != nv:
+        raise ModelError("exciting trajectories need one coordinate per joint (no floating base or spherical joints)")
+    bad = [n for n, lo, hi in zip(model.joint_names, model.lower, model.upper) if not (np.isfinite(lo) and np.isfinite(hi))]
+    if bad:
+        raise ModelError(f"joint(s) {bad} have no position limits in the URDF; give them limits or lock them")
+    for label, limit in (("velocity", model.velocity_limit), ("effort", model.effort_limit)):
+        bad = [n for n, x in zip(model.joint_names, limit) if not (np.isfinite(x) and x > 0)]
+        if bad:
+            raise ModelError(f"joint(s) {bad} have no {label} limit in the URDF (<limit {label}=...>)")
+    base = base or compute_base_parameters(model, coulomb_width=coulomb_width)
+    grid = np.linspace(0.0, period, grid_points or 40 * harmonics, endpoint=False)
+    from .batch import predict_torques
+
+    def cost(trajectory):
+        q, v, a = trajectory.evaluate(grid)
+        W = base.regressor(model, q, v, a).reshape(-1, base.count)
+        s = np.linalg.svd(W, compute_uv=False)
+        return float(np.log(s[0] / max(s[-1], 1e-300)))
+
+    def torques(q, v, a):
+        return predict_torques(model, q, v, a, coulomb_width)
+
+    trajectory = design_exciting_trajectory(
+        nv, model.lower, model.upper, model.velocity_limit, a_max=a_max, period=period, harmonics=harmonics,
+        cost=cost, seed=seed, tau_check=torques, tau_max=model.effort_limit, margin=margin, start_at_rest=True,
+        grid_points=len(grid), max_iterations=max_iterations, q_start=q_start)
+    t, q, v, a = trajectory.sample(0.001)
+    return trajectory, regressor_condition_number(model, base, q, v, a)

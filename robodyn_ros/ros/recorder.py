@@ -1,0 +1,191 @@
+"""Recording live ROS 2 topics into a rosbag2 bag with `rosbags` (for users without ``ros2 bag``).
+
+:class:`TopicRecorder` subscribes to the named topics on a node, each with the type the ROS graph
+reports for it (topics that have no publisher yet are subscribed as soon as one appears, see
+:meth:`TopicRecorder.discover`), receives the messages serialized (raw CDR, never decoded) and writes
+them with the node clock's time as the bag timestamp (so ``use_sim_time`` recordings carry sim time).
+
+QoS: reliable when every publisher of the topic offers reliable delivery (nothing is dropped between
+publisher and bag), else best effort (which connects to any publisher); volatile; a deep queue.
+
+Nothing partial is left behind: the bag is written into a hidden temporary folder next to the target and
+renamed to the target only by :meth:`TopicRecorder.finish`; :meth:`TopicRecorder.abort` (or any
+failure) deletes it.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+import tempfile
+import time
+
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from ..model.errors import ModelError
+
+STORAGES = ("mcap", "sqlite3")
+
+
+def message_class(type_name):
+    """The Python class of a ROS type name ``pkg/msg/Type``; ModelError when its package is not installed."""
+    package, kind, name = (type_name.split("/") + ["", ""])[:3]
+    try:
+        return getattr(importlib.import_module(f"{package}.{kind}"), name)
+    except (ImportError, AttributeError):
+        raise ModelError(f"message type {type_name} is not installed (no Python package {package})") from None
+
+
+class TopicRecorder:
+    """Record ``topics`` seen by ``node`` into a new bag at ``path`` (module docstring).
+
+    storage: "mcap" or "sqlite3". ``counts``: messages written per topic. Call :meth:`discover` until every
+    topic is subscribed (the command does it while spinning), then :meth:`finish` or :meth:`abort`.
+    """
+
+    def __init__(self, node, path, topics, storage="mcap", depth=1000):
+        from rosbags.rosbag2 import Writer
+        from rosbags.rosbag2.enums import StoragePlugin
+
+        if storage not in STORAGES:
+            raise ModelError(f"storage {storage!r} unknown; use one of {', '.join(STORAGES)}")
+        if not topics:
+            raise ModelError("no topics to record")
+        bad = [t for t in topics if not t.startswith("/")]
+        if bad:
+            raise ModelError(f"topic names must be absolute: {bad}")
+        self.path = os.path.abspath(path)
+        if os.path.exists(self.path):
+            raise ModelError(f"{path} exists already; bags are never overwritten")
+        parent = os.path.dirname(self.path)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            raise ModelError(f"{path}: directory {parent} does not exist or is not writable")
+        self.node, self.depth = node, int(depth)
+        self.topics = list(dict.fromkeys(topics))
+        self.counts = {t: 0 for t in self.topics}
+        self.types = {}
+        self._staging = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.", suffix=".partial", dir=parent)
+        self._writer = Writer(os.path.join(self._staging, "bag"), version=9,
+                              storage_plugin={"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage])
+        self._writer.open()
+        self._subscriptions = []
+        from ..bags.bag_io import _typestore
+        self._typestore = _typestore()
+
+    @property
+    def pending(self):
+        """Topics not subscribed yet (no publisher seen)."""
+        return [t for t in self.topics if t not in self.types]
+
+    def _qos(self, topic):
+        infos = self.node.get_publishers_info_by_topic(topic)
+        reliable = bool(infos) and all(i.qos_profile.reliability == ReliabilityPolicy.RELIABLE for i in infos)
+        return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=self.depth, durability=DurabilityPolicy.VOLATILE,
+                          reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT)
+
+    def discover(self):
+        """Subscribe to every pending topic that has a publisher in the graph now; returns the pending
+        topics left. ModelError when a topic has several types or a type rosbags cannot describe."""
+        graph = dict(self.node.get_topic_names_and_types())
+        for topic in self.pending:
+            if topic not in graph or not self.node.get_publishers_info_by_topic(topic):
+                continue
+            kinds = graph[topic]
+            if len(kinds) != 1:
+                raise ModelError(f"topic {topic} is published with several types: {kinds}")
+            type_name = kinds[0]
+            cls = message_class(type_name)
+            try:
+                connection = self._writer.add_connection(topic, type_name, typestore=self._typestore)
+            except Exception as exc:   # rosbags knows only the standard message definitions
+                raise ModelError(f"topic {topic}: rosbags has no definition of {type_name} ({exc})") from None
+            self._subscriptions.append(self.node.create_subscription(
+                cls, topic, self._writer_for(topic, connection), self._qos(topic), raw=True))
+            self.types[topic] = type_name
+        return self.pending
+
+    def _writer_for(self, topic, connection):
+        clock = self.node.get_clock()
+
+        def write(raw):
+            if self._writer is not None:
+                self._writer.write(connection, clock.now().nanoseconds, raw)
+                self.counts[topic] += 1
+        return write
+
+    def _stop(self):
+        for sub in self._subscriptions:
+            self.node.destroy_subscription(sub)
+        self._subscriptions = []
+
+    def finish(self):
+        """Close the bag and move it to ``path``; returns the path. ModelError (and nothing written) when
+        no message was recorded."""
+        self._stop()
+        if not any(self.counts.values()):
+            self.abort()
+            raise ModelError(f"no message received on {', '.join(self.topics)}; nothing was recorded")
+        try:
+            self._writer.close()
+            self._writer = None
+            os.replace(os.path.join(self._staging, "bag"), self.path)
+        except BaseException:
+            self.abort()
+            raise
+        shutil.rmtree(self._staging, ignore_errors=True)
+        return self.path
+
+    def abort(self):
+        """Stop and delete everything recorded; the target path is not created."""
+        self._stop()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the staging folder goes anyway
+                pass
+        shutil.rmtree(self._staging, ignore_errors=True)
+
+
+def record_topics(bag, topics, *, storage="mcap", duration=None, use_sim_time=False, stop=lambda: False,
+                  progress=None):
+    """Record ``topics`` into the bag directory ``bag`` until ``stop()`` is true or ``duration`` seconds pass
+    (in a context of its own); returns ``(path, {topic: message count})``. On any failure nothing is left at
+    ``bag``. ``progress(recorder, elapsed)`` is called about once a second."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from rclpy.signals import SignalHandlerOptions
+
+    context = rclpy.Context()
+    rclpy.init(context=context, signal_handler_options=SignalHandlerOptions.NO)
+    node = recorder = None
+    try:
+        node = rclpy.create_node("robodyn_record", context=context,
+                                 parameter_overrides=[Parameter("use_sim_time", value=bool(use_sim_time))])
+        recorder = TopicRecorder(node, bag, topics, storage=storage)
+        from rclpy.executors import SingleThreadedExecutor
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        start = last_report = time.monotonic()
+        while not stop():
+            now = time.monotonic()
+            if duration is not None and now - start >= duration:
+                break
+            if recorder.pending:
+                recorder.discover()
+            executor.spin_once(timeout_sec=0.05)
+            if progress is not None and now - last_report >= 1.0:
+                progress(recorder, now - start)
+                last_report = now
+        executor.spin_once(timeout_sec=0.0)
+        executor.remove_node(node)
+        path = recorder.finish()
+        return path, dict(recorder.counts)
+    except BaseException:
+        if recorder is not None:
+            recorder.abort()
+        raise
+    finally:
+        if node is not None:
+            node.destroy_node()
+        context.try_shutdown()

@@ -1,0 +1,119 @@
+"""The trajectory-file reference (the CSV `robodyn excite` writes, followed by cubic spline): against the
+analytic Fourier trajectory it was sampled from, periodic looping, clamped ends, columns by name, and
+one-line errors for bad files."""
+import numpy as np
+import pytest
+
+from robodyn_ros.cli.excite import trajectory_csv
+from robodyn_ros.control.trajectory_file import TrajectoryFileReference
+from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
+from robodyn_ros.model.errors import ModelError
+from robodyn_ros.model.model import Model
+from robodyn_ros.robots import bundled_robot_info
+
+NAMES = ["j1", "j2", "j3"]
+
+
+def _fourier(seed=3):
+    rng = np.random.default_rng(seed)
+    a, b = rng.normal(size=(3, 4)) * 0.3, rng.normal(size=(3, 4)) * 0.3
+    a[:, 0] -= a.sum(axis=1)            # at rest at t = 0 like an excite file: v(0) = sum_k a_k = 0
+    return FourierTrajectory(q0=rng.normal(size=3), a=a, b=b, period=4.0)
+
+
+def _write(path, traj, names=NAMES, dt=1e-3):
+    t = np.arange(int(round(traj.period / dt)) + 1) * dt
+    path.write_text(trajectory_csv(names, t, traj.evaluate(t)[0]))
+    return path
+
+
+def test_spline_reproduces_the_sampled_trajectory_and_its_derivatives(tmp_path):
+    traj = _fourier()
+    ref = TrajectoryFileReference(_write(tmp_path / "t.csv", traj), NAMES)
+    assert ref.periodic and ref.duration == pytest.approx(4.0)
+    for t in np.random.default_rng(0).uniform(0.0, 4.0, 50):
+        q, v, a = ref.evaluate(t)
+        q_true, v_true, a_true = traj.evaluate(t)
+        np.testing.assert_allclose(q, q_true, atol=1e-8)   # the CSV keeps every digit
+        np.testing.assert_allclose(v, v_true, atol=1e-5)
+        np.testing.assert_allclose(a, a_true, atol=1e-4 * max(1.0, np.abs(a_true).max()))
+
+
+def test_loop_hold_and_start_time(tmp_path):
+    traj = _fourier()
+    path = _write(tmp_path / "t.csv", traj)
+    looped = TrajectoryFileReference(path, NAMES, t_start=2.0, loop=True)
+    once = TrajectoryFileReference(path, NAMES, t_start=2.0)
+    for t in (2.3, 3.7, 5.1):
+        for x, y in zip(looped.evaluate(t + 3 * 4.0), once.evaluate(t)):
+            np.testing.assert_allclose(x, y, atol=1e-9)
+    q, v, a = once.evaluate(100.0)                      # after the end: at rest at the last row
+    np.testing.assert_allclose(q, traj.evaluate(4.0)[0], atol=1e-8)
+    assert not v.any() and not a.any()
+    q, v, a = once.evaluate(0.0)                        # before t_start: the first row
+    np.testing.assert_allclose(q, traj.evaluate(0.0)[0], atol=1e-8)
+
+
+def test_columns_by_name_and_clamped_ends(tmp_path):
+    t = np.linspace(0.0, 1.0, 11)
+    q = np.stack([t ** 2, 1 - t, np.sin(t)], axis=1)
+    csv = trajectory_csv(["j3", "extra", "j1"], t, np.column_stack([q[:, 2], q[:, 1], q[:, 0]]))
+    (tmp_path / "t.csv").write_text(csv)
+    ref = TrajectoryFileReference(tmp_path / "t.csv", ["j1", "j3"])
+    assert not ref.periodic
+    q_d, v_d, _ = ref.evaluate(0.5)
+    np.testing.assert_allclose(q_d, [0.25, np.sin(0.5)], atol=2e-3)
+    np.testing.assert_allclose(ref.evaluate(0.0)[1], 0.0, atol=1e-12)   # clamped: rest at both ends
+    np.testing.assert_allclose(ref.evaluate(1.0)[1], 0.0, atol=1e-12)
+    with pytest.raises(ModelError, match="loop needs a periodic file"):
+        TrajectoryFileReference(tmp_path / "t.csv", ["j1"], loop=True)
+
+
+@pytest.mark.parametrize("case", ["header", "nan", "order", "joint", "limits", "missing", "short"])
+def test_bad_files_give_one_line_naming_the_fault(tmp_path, case):
+    path = tmp_path / "t.csv"
+    text = "time,j1,j2,j3\n0,0,0,0\n0.001,0.1,0,0\n0.002,0.2,0,0\n"
+    names, model, expected = NAMES, None, ""
+    if case == "header":
+        text, expected = text.replace("time", "t", 1), "header"
+    elif case == "nan":
+        text, expected = text.replace("0.1,0,0", "0.1,nan,0"), "line 3: column 'j2'"
+    elif case == "order":
+        text, expected = text.replace("0.002,", "0.001,"), "line 4"
+    elif case == "joint":
+        names, expected = ["j1", "j9"], "j9"
+    elif case == "short":
+        text, expected = "time,j1\n0,1\n", "at least 2"
+    elif case == "missing":
+        path, expected = tmp_path / "none.csv", "none.csv"
+    elif case == "limits":
+        info = bundled_robot_info("panda")
+        model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
+        names = list(model.joint_names)
+        home = [str(x) for x in info["home"]]
+        text = "time," + ",".join(names) + "\n0," + ",".join(home) + "\n1," + ",".join(home[:6] + ["5"]) + "\n"
+        expected = "panda_joint7 at t = 1 s"
+    if case != "missing":
+        path.write_text(text)
+    with pytest.raises(ModelError) as info:
+        TrajectoryFileReference(path, names, model=model)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+def test_approach_then_follow_meets_the_file_at_rest_within_the_speed_bound(tmp_path):
+    from robodyn_ros.control.trajectory_file import ApproachThenFollow
+    traj = _fourier()
+    ref = TrajectoryFileReference(_write(tmp_path / "t.csv", traj), NAMES, loop=True)
+    q_now, v_max = np.array([0.5, -1.0, 2.0]), np.array([1.0, 2.0, 0.5])
+    motion = ApproachThenFollow(ref, q_now, t_now=3.0, velocity_limit=v_max, speed_fraction=0.2)
+    np.testing.assert_allclose(motion.evaluate(3.0)[0], q_now)
+    times = np.linspace(3.0, motion.switch, 2001)
+    speeds = np.array([motion.evaluate(t)[1] for t in times])
+    assert np.all(np.abs(speeds) <= 0.2 * v_max * (1 + 1e-9))
+    assert np.max(np.abs(speeds) / (0.2 * v_max)) > 0.999            # the slowest joint sets the duration
+    before, after = motion.evaluate(motion.switch - 1e-9), motion.evaluate(motion.switch)
+    np.testing.assert_allclose(before[0], after[0], atol=1e-8)
+    np.testing.assert_allclose(before[1], 0.0, atol=1e-6)
+    np.testing.assert_allclose(after[1], traj.evaluate(0.0)[1], atol=1e-5)
+    for x, y in zip(motion.evaluate(motion.switch + 1.3), traj.evaluate(1.3)):
+        np.testing.assert_allclose(x, y, atol=1e-3 * max(1.0, np.abs(y).max()))
