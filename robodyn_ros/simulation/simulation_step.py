@@ -25,7 +25,7 @@ import numpy as np
 
 from ..dynamics.aba import aba
 from ..model.backend import CASADI
-from .simulator import applied_torque
+from .simulator import applied_torque, plant_key
 
 INTEGRATORS = ("rk4", "semi_implicit_euler")
 
@@ -79,16 +79,6 @@ def step_function(model, integrator="rk4"):
     return ca.Function(f"rd_sim_step_{integrator}", [x, tau_command, pi, c],
                        [x_next, acceleration(q_next, v_next), tau, ca.sum1(x_next)],
                        ["x", "tau_command", "pi", "c"], ["x_next", "a_next", "tau", "check"])
-
-
-def plant_key(model):
-    """What the compiled step bakes in: the model's fingerprint (structure, inertias, armature, gravity)
-    plus its friction, joint limits and effort limits (a string)."""
-    import hashlib
-    h = hashlib.sha256(model.fingerprint().encode())
-    for arr in (model.viscous, model.coulomb, model.friction_offset, model.lower, model.upper, model.effort_limit):
-        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
-    return h.hexdigest()
 
 
 class CompiledStep:

@@ -142,6 +142,16 @@ def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping
     return tau
 
 
+def plant_key(model):
+    """What a compiled step (:mod:`robodyn_ros.simulation.simulation_step`) bakes in: the model's fingerprint
+    (structure, inertias, armature, gravity) plus its friction, joint limits and effort limits (a string)."""
+    import hashlib
+    h = hashlib.sha256(model.fingerprint().encode())
+    for arr in (model.viscous, model.coulomb, model.friction_offset, model.lower, model.upper, model.effort_limit):
+        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
+    return h.hexdigest()
+
+
 class Simulator:
     """Fixed-step simulation of ``model`` under joint torques.
 
@@ -163,7 +173,6 @@ class Simulator:
 
     def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None,
                  wrench_regressor=None, step_function=None, plant=None):
-        from .simulation_step import plant_key as _plant_key
         if model.nq != model.nv:
             raise ModelError("the simulator handles fixed-base models (nq == nv)")
         self.nominal_model = model
@@ -196,7 +205,7 @@ class Simulator:
                                           or step_function.nv != model.nv):
             raise ModelError(f"step_function integrates with {step_function.integrator!r} for nv = "
                              f"{step_function.nv}, the simulator {self.config.integrator!r} for nv = {model.nv}")
-        if step_function is not None and step_function.plant_key != _plant_key(model):
+        if step_function is not None and step_function.plant_key != plant_key(model):
             raise ModelError("step_function was compiled for another model than the simulated one "
                              "(build it from the plant: CompiledStep(simulator.model))")
         self.step_function = step_function
