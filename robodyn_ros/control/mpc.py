@@ -69,7 +69,8 @@ class MPCConfig:
     ``v_weight``, ``r_weight`` (scalars or (nv,)), ``terminal_factor`` (Q_N = factor Q);
     ``position_margin`` (rad) inside the joint limits, ``velocity_fraction`` of the velocity limits;
     ``coulomb_smoothing`` ε (rad/s); ``solver``: 'fatrop' | 'ipopt' | 'rti'; ``qp_solver`` for RTI:
-    'hpipm' | 'qrqp' | 'osqp'; ``time_limit`` (s) per solve; ``max_iter`` and ``tol`` for fatrop/ipopt;
+    'riccati' (the QP without bounds by the Riccati recursion, the bounded QP by hpipm only when that
+    solution leaves a bound) | 'hpipm' | 'qrqp' | 'osqp' (the bounded QP every time); ``time_limit`` (s) per solve; ``max_iter`` and ``tol`` for fatrop/ipopt;
     ``sqp_iterations``: Gauss-Newton steps per 'rti' solve (1: real-time iteration; more: a full SQP);
     ``compiled``: generate and compile C for the problem functions; ``nlp_derivatives`` for fatrop/ipopt:
     'adjoint' (Lagrangian gradient by a reverse sweep, Hessian without stage Jacobians) or 'jacobian'
@@ -86,7 +87,7 @@ class MPCConfig:
     velocity_fraction: float = 1.0
     coulomb_smoothing: float = 0.01
     solver: str = "fatrop"
-    qp_solver: str = "hpipm"
+    qp_solver: str = "riccati"
     time_limit: float = 0.05
     max_iter: int = 100
     tol: float = 1e-6
@@ -99,7 +100,9 @@ class MPCConfig:
 class MPCSolution:
     """One MPC solve: ``tau_ff`` (N, nu), predicted states ``x_pred`` (N+1, nx), gains ``K`` (N, nu, nx),
     ``status`` ('solved', 'rti', 'fallback_shifted', 'fallback_gravity'), the solver's own
-    ``solver_status`` string, ``solve_time`` (s), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
+    ``solver_status`` string, ``solve_time`` (s: for RTI the preparation and the feedback phase of this
+    iteration), ``feedback_time`` (s: the part of ``solve_time`` spent after the measurement arrived, the
+    delay of the command), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
 
     tau_ff: np.ndarray
     x_pred: np.ndarray
@@ -110,6 +113,7 @@ class MPCSolution:
     iterations: int = 0
     dt: float = 0.01
     tau_max: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    feedback_time: float = 0.0
 
     def state_reference(self, elapsed):
         """The planned state (nx,) ``elapsed`` s after the solve: cubic Hermite interpolation of the
@@ -187,7 +191,10 @@ class OCPFunctions:
         eps = cfg.coulomb_smoothing
         tau_f = fv * v + fc * ca.tanh(v / eps) + fo
         a = aba(model, q, v, u - tau_f, pi=pi)
-        self.dynamics = ca.Function("mpc_dynamics", [x, u, th], [ca.vertcat(v, a)])
+        # called, not inlined, by the RK4 steps below (SX call nodes): the generated C holds one copy of
+        # ABA and of its derivatives instead of one per RK4 stage (a quarter of the code for gcc)
+        called = {"never_inline": True}
+        self.dynamics = ca.Function("mpc_dynamics", [x, u, th], [ca.vertcat(v, a)], called)
         # ∂a/∂(q, v, τ) from the core's analytical ABA derivatives (Carpentier and Mansard 2018), the
         # friction entering through τ - τ_f(v): ∂a/∂v -= ∂a/∂τ diag(τ_f'(v))
         da_dq, da_dv, da_dtau = aba_derivatives(model, q, v, u - tau_f, pi=pi)
@@ -195,7 +202,7 @@ class OCPFunctions:
         da_dv = da_dv - da_dtau * ca.repmat(dtf_dv.T, n, 1)
         A_c = ca.vertcat(ca.horzcat(ca.SX.zeros(n, n), ca.SX.eye(n)), ca.horzcat(da_dq, da_dv))
         B_c = ca.vertcat(ca.SX.zeros(n, n), da_dtau)
-        stage_jac = ca.Function("mpc_stage_jac", [x, u, th], ca.cse([ca.vertcat(v, a), A_c, B_c]))
+        stage_jac = ca.Function("mpc_stage_jac", [x, u, th], ca.cse([ca.vertcat(v, a), A_c, B_c]), called)
 
         h = cfg.dt / cfg.substeps
         xk, Ax, Bu = x, ca.SX.eye(self.nx), ca.SX.zeros(self.nx, self.nu)
@@ -402,6 +409,14 @@ class OCPFunctions:
         self.linearize = ca.Function("mpc_linearize", [w, p], [A, B])
         A_s, B_s = ca.MX.sym("A", nx, nx * N), ca.MX.sym("B", nx, nu * N)
         self.lqr_gains = ca.Function("mpc_lqr", [A_s, B_s], [self._riccati(A_s, B_s, Qd, Rd, QNd)])
+        # structured (Riccati) solution of the equality-constrained QP: factorisation (preparation) and
+        # the rollout from the measured state (feedback)
+        self._riccati_functions(Qd, Rd, QNd)
+        b = ca.reshape(Xn - X[:, 1:], -1, 1)                       # x_{k+1} = A Δx + B Δu + b_k + x̄_{k+1}
+        grad = ca.gradient(cost, w)
+        K, kff = self.riccati_factor(A, B, b, grad)
+        self.rti_prepare = ca.Function("mpc_rti_prepare", [w, p], [ca.MX(H_gn), grad, ca.vertcat(*rows), -b, A, B,
+                                                                 b, K, kff])
 
     def _riccati(self, A, B, Qd, Rd, QNd):
         """Time-varying LQR gains ``K_k`` (nu, nx N), stacked by columns, from the backward Riccati
@@ -418,10 +433,73 @@ class OCPFunctions:
             P, Ks[k] = stage(P, A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu])
         return ca.horzcat(*Ks)
 
+    def _riccati_functions(self, Qd, Rd, QNd):
+        """``riccati_factor(A, B, b, ∇f) -> (K, k)`` and ``riccati_feedback(x̂, w̄, A, B, b, K, k, w_lo, w_hi)
+        -> (w, violation)``: the QP of the RTI step without its bounds,
+
+            min_Δw  ½ Δwᵀ H Δw + ∇fᵀ Δw   s.t.  Δx_0 = x̂ - x̄_0,  Δx_{k+1} = A_k Δx_k + B_k Δu_k + b_k,
+
+        ``H = 2 diag(Q, R, ..., Q_N)``, solved by the backward Riccati recursion (Rawlings, Mayne and Diehl
+        2017, sec. 1.3.3, with the affine terms of the linearised dynamics and the cost gradient)
+
+            P_N = 2 Q_N,  p_N = ∇_{x_N} f;   for k = N-1 .. 0:  G = 2R + BᵀPB,  h = BᵀPA,
+            g = ∇_{u_k} f + Bᵀ(P b_k + p),  K_k = -G⁻¹h,  k_k = -G⁻¹g,
+            P ← 2Q + AᵀPA + hᵀK_k,  p ← ∇_{x_k} f + Aᵀ(P b_k + p) + hᵀk_k,
+
+        and the forward rollout ``Δu_k = K_k Δx_k + k_k``. ``A`` (nx, nx N), ``B`` (nx, nu N), ``b`` (nx N,),
+        ``∇f`` (nw,) in the layout of ``w``; ``K`` (nu, nx N) (the LQR gains of :meth:`_riccati`: the same
+        recursion), ``k`` (nu, N). The factorisation needs neither the measured state nor the bounds: it is
+        the preparation phase; the rollout is the feedback phase. ``violation`` is the largest amount by
+        which ``w = w̄ + Δw`` leaves ``[w_lo, w_hi]`` outside ``x_0`` (<= 0: the bounds are inactive and
+        ``w`` is also the solution of the bounded QP)."""
+        nx, nu, N = self.nx, self.nu, self.N
+        P, pv = ca.SX.sym("P", nx, nx), ca.SX.sym("p", nx)
+        Ak, Bk, bk = ca.SX.sym("A", nx, nx), ca.SX.sym("B", nx, nu), ca.SX.sym("b", nx)
+        qk, rk = ca.SX.sym("q", nx), ca.SX.sym("r", nu)
+        Pb = ca.mtimes(P, bk) + pv
+        BtP = ca.mtimes(Bk.T, P)
+        G = ca.DM(np.diag(2 * Rd)) + ca.mtimes(BtP, Bk)
+        h = ca.mtimes(BtP, Ak)
+        Kk_k = -ca.solve(G, ca.horzcat(h, rk + ca.mtimes(Bk.T, Pb)))
+        Kk, kk = Kk_k[:, :nx], Kk_k[:, nx]
+        Pn = ca.DM(np.diag(2 * Qd)) + ca.mtimes(Ak.T, ca.mtimes(P, Ak)) + ca.mtimes(h.T, Kk)
+        pn = qk + ca.mtimes(Ak.T, Pb) + ca.mtimes(h.T, kk)
+        stage = ca.Function("mpc_riccati_factor_stage", [P, pv, Ak, Bk, bk, qk, rk],
+                            ca.cse([0.5 * (Pn + Pn.T), pn, Kk, kk]))
+        A, B = ca.MX.sym("A", nx, nx * N), ca.MX.sym("B", nx, nu * N)
+        b, grad = ca.MX.sym("b", nx * N), ca.MX.sym("grad", self.nw)
+        gq = ca.reshape(grad[:N * (nx + nu)], nx + nu, N)
+        Pm, pm = ca.MX(ca.DM(np.diag(2 * QNd))), grad[N * (nx + nu):]
+        Ks, ks = [None] * N, [None] * N
+        for k in reversed(range(N)):
+            Pm, pm, Ks[k], ks[k] = stage(Pm, pm, A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu],
+                                         b[k * nx:(k + 1) * nx], gq[:nx, k], gq[nx:, k])
+        self.riccati_factor = ca.Function("mpc_riccati_factor", [A, B, b, grad], [ca.horzcat(*Ks), ca.horzcat(*ks)],
+                                          ["A", "B", "b", "grad"], ["K", "k"])
+        dx, Kk, kk = ca.SX.sym("dx", nx), ca.SX.sym("K", nu, nx), ca.SX.sym("k", nu)
+        du = ca.mtimes(Kk, dx) + kk
+        roll = ca.Function("mpc_riccati_rollout_stage", [dx, Kk, kk, Ak, Bk, bk],
+                           [du, ca.mtimes(Ak, dx) + ca.mtimes(Bk, du) + bk])
+        x0, w = ca.MX.sym("x0", nx), ca.MX.sym("w", self.nw)
+        K, kf = ca.MX.sym("K", nu, nx * N), ca.MX.sym("k", nu, N)
+        lo, hi = ca.MX.sym("w_lo", self.nw), ca.MX.sym("w_hi", self.nw)
+        d = x0 - w[:nx]
+        parts = [d]
+        for k in range(N):
+            du, d = roll(d, K[:, k * nx:(k + 1) * nx], kf[:, k], A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu],
+                         b[k * nx:(k + 1) * nx])
+            parts += [du, d]
+        w_new = w + ca.vertcat(*parts)
+        w_new = ca.vertcat(x0, w_new[nx:])                           # exactly the measurement
+        violation = ca.mmax(ca.fmax(lo - w_new, w_new - hi)[nx:])
+        self.riccati_feedback = ca.Function("mpc_riccati_feedback", [x0, w, A, B, b, K, kf, lo, hi],
+                                            [w_new, violation],
+                                            ["x0", "w_bar", "A", "B", "b", "K", "k", "w_lo", "w_hi"], ["w", "violation"])
+
     def compile(self):
         """Replace the RTI, gain and stage functions by compiled C (cached; module docstring). The NLP
         oracle of fatrop/ipopt is compiled when the solver is built (:meth:`ModelPredictiveController`)."""
-        names = ("rti_qp", "linearize", "lqr_gains", "step", "step_linearized", "inverse_dynamics", "gravity")
+        names = ("rti_prepare", "riccati_feedback", "rti_qp", "linearize", "lqr_gains", "step", "step_linearized", "inverse_dynamics", "gravity")
         key = "|".join(["mpc", self.model.fingerprint(), repr(sorted(vars(self.config).items()))])
         out = compile_casadi_functions([getattr(self, n) for n in names], key)
         for n in names:
@@ -458,6 +536,8 @@ class ModelPredictiveController:
         self.model = model
         self.config = config or MPCConfig(**options)
         cfg = self.config
+        if cfg.qp_solver not in ("riccati", "hpipm", "qrqp", "osqp"):
+            raise ValueError(f"qp_solver must be 'riccati', 'hpipm', 'qrqp' or 'osqp', got {cfg.qp_solver!r}")
         if cfg.solver not in ("fatrop", "ipopt", "rti"):
             raise ValueError(f"solver must be 'fatrop', 'ipopt' or 'rti', got {cfg.solver!r}")
         if cfg.nlp_derivatives not in ("adjoint", "jacobian"):
@@ -470,10 +550,11 @@ class ModelPredictiveController:
         self._lam_g = None
         self._solution = None
         self._qp_solvers = {}
+        self._prepared = None               # the preparation phase of the next RTI solve
         self._nlp = None
         self.last_solver_stats = {}         # CasADi's stats of the last fatrop/ipopt solve (profiling)
         if cfg.solver == "rti":                                 # build the solvers now, not in the first solve
-            self._qp_solver(self.ocp.rti_qp.sparsity_out(0), self.ocp.rti_qp.sparsity_out(2))
+            self._qp_solver(self._bounded_qp_name())
         else:
             self._build_nlp()
 
@@ -484,6 +565,7 @@ class ModelPredictiveController:
         if theta.shape != (self.ocp.ntheta,) or not np.all(np.isfinite(theta)):
             raise ValueError(f"theta must be a finite ({self.ocp.ntheta},) vector")
         self.theta = theta.copy()
+        self._prepared = None                                   # prepared with the former parameters
 
     def set_inertial_parameters(self, pi):
         """Replace the inertial part ``π`` (10 nb,) of ``θ``."""
@@ -525,14 +607,17 @@ class ModelPredictiveController:
         Ar = np.array([s[2] for s in samples[:N]])
         return np.concatenate([q, v, Xr.reshape(-1), Ar.reshape(-1), self.theta]), Xr
 
-    def _initial_guess(self, x0, Xr):
-        """The previous solution shifted by one interval (last interval repeated), else the state held
-        with gravity-compensating torques; the first state is the measurement."""
+    def _initial_guess(self, x0, predicted=False):
+        """The previous solution shifted by one interval (last interval repeated), else the state ``x0``
+        held with gravity-compensating torques; the first state is the measurement ``x0``, or with
+        ``predicted`` (and a previous solution) the previous plan's state at this time."""
         ocp = self.ocp
         if self._w is not None:
             X, U = ocp.unpack_numeric(self._w)
             X = np.vstack([X[1:], X[-1:]])
             U = np.vstack([U[1:], U[-1:]])
+            if predicted:
+                return ocp.pack_w(X, U)
         else:
             X = np.tile(x0, (ocp.N + 1, 1))
             g = np.asarray(ocp.gravity(x0, self.theta)).reshape(-1)
@@ -547,16 +632,15 @@ class ModelPredictiveController:
         x0 = np.concatenate([q, v])
         if not np.all(np.isfinite(x0)):
             return self._fallback(x0, "nonfinite_state", 0.0)
-        p, Xr = self.reference_parameters(q, v, reference, t)
+        if self.config.solver == "rti":
+            return self._solve_rti(x0, reference, t)
+        p, _ = self.reference_parameters(q, v, reference, t)
         if not np.all(np.isfinite(p)):
             return self._fallback(x0, "nonfinite_reference", 0.0)
-        w0 = self._initial_guess(x0, Xr)
+        w0 = self._initial_guess(x0)
         start = time.perf_counter()
         try:
-            if self.config.solver == "rti":
-                w, solver_status, iters = self._rti_step(w0, p)
-            else:
-                w, solver_status, iters = self._nlp_solve(w0, p)
+            w, solver_status, iters = self._nlp_solve(w0, p)
         except RuntimeError as err:                                       # solver crash: fall back
             w, solver_status, iters = None, f"error: {err}", 0
         elapsed = time.perf_counter() - start
@@ -564,13 +648,66 @@ class ModelPredictiveController:
             failed = w is None or not np.all(np.isfinite(w))
             reason = solver_status if failed else f"time limit ({elapsed * 1e3:.1f} ms)"
             return self._fallback(x0, reason, elapsed)
-        AB = self._last_linearization if self.config.solver == "rti" else self.ocp.linearize(w, p)
-        K = np.asarray(self.ocp.lqr_gains(*AB))
+        K = np.asarray(self.ocp.lqr_gains(*self.ocp.linearize(w, p)))
         if not np.all(np.isfinite(K)):
             return self._fallback(x0, "nonfinite gains", elapsed)
         self._w = w
-        status = "rti" if self.config.solver == "rti" else "solved"
-        self._solution = self._make_solution(w, K, status, solver_status, elapsed, iters)
+        self._solution = self._make_solution(w, K, "solved", solver_status, elapsed, iters)
+        return self._solution
+
+    # ------------------------------------------------------------ real-time iteration: two phases
+    def prepare(self, reference, t, x_guess=None):
+        """Preparation phase of the RTI solve at time ``t`` (Diehl et al. 2005, sec. 4): shift the
+        previous solution (its state at ``t`` stands for the measurement not yet known; without a
+        previous solution ``x_guess`` (nx,), else nothing is prepared), sample ``reference`` at
+        ``t + k dt``, linearise all stages in one call and factorise the QP without its bounds
+        (:meth:`OCPFunctions._riccati_functions`): everything that does not depend on the measured state.
+        ``solve(q, v, reference, t)`` with the same ``reference`` object and ``t`` then runs only the
+        feedback phase. Returns the time it took (s); 0 for fatrop/ipopt, which have no such split."""
+        if self.config.solver != "rti":
+            return 0.0
+        start = time.perf_counter()
+        self._prepared = None
+        if self._w is None and (x_guess is None or not np.all(np.isfinite(x_guess))):
+            return 0.0
+        n, nx = self.ocp.n, self.ocp.nx
+        w_bar = self._initial_guess(None if self._w is not None else np.asarray(x_guess, dtype=float),
+                                    predicted=True)
+        p, _ = self.reference_parameters(w_bar[:n], w_bar[n:nx], reference, t)
+        if not np.all(np.isfinite(p)):
+            return time.perf_counter() - start
+        qp = self.ocp.rti_prepare(w_bar, p)
+        elapsed = time.perf_counter() - start
+        self._prepared = (reference, float(t), w_bar, p, qp, elapsed)
+        return elapsed
+
+    def _solve_rti(self, x0, reference, t):
+        """Feedback phase (after :meth:`prepare` for this ``reference`` and ``t``, else both phases now);
+        the time limit applies to this call, the delay of the command."""
+        start = time.perf_counter()
+        prep, self._prepared = self._prepared, None
+        if prep is None or prep[0] is not reference or abs(prep[1] - t) > 1e-9:
+            self.prepare(reference, t, x0)
+            prep, self._prepared = self._prepared, None
+            if prep is None:
+                return self._fallback(x0, "nonfinite_reference", time.perf_counter() - start)
+            preparation = 0.0                                             # inside this call
+        else:
+            preparation = prep[5]
+        try:
+            w, K, solver_status, iters = self._rti_feedback(x0, prep)
+        except RuntimeError as err:                                       # solver crash: fall back
+            w, K, solver_status, iters = None, None, f"error: {err}", 0
+        elapsed = time.perf_counter() - start
+        if w is None or not np.all(np.isfinite(w)) or elapsed > self.config.time_limit:
+            failed = w is None or not np.all(np.isfinite(w))
+            reason = solver_status if failed else f"time limit ({elapsed * 1e3:.1f} ms)"
+            return self._fallback(x0, reason, elapsed)
+        if not np.all(np.isfinite(K)):
+            return self._fallback(x0, "nonfinite gains", elapsed)
+        self._w = w
+        self._solution = self._make_solution(w, K, "rti", solver_status, preparation + elapsed, iters)
+        self._solution.feedback_time = elapsed
         return self._solution
 
     def _make_solution(self, w, K, status, solver_status, elapsed, iters):
@@ -631,10 +768,14 @@ class ModelPredictiveController:
             return None, str(stats.get("return_status", "failed")), int(stats.get("iter_count", 0))
         return np.asarray(res["x"]).reshape(-1), str(stats.get("return_status", "")), int(stats.get("iter_count", 0))
 
-    def _qp_solver(self, H_sparsity, A_sparsity):
-        name = self.config.qp_solver
+    def _bounded_qp_name(self):
+        return "hpipm" if self.config.qp_solver == "riccati" else self.config.qp_solver
+
+    def _qp_solver(self, name):
+        """The conic solver ``name`` of the bounded RTI QP (built once)."""
         if name not in self._qp_solvers:
             ocp = self.ocp
+            H_sparsity, A_sparsity = ocp.rti_prepare.sparsity_out(0), ocp.rti_prepare.sparsity_out(2)
             opts = {"error_on_fail": False, "print_time": False}
             if name == "hpipm":
                 opts.update({"N": ocp.N, "nx": [ocp.nx] * (ocp.N + 1), "nu": [ocp.nu] * ocp.N + [0],
@@ -646,22 +787,33 @@ class ModelPredictiveController:
             self._qp_solvers[name] = ca.conic("mpc_qp", name, {"h": H_sparsity, "a": A_sparsity}, opts)
         return self._qp_solvers[name]
 
-    def _rti_step(self, w0, p):
-        """Gauss-Newton SQP steps (``sqp_iterations``, 1 for RTI) from the shifted guess ``w0``: each a QP
-        in Δw with the linearised shooting constraints (equalities) and the bounds shifted by ``w``;
-        full steps. Returns ``(w, status, iterations)`` with ``w`` None when a QP failed."""
-        w, status = w0, ""
-        for it in range(max(1, self.config.sqp_iterations)):
-            H, grad, A, rhs, A_st, B_st = self.ocp.rti_qp(w, p)
-            self._last_linearization = (A_st, B_st)
-            solver = self._qp_solver(H.sparsity(), A.sparsity())
-            rhs = np.asarray(rhs).reshape(-1)
-            lbx, ubx = self.lbw - w, self.ubw - w
-            lbx[:self.ocp.nx] = ubx[:self.ocp.nx] = 0.0                 # w starts at the measured state
-            res = solver(h=H, g=grad, a=A, lba=rhs, uba=rhs, lbx=lbx, ubx=ubx)
+    def _rti_feedback(self, x0, prepared):
+        """Gauss-Newton SQP steps (``sqp_iterations``, 1 for RTI) from the prepared linearisation: each a
+        QP in Δw with the linearised shooting constraints and ``Δx_0 = x̂ - x̄_0``; full steps. With
+        ``qp_solver='riccati'`` the rollout of the prepared Riccati factorisation, and the bounded QP
+        (hpipm) only when that leaves a bound; else the bounded QP by ``qp_solver``. Further iterations
+        relinearise at the new iterate. Returns ``(w, K, status, iterations)`` with ``w`` None when a QP
+        failed; ``K`` (nu, nx N) the Riccati gains of the last linearisation."""
+        ocp, cfg = self.ocp, self.config
+        _, _, w_bar, p, qp, _ = prepared
+        status = ""
+        for it in range(max(1, cfg.sqp_iterations)):
+            if it > 0:
+                w_bar, qp = w, self.ocp.rti_prepare(w, p)
+            H, grad, Aqp, rhs, A, B, b, K, kff = qp
+            if cfg.qp_solver == "riccati":
+                w, violation = ocp.riccati_feedback(x0, w_bar, A, B, b, K, kff, self.lbw, self.ubw)
+                if float(violation) <= 1e-9:
+                    w, status = np.asarray(w).reshape(-1), "riccati"
+                    continue
+            solver = self._qp_solver(self._bounded_qp_name())
+            lbx, ubx = self.lbw - w_bar, self.ubw - w_bar
+            lbx[:ocp.nx] = ubx[:ocp.nx] = x0 - w_bar[:ocp.nx]            # Δx_0 = x̂ - x̄_0
+            res = solver(h=H, g=grad, a=Aqp, lba=rhs, uba=rhs, lbx=lbx, ubx=ubx)
             stats = solver.stats()
             status = str(stats.get("return_status", ""))
             if not stats.get("success", False):
-                return None, status or "qp failed", it + 1
-            w = w + np.asarray(res["x"]).reshape(-1)
-        return w, status, it + 1
+                return None, None, status or "qp failed", it + 1
+            w = w_bar + np.asarray(res["x"]).reshape(-1)
+            w[:ocp.nx] = x0
+        return w, np.asarray(K), status, it + 1
