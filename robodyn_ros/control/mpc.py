@@ -57,7 +57,7 @@ from ..dynamics.aba import aba
 from ..dynamics.aba_derivatives import aba_derivatives
 from ..dynamics.rnea import rnea
 from .command_guard import effort_bounds
-from ..kernels.compiled_functions import compile_casadi_functions, compile_solver_dependencies
+from ..kernels.compiled_functions import DirectCall, compile_casadi_library, compile_solver_dependencies
 from .reference import ReferenceClippedWarning
 
 
@@ -175,6 +175,7 @@ class OCPFunctions:
         self.nw = (N + 1) * self.nx + N * self.nu
         self.np = self.nx + (N + 1) * self.nx + N * n + self.ntheta
         self.model, self.config = model, config
+        self.library = None                 # path of the compiled functions (compile())
         self._stage_functions()
         self._problem_functions()
 
@@ -460,7 +461,7 @@ class OCPFunctions:
         BtP = ca.mtimes(Bk.T, P)
         G = ca.DM(np.diag(2 * Rd)) + ca.mtimes(BtP, Bk)
         h = ca.mtimes(BtP, Ak)
-        Kk_k = -ca.solve(G, ca.horzcat(h, rk + ca.mtimes(Bk.T, Pb)))
+        Kk_k = -_cholesky_solve(G, ca.horzcat(h, rk + ca.mtimes(Bk.T, Pb)))
         Kk, kk = Kk_k[:, :nx], Kk_k[:, nx]
         Pn = ca.DM(np.diag(2 * Qd)) + ca.mtimes(Ak.T, ca.mtimes(P, Ak)) + ca.mtimes(h.T, Kk)
         pn = qk + ca.mtimes(Ak.T, Pb) + ca.mtimes(h.T, kk)
@@ -497,31 +498,125 @@ class OCPFunctions:
                                             ["x0", "w_bar", "A", "B", "b", "K", "k", "w_lo", "w_hi"], ["w", "violation"])
 
     def compile(self):
-        """Replace the RTI, gain and stage functions by compiled C (cached; module docstring). The NLP
-        oracle of fatrop/ipopt is compiled when the solver is built (:meth:`ModelPredictiveController`)."""
-        names = ("rti_prepare", "riccati_feedback", "rti_qp", "linearize", "lqr_gains", "step", "step_linearized", "inverse_dynamics", "gravity")
-        key = "|".join(["mpc", self.model.fingerprint(), repr(sorted(vars(self.config).items()))])
-        out = compile_casadi_functions([getattr(self, n) for n in names], key)
-        for n in names:
-            setattr(self, n, out[getattr(self, n).name()])
+        """Replace the RTI and stage functions by compiled C (cached; module docstring): two translation
+        units compiled in parallel, the preparation phase (linearisation and factorisation) and the rest.
+        The NLP oracle of fatrop/ipopt is compiled when the solver is built
+        (:meth:`ModelPredictiveController`)."""
+        units = (("rti_prepare",), ("riccati_feedback", "step", "inverse_dynamics", "gravity"))
+        key = "|".join(["mpc", self.model.fingerprint(), problem_key(self.config)])
+        self.library = compile_casadi_library([[getattr(self, n) for n in unit] for unit in units], key,
+                                              label="MPC functions")
+        for n in sum(units, ()):
+            setattr(self, n, ca.external(getattr(self, n).name(), self.library))
+
+
+def _cholesky_solve(G, R):
+    """``G⁻¹ R`` for a symmetric positive definite SX ``G`` (n, n) by the Cholesky factor ``G = L Lᵀ``
+    and two triangular substitutions, unrolled (n³/6 + n² m operations, against several times that for
+    CasADi's symbolic QR of ``ca.solve``)."""
+    n, m = G.shape[0], R.shape[1]
+    L = [[None] * n for _ in range(n)]
+    for j in range(n):
+        d = G[j, j] - sum((L[j][k] ** 2 for k in range(j)), ca.SX(0))
+        L[j][j] = ca.sqrt(d)
+        for i in range(j + 1, n):
+            L[i][j] = (G[i, j] - sum((L[i][k] * L[j][k] for k in range(j)), ca.SX(0))) / L[j][j]
+    Y = [None] * n
+    for i in range(n):                                                # L Y = R
+        Y[i] = (R[i, :] - sum((L[i][k] * Y[k] for k in range(i)), ca.SX.zeros(1, m))) / L[i][i]
+    X = [None] * n
+    for i in reversed(range(n)):                                      # Lᵀ X = Y
+        X[i] = (Y[i] - sum((L[k][i] * X[k] for k in range(i + 1, n)), ca.SX.zeros(1, m))) / L[i][i]
+    return ca.vertcat(*X)
 
 
 _OCP_CACHE = {}
+
+
+_PROBLEM_FIELDS = ("horizon", "dt", "substeps", "q_weight", "v_weight", "r_weight", "terminal_factor",
+                   "coulomb_smoothing", "compiled", "nlp_derivatives")
+
+
+def problem_key(config):
+    """The options of :class:`MPCConfig` that change the problem functions, as a string (bounds, solver
+    and time limit enter at run time)."""
+    return repr([(f, getattr(config, f)) for f in _PROBLEM_FIELDS])
 
 
 def ocp_functions(model, config):
     """The :class:`OCPFunctions` of ``model`` and ``config`` (compiled when ``config.compiled``), shared
     between controllers of the same model and problem in this process (building them traces the
     dynamics and takes seconds; the functions are immutable and parameters enter through ``p``)."""
-    fields = ("horizon", "dt", "substeps", "q_weight", "v_weight", "r_weight", "terminal_factor",
-              "coulomb_smoothing", "compiled", "nlp_derivatives")
-    key = (model.fingerprint(), repr([getattr(config, f) for f in fields]))
+    key = (model.fingerprint(), problem_key(config))
     if key not in _OCP_CACHE:
         ocp = OCPFunctions(model, config)
         if config.compiled:
             ocp.compile()
         _OCP_CACHE[key] = ocp
     return _OCP_CACHE[key]
+
+
+class _RiccatiRTI:
+    """The two RTI phases of :class:`OCPFunctions` for one controller: ``prepare(w̄, p)`` evaluates
+    ``rti_prepare`` (linearisation, QP data, Riccati factorisation) and keeps its results;
+    ``feedback(x̂, w_lo, w_hi) -> (w, violation)`` the Riccati rollout from them; ``qp()`` the bounded QP's
+    data ``(H, ∇f, A_qp, rhs)`` (DM); ``gains()`` the Riccati gains (nu, nx N) (a copy). Through CasADi's
+    call (functions in its virtual machine)."""
+
+    def __init__(self, ocp):
+        self.ocp = ocp
+        self._out = None
+
+    def prepare(self, w_bar, p):
+        self._w_bar = w_bar
+        self._out = self.ocp.rti_prepare(w_bar, p)
+
+    def feedback(self, x0, lo, hi):
+        H, grad, Aqp, rhs, A, B, b, K, kff = self._out
+        w, violation = self.ocp.riccati_feedback(x0, self._w_bar, A, B, b, K, kff, lo, hi)
+        return np.asarray(w).reshape(-1), float(violation)
+
+    def qp(self):
+        return self._out[:4]
+
+    def gains(self):
+        return np.array(self._out[7])
+
+
+class _DirectRiccatiRTI(_RiccatiRTI):
+    """:class:`_RiccatiRTI` on the compiled library through :class:`DirectCall`: buffers allocated once,
+    the feedback reading the preparation's outputs in place (no copy, no CasADi dispatch)."""
+
+    def __init__(self, ocp):
+        super().__init__(ocp)
+        self._prep = DirectCall(ocp.library, ocp.rti_prepare)
+        self._fb = DirectCall(ocp.library, ocp.riccati_feedback)
+        for i in range(5):                                      # A, B, b, K, k: the preparation's outputs
+            self._fb.bind(2 + i, self._prep.outputs[4 + i])
+        self._prep_in, self._fb_in = self._prep.inputs, self._fb.inputs
+        self._bounds = None
+
+    def prepare(self, w_bar, p):
+        self._prep_in[0][:] = w_bar
+        self._prep_in[1][:] = p
+        self._fb_in[1][:] = w_bar
+        self._prep.call()
+
+    def feedback(self, x0, lo, hi):
+        if self._bounds is not (lo, hi):
+            self._fb_in[7][:], self._fb_in[8][:] = lo, hi
+            self._bounds = (lo, hi)
+        self._fb_in[0][:] = x0
+        self._fb.call()
+        return self._fb.outputs[0].copy(), float(self._fb.outputs[1][0])
+
+    def qp(self):
+        f, out = self.ocp.rti_prepare, self._prep.outputs
+        return tuple(ca.DM(f.sparsity_out(i), out[i]) for i in range(4))
+
+    def gains(self):
+        nu, nx, N = self.ocp.nu, self.ocp.nx, self.ocp.N
+        return self._prep.outputs[7].reshape(nx * N, nu).T.copy()      # column-major (nu, nx N)
 
 
 class ModelPredictiveController:
@@ -554,6 +649,7 @@ class ModelPredictiveController:
         self._nlp = None
         self.last_solver_stats = {}         # CasADi's stats of the last fatrop/ipopt solve (profiling)
         if cfg.solver == "rti":                                 # build the solvers now, not in the first solve
+            self._rti = (_DirectRiccatiRTI if self.ocp.library is not None else _RiccatiRTI)(self.ocp)
             self._qp_solver(self._bounded_qp_name())
         else:
             self._build_nlp()
@@ -648,7 +744,7 @@ class ModelPredictiveController:
             failed = w is None or not np.all(np.isfinite(w))
             reason = solver_status if failed else f"time limit ({elapsed * 1e3:.1f} ms)"
             return self._fallback(x0, reason, elapsed)
-        K = np.asarray(self.ocp.lqr_gains(*self.ocp.linearize(w, p)))
+        K = np.asarray(self.ocp.rti_prepare(w, p)[7])                     # Riccati gains at the solution
         if not np.all(np.isfinite(K)):
             return self._fallback(x0, "nonfinite gains", elapsed)
         self._w = w
@@ -676,9 +772,9 @@ class ModelPredictiveController:
         p, _ = self.reference_parameters(w_bar[:n], w_bar[n:nx], reference, t)
         if not np.all(np.isfinite(p)):
             return time.perf_counter() - start
-        qp = self.ocp.rti_prepare(w_bar, p)
+        self._rti.prepare(w_bar, p)
         elapsed = time.perf_counter() - start
-        self._prepared = (reference, float(t), w_bar, p, qp, elapsed)
+        self._prepared = (reference, float(t), w_bar, p, elapsed)
         return elapsed
 
     def _solve_rti(self, x0, reference, t):
@@ -693,7 +789,7 @@ class ModelPredictiveController:
                 return self._fallback(x0, "nonfinite_reference", time.perf_counter() - start)
             preparation = 0.0                                             # inside this call
         else:
-            preparation = prep[5]
+            preparation = prep[4]
         try:
             w, K, solver_status, iters = self._rti_feedback(x0, prep)
         except RuntimeError as err:                                       # solver crash: fall back
@@ -755,7 +851,7 @@ class ModelPredictiveController:
         name = "mpc_" + cfg.solver
         solver = ca.nlpsol(name, cfg.solver, ocp.nlp, opts)
         if cfg.compiled:                          # generate the oracle's C, compile, load from the library
-            key = "|".join(["mpc-nlp", cfg.solver, self.model.fingerprint(), repr(sorted(vars(cfg).items()))])
+            key = "|".join(["mpc-nlp", cfg.solver, self.model.fingerprint(), problem_key(cfg)])
             solver = ca.nlpsol(name, cfg.solver, compile_solver_dependencies(solver, key), opts)
         self._nlp = solver
 
@@ -794,18 +890,19 @@ class ModelPredictiveController:
         (hpipm) only when that leaves a bound; else the bounded QP by ``qp_solver``. Further iterations
         relinearise at the new iterate. Returns ``(w, K, status, iterations)`` with ``w`` None when a QP
         failed; ``K`` (nu, nx N) the Riccati gains of the last linearisation."""
-        ocp, cfg = self.ocp, self.config
-        _, _, w_bar, p, qp, _ = prepared
+        ocp, cfg, rti = self.ocp, self.config, self._rti
+        _, _, w_bar, p, _ = prepared
         status = ""
         for it in range(max(1, cfg.sqp_iterations)):
             if it > 0:
-                w_bar, qp = w, self.ocp.rti_prepare(w, p)
-            H, grad, Aqp, rhs, A, B, b, K, kff = qp
+                w_bar = w
+                rti.prepare(w_bar, p)
             if cfg.qp_solver == "riccati":
-                w, violation = ocp.riccati_feedback(x0, w_bar, A, B, b, K, kff, self.lbw, self.ubw)
-                if float(violation) <= 1e-9:
-                    w, status = np.asarray(w).reshape(-1), "riccati"
+                w, violation = rti.feedback(x0, self.lbw, self.ubw)
+                if violation <= 1e-9:
+                    status = "riccati"
                     continue
+            H, grad, Aqp, rhs = rti.qp()
             solver = self._qp_solver(self._bounded_qp_name())
             lbx, ubx = self.lbw - w_bar, self.ubw - w_bar
             lbx[:ocp.nx] = ubx[:ocp.nx] = x0 - w_bar[:ocp.nx]            # Δx_0 = x̂ - x̄_0
@@ -816,4 +913,4 @@ class ModelPredictiveController:
                 return None, None, status or "qp failed", it + 1
             w = w_bar + np.asarray(res["x"]).reshape(-1)
             w[:ocp.nx] = x0
-        return w, np.asarray(K), status, it + 1
+        return w, rti.gains(), status, it + 1

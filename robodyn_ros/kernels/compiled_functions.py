@@ -77,20 +77,141 @@ def _compile_source(generate, key, flags):
     return lib
 
 
-def compile_casadi_functions(functions, key, flags=CFLAGS):
-    """Generate C for ``functions`` (list of ``ca.Function``) into one library, compile it with the
-    system C compiler and load each function back with ``ca.external``.
+def unit_flags(size):
+    """Compiler flags of one translation unit of ``size`` bytes of generated C: ``-O2`` up to
+    :data:`LARGE_UNIT_BYTES`, ``-O1`` above (gcc's time on long straight-line code grows faster than
+    linearly with the optimisation level; what ``-O2`` adds there is little)."""
+    level = "-O1" if size > LARGE_UNIT_BYTES else "-O2"
+    return (level,) + tuple(f for f in CFLAGS if not f.startswith("-O") and f != "-shared")
+
+
+LARGE_UNIT_BYTES = 400_000
+
+
+def compile_casadi_library(functions, key, flags=CFLAGS, label=None):
+    """Generate C for ``functions`` (a list of ``ca.Function``, or a list of such lists: one translation
+    unit each), compile the units by parallel compiler processes (flags by size: :func:`unit_flags`) and
+    link them into one library; its path. With ``label``, progress goes to stderr while compiling.
 
     ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
-    the cache under a hash of ``key``, the C source and ``flags``, so a second call (or process) loads it
-    without compiling. Returns ``{name: ca.Function}``. Raises :class:`CompileError`."""
-    def generate(tmp):
-        gen = ca.CodeGenerator("robodyn_casadi.c", {"with_header": False})
-        for f in functions:
-            gen.add(f)
-        return gen.generate(tmp + os.sep)
-    lib = _compile_source(generate, key, flags)
+    the cache under a hash of ``key``, the C sources and ``flags``, so a second call (or process) loads it
+    without compiling. Raises :class:`CompileError`."""
+    import sys
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    groups = [list(g) for g in functions] if functions and isinstance(functions[0], (list, tuple)) else [list(functions)]
+    compiler = find_compiler()
+    if compiler is None:
+        raise CompileError("no C compiler found (set CC or install gcc)")
+    with tempfile.TemporaryDirectory(prefix="casadi-gen-", dir=cache_dir()) as tmp:
+        sources = []
+        for i, group in enumerate(groups):
+            gen = ca.CodeGenerator(f"robodyn_casadi_{i}.c", {"with_header": False})
+            for f in group:
+                gen.add(f)
+            sources.append(gen.generate(tmp + os.sep))
+        h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode())
+        for src in sources:
+            with open(src, "rb") as fh:
+                h.update(b"\0" + fh.read())
+        digest = h.hexdigest()[:24]
+        lib = os.path.join(cache_dir(), f"casadi_{digest}.so")
+        with key_lock("casadi_" + digest):
+            if os.path.isfile(lib):
+                return lib
+            sizes = {src: os.path.getsize(src) for src in sources}
+            start = time.perf_counter()
+            if label:
+                print(f"robodyn: compiling {label}: {len(sources)} units, {sum(sizes.values()) / 1e6:.1f} MB of C",
+                      file=sys.stderr, flush=True)
+
+            def compile_unit(src):
+                unit_start = time.perf_counter()
+                unit = flags if len(sources) == 1 and flags != CFLAGS else unit_flags(sizes[src])
+                unit = tuple(f for f in unit if f != "-shared")
+                proc = subprocess.run(compiler + list(unit) + ["-c", src, "-o", src[:-2] + ".o"],
+                                      capture_output=True, text=True)
+                if proc.returncode != 0:
+                    tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+                    raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
+                if label:
+                    print(f"robodyn:   {os.path.basename(src)} ({sizes[src] / 1e6:.1f} MB, {unit[0]}) compiled in "
+                          f"{time.perf_counter() - unit_start:.1f} s", file=sys.stderr, flush=True)
+            jobs = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
+            tmp_lib = os.path.join(tmp, "lib.so")
+            proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + ["-lm"],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise CompileError(f"linking failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+            os.replace(tmp_lib, lib)
+            if label:
+                print(f"robodyn: {label} built in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    return lib
+
+
+def compile_casadi_functions(functions, key, flags=CFLAGS):
+    """:func:`compile_casadi_library` and each function loaded back with ``ca.external``:
+    ``{name: ca.Function}``."""
+    lib = compile_casadi_library(functions, key, flags)
     return {f.name(): ca.external(f.name(), lib) for f in functions}
+
+
+class DirectCall:
+    """A function of a library of :func:`compile_casadi_library` called through its C entry point
+    ``int name(const double** arg, double** res, long long* iw, double* w, int mem)`` with buffers
+    allocated once: no CasADi dispatch, no conversion, no allocation per call (a CasADi call from Python
+    costs tens of µs in argument and result conversion alone).
+
+    ``inputs[i]`` / ``outputs[i]``: the nonzeros (column-major, ``function.sparsity_in(i)``) of input and
+    output ``i``, (nnz,) float64 arrays that stay valid: write the inputs, ``call()``, read the outputs.
+    ``bind(i, array)`` makes input ``i`` read ``array`` (e.g. another DirectCall's output) instead of its own
+    buffer."""
+
+    def __init__(self, library, function):
+        import ctypes
+        self._ct = ctypes
+        self.function = function
+        name = function.name()
+        lib = ctypes.CDLL(library)
+        self._entry = getattr(lib, name)
+        self._entry.restype = ctypes.c_int
+        self._entry.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
+        sizes = [ctypes.c_longlong() for _ in range(4)]
+        work = getattr(lib, name + "_work")
+        work.restype = ctypes.c_int
+        if work(*[ctypes.byref(s) for s in sizes]):
+            raise CompileError(f"{name}: work size query failed")
+        sz_arg, sz_res, sz_iw, sz_w = (max(int(s.value), 1) for s in sizes)
+        checkout = getattr(lib, name + "_checkout", None)
+        self._mem = int(checkout()) if checkout is not None else 0
+        self.inputs = [np.zeros(function.nnz_in(i)) for i in range(function.n_in())]
+        self.outputs = [np.zeros(function.nnz_out(i)) for i in range(function.n_out())]
+        self._arg = (ctypes.c_void_p * sz_arg)()
+        self._res = (ctypes.c_void_p * sz_res)()
+        self._iw = np.zeros(sz_iw, dtype=np.int64)
+        self._w = np.zeros(sz_w)
+        self._keep = {}
+        for i, a in enumerate(self.inputs):
+            self._arg[i] = a.ctypes.data
+        for i, a in enumerate(self.outputs):
+            self._res[i] = a.ctypes.data
+        self._args = (ctypes.cast(self._arg, ctypes.c_void_p), ctypes.cast(self._res, ctypes.c_void_p),
+                      self._iw.ctypes.data, self._w.ctypes.data, self._mem)
+
+    def bind(self, i, array):
+        """Input ``i`` reads ``array`` (float64, contiguous, its nnz) from now on."""
+        if array.dtype != np.float64 or not array.flags.c_contiguous or array.size != self.function.nnz_in(i):
+            raise ValueError(f"{self.function.name()}: input {i} needs {self.function.nnz_in(i)} contiguous doubles")
+        self.inputs[i] = array
+        self._keep[i] = array
+        self._arg[i] = array.ctypes.data
+
+    def call(self):
+        """Evaluate with the current inputs into :attr:`outputs`."""
+        if self._entry(*self._args):
+            raise RuntimeError(f"{self.function.name()} failed")
 
 
 def compile_solver_dependencies(solver, key, flags=CFLAGS):
