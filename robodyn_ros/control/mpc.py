@@ -29,19 +29,27 @@ Real-time measures:
 - Variables ordered ``x_0, u_0, x_1, ..., x_N`` and constraints stage by stage so fatrop detects the
   OCP structure (``structure_detection='auto'``) and hpipm gets it from ``N, nx, nu, ng``.
 - Solvers: ``fatrop`` (default), ``ipopt``, and ``rti``: a real-time iteration (Diehl et al. 2005),
-  one Gauss-Newton SQP step per control period — linearise the shooting constraints at the shifted
-  previous solution, solve one QP (hpipm; ``qrqp`` or ``osqp`` selectable by ``qp_solver``), take the
-  full step (``sqp_iterations > 1`` iterates to convergence).
+  one Gauss-Newton SQP step per control period, in two phases (Diehl et al. 2005, sec. 4):
+  *preparation* (:meth:`ModelPredictiveController.prepare`, before the measurement arrives): shift the
+  previous solution, sample the reference, linearise all stages in one compiled call (the stage
+  Jacobians mapped over the horizon) and factorise the QP without its bounds by the backward Riccati
+  recursion (:meth:`OCPFunctions._riccati_functions`); *feedback* (``solve`` with the measured state):
+  the forward rollout ``Δu_k = K_k Δx_k + k_k`` from ``Δx_0 = x̂ - x̄_0`` — a few matrix-vector
+  products, the delay of the command. When that rollout leaves a bound, the bounded QP is solved by
+  hpipm on the same linearisation (exact: without an active bound the unbounded minimiser is the
+  bounded one). ``qp_solver`` 'hpipm' | 'qrqp' | 'osqp' solves the bounded QP every period;
+  ``sqp_iterations > 1`` relinearises and iterates to convergence. With ``compiled=True`` both phases
+  are C called through their entry points with buffers allocated once (:class:`DirectCall`).
 - Warm start by shifting the previous solution by one interval.
 - All problem functions can be generated as C and compiled (``compiled=True``), cached on disk by the
-  model fingerprint and the problem options (:func:`compile_casadi_functions`).
+  model fingerprint and the problem options (:func:`compile_casadi_library`; translation units compiled
+  in parallel, progress on stderr).
 - A time limit: a solve that fails, is infeasible, exceeds the limit or returns non-finite numbers is
   replaced by the previous solution shifted (status ``fallback_shifted``), else gravity compensation
   (``fallback_gravity``); ``solver_status`` says why. Never NaN. ipopt is interrupted at the limit
   (``max_wall_time``); fatrop and the QP cannot be, their result is discarded when late.
-- Each solution carries ``τ_ff`` and a time-varying LQR gain ``K_k`` (Riccati recursion with ``Q, R,
-  Q_N`` on the linearisation: at the solution for fatrop/ipopt, at the linearisation point of the QP
-  for RTI), so a 1 kHz loop applies ``τ = τ_ff,k + K_k (x - x_plan(t))`` between solves, ``x_plan``
+- Each solution carries ``τ_ff`` and a time-varying LQR gain ``K_k`` (the Riccati recursion with ``Q,
+  R, Q_N`` on the linearisation: at the solution for fatrop/ipopt, the QP's own factorisation for RTI), so a 1 kHz loop applies ``τ = τ_ff,k + K_k (x - x_plan(t))`` between solves, ``x_plan``
   the Hermite-interpolated predicted trajectory (:meth:`MPCSolution.torque`).
 """
 from __future__ import annotations
@@ -163,7 +171,10 @@ class OCPFunctions:
     friction), ``gravity(x, θ) -> g``. Problem level (MX over all stages, stage functions mapped): the
     NLP dict ``nlp`` (``x = w``, ``p``, ``f``, ``g``); ``rti_qp(w, p) -> (H, ∇f, J, gaps, A, B)``: the QP
     in the step Δw (rows ``[A_k B_k -I]``, hpipm's layout) and the stacked stage Jacobians ``A``
-    (nx, nx N), ``B`` (nx, nu N); ``linearize(w, p) -> (A, B)``; ``lqr_gains(A, B) -> K`` (nu, nx N).
+    (nx, nx N), ``B`` (nx, nu N); ``linearize(w, p) -> (A, B)``; ``lqr_gains(A, B) -> K`` (nu, nx N);
+    ``rti_prepare(w, p) -> (H, ∇f, J, gaps, A, B, b, K, k)``: the RTI's preparation phase (the QP, its
+    stage matrices, ``b = F(x_k, u_k) - x_{k+1}`` (nx N,) and the Riccati factorisation, ``K`` (nu, nx N),
+    ``k`` (nu, N)); ``riccati_factor`` and ``riccati_feedback`` (:meth:`_riccati_functions`).
     ``p = [x̂ (nx), X_ref (nx (N+1)), A_ref (nv N), θ]``."""
 
     def __init__(self, model, config):
@@ -208,15 +219,19 @@ class OCPFunctions:
         h = cfg.dt / cfg.substeps
         xk, Ax, Bu = x, ca.SX.eye(self.nx), ca.SX.zeros(self.nx, self.nu)
         xs = x
-        for _ in range(cfg.substeps):
+        # the chain rule's products (∂k_i/∂(x, u) = A_i D_x, A_i D_u + B_i), also called rather than inlined
+        Ac, Bc = ca.SX.sym("A", stage_jac.sparsity_out(1)), ca.SX.sym("B", stage_jac.sparsity_out(2))
+        Dx, Du = ca.SX.sym("D_x", self.nx, self.nx), ca.SX.sym("D_u", self.nx, self.nu)
+        chain = ca.Function("mpc_rk4_chain", [Ac, Dx, Du, Bc], [ca.mtimes(Ac, Dx), ca.mtimes(Ac, Du) + Bc], called)
+        for i in range(cfg.substeps):
             k1, A1, B1 = stage_jac(xk, u, th)
-            d1x, d1u = ca.mtimes(A1, Ax), ca.mtimes(A1, Bu) + B1
+            d1x, d1u = (A1, B1) if i == 0 else chain(A1, Ax, Bu, B1)        # x_k itself: D = (I, 0)
             k2, A2, B2 = stage_jac(xk + h / 2 * k1, u, th)
-            d2x, d2u = ca.mtimes(A2, Ax + h / 2 * d1x), ca.mtimes(A2, Bu + h / 2 * d1u) + B2
+            d2x, d2u = chain(A2, Ax + h / 2 * d1x, Bu + h / 2 * d1u, B2)
             k3, A3, B3 = stage_jac(xk + h / 2 * k2, u, th)
-            d3x, d3u = ca.mtimes(A3, Ax + h / 2 * d2x), ca.mtimes(A3, Bu + h / 2 * d2u) + B3
+            d3x, d3u = chain(A3, Ax + h / 2 * d2x, Bu + h / 2 * d2u, B3)
             k4, A4, B4 = stage_jac(xk + h * k3, u, th)
-            d4x, d4u = ca.mtimes(A4, Ax + h * d3x), ca.mtimes(A4, Bu + h * d3u) + B4
+            d4x, d4u = chain(A4, Ax + h * d3x, Bu + h * d3u, B4)
             xk = xk + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
             Ax = Ax + h / 6 * (d1x + 2 * d2x + 2 * d3x + d4x)
             Bu = Bu + h / 6 * (d1u + 2 * d2u + 2 * d3u + d4u)
@@ -502,10 +517,16 @@ class OCPFunctions:
         units compiled in parallel, the preparation phase (linearisation and factorisation) and the rest.
         The NLP oracle of fatrop/ipopt is compiled when the solver is built
         (:meth:`ModelPredictiveController`)."""
-        units = (("rti_prepare",), ("riccati_feedback", "step", "inverse_dynamics", "gravity"))
-        key = "|".join(["mpc", self.model.fingerprint(), problem_key(self.config)])
+        units = (("rti_prepare", "step_linearized"),
+                 ("riccati_feedback", "step", "step_adjoint", "inverse_dynamics", "gravity"))
+        key = "|".join(["mpc", self.model.fingerprint(), problem_key(self.config, nlp=False)])
         self.library = compile_casadi_library([[getattr(self, n) for n in unit] for unit in units], key,
                                               label="MPC functions")
+        # the NLP of fatrop/ipopt rebuilt on the compiled stage functions: its generated code calls them in
+        # this library instead of holding (and compiling) its own copy
+        for n in ("step", "step_linearized", "step_adjoint"):
+            setattr(self, n, ca.external(getattr(self, n).name(), self.library))
+        self._problem_functions()
         for n in sum(units, ()):
             setattr(self, n, ca.external(getattr(self, n).name(), self.library))
 
@@ -537,10 +558,10 @@ _PROBLEM_FIELDS = ("horizon", "dt", "substeps", "q_weight", "v_weight", "r_weigh
                    "coulomb_smoothing", "compiled", "nlp_derivatives")
 
 
-def problem_key(config):
+def problem_key(config, nlp=True):
     """The options of :class:`MPCConfig` that change the problem functions, as a string (bounds, solver
-    and time limit enter at run time)."""
-    return repr([(f, getattr(config, f)) for f in _PROBLEM_FIELDS])
+    and time limit enter at run time); without ``nlp_derivatives`` unless ``nlp``."""
+    return repr([(f, getattr(config, f)) for f in _PROBLEM_FIELDS if nlp or f != "nlp_derivatives"])
 
 
 def ocp_functions(model, config):
@@ -852,7 +873,9 @@ class ModelPredictiveController:
         solver = ca.nlpsol(name, cfg.solver, ocp.nlp, opts)
         if cfg.compiled:                          # generate the oracle's C, compile, load from the library
             key = "|".join(["mpc-nlp", cfg.solver, self.model.fingerprint(), problem_key(cfg)])
-            solver = ca.nlpsol(name, cfg.solver, compile_solver_dependencies(solver, key), opts)
+            path = compile_solver_dependencies(solver, key, label=f"{cfg.solver} NLP functions",
+                                               link=(ocp.library,))
+            solver = ca.nlpsol(name, cfg.solver, path, opts)
         self._nlp = solver
 
     def _nlp_solve(self, w0, p):

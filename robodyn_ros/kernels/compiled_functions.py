@@ -54,29 +54,6 @@ class CompileError(RuntimeError):
     """gcc failed or no C compiler was found."""
 
 
-def _compile_source(generate, key, flags):
-    """Generate C with ``generate(directory) -> path``, compile it to a cached library; its path."""
-    compiler = find_compiler()
-    if compiler is None:
-        raise CompileError("no C compiler found (set CC or install gcc)")
-    with tempfile.TemporaryDirectory(prefix="casadi-gen-", dir=cache_dir()) as tmp:
-        src = generate(tmp)
-        with open(src, "rb") as fh:
-            code = fh.read()
-        digest = hashlib.sha256(key.encode() + b"\0" + code + b"\0" + " ".join(flags).encode()).hexdigest()[:24]
-        lib = os.path.join(cache_dir(), f"casadi_{digest}.so")
-        with key_lock("casadi_" + digest):
-            if not os.path.isfile(lib):
-                tmp_lib = os.path.join(tmp, "lib.so")
-                proc = subprocess.run(compiler + list(flags) + [src, "-o", tmp_lib, "-lm"],
-                                      capture_output=True, text=True)
-                if proc.returncode != 0:
-                    tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
-                    raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
-                os.replace(tmp_lib, lib)
-    return lib
-
-
 def unit_flags(size):
     """Compiler flags of one translation unit of ``size`` bytes of generated C: ``-O2`` up to
     :data:`LARGE_UNIT_BYTES`, ``-O1`` above (gcc's time on long straight-line code grows faster than
@@ -88,10 +65,11 @@ def unit_flags(size):
 LARGE_UNIT_BYTES = 400_000
 
 
-def compile_casadi_library(functions, key, flags=CFLAGS, label=None):
+def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
     """Generate C for ``functions`` (a list of ``ca.Function``, or a list of such lists: one translation
     unit each), compile the units by parallel compiler processes (flags by size: :func:`unit_flags`) and
     link them into one library; its path. With ``label``, progress goes to stderr while compiling.
+    ``link``: libraries (paths) whose functions the generated code calls (``ca.external`` of them).
 
     ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
     the cache under a hash of ``key``, the C sources and ``flags``, so a second call (or process) loads it
@@ -110,7 +88,8 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None):
             for f in group:
                 gen.add(f)
             sources.append(gen.generate(tmp + os.sep))
-        h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode())
+        h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode()
+                           + b"\0" + "\0".join(link).encode())
         for src in sources:
             with open(src, "rb") as fh:
                 h.update(b"\0" + fh.read())
@@ -141,7 +120,8 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None):
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
             tmp_lib = os.path.join(tmp, "lib.so")
-            proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + ["-lm"],
+            proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + list(link)
+                                  + ["-lm"],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise CompileError(f"linking failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -214,16 +194,12 @@ class DirectCall:
             raise RuntimeError(f"{self.function.name()} failed")
 
 
-def compile_solver_dependencies(solver, key, flags=CFLAGS):
-    """Compile the oracle functions of an ``nlpsol`` (``generate_dependencies``) into a cached library
-    and return its path, to be passed to ``ca.nlpsol(name, plugin, path, opts)``."""
-    def generate(tmp):                    # generate_dependencies() writes into the working directory
-        gen = ca.CodeGenerator("robodyn_nlp.c", {"with_header": False})
-        gen.add(solver.oracle())
-        for name in solver.get_function():
-            gen.add(solver.get_function(name))
-        return gen.generate(tmp + os.sep)
-    return _compile_source(generate, key, flags)
+def compile_solver_dependencies(solver, key, flags=CFLAGS, label=None, link=()):
+    """Compile the oracle functions of an ``nlpsol`` into a cached library (:func:`compile_casadi_library`,
+    ``link``: libraries of the ``ca.external`` functions they call) and return its path, to be passed to
+    ``ca.nlpsol(name, plugin, path, opts)``."""
+    functions = [solver.oracle()] + [solver.get_function(name) for name in solver.get_function()]
+    return compile_casadi_library(functions, key, flags, label=label, link=link)
 
 
 def rk4_step_function(model, name="rd_rk4_step"):
