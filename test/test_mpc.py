@@ -358,3 +358,26 @@ def test_direct_call_of_a_compiled_function(tmp_path, monkeypatch):
     assert_close(gd.outputs[0], 2 * fd.inputs[1], rtol=0)
     with pytest.raises(ValueError, match="input 0"):
         gd.bind(0, np.zeros(4))
+
+
+def test_background_controller_serves_gravity_while_it_builds(panda):
+    from robodyn_ros.control.mpc import BackgroundController
+    pi = panda.inertial_parameters()
+    pi[-10:] += payload_parameters()
+    ctl = BackgroundController(panda, MPCConfig(horizon=6, dt=0.02, solver="rti", time_limit=60))   # not built yet
+    ctl.set_inertial_parameters(pi)                                      # before (or while) it is built
+    early = ctl.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    if not ctl.ready:                                                    # the fallback: gravity of the new model
+        assert early.status == "fallback_gravity" and early.solver_status == "building"
+        assert_close(early.tau_ff[0], rd.gravity_torque(panda.with_inertial_parameters(pi), HOME)
+                     + panda.friction_offset, rtol=1e-9)
+    assert ctl.wait(120)
+    sol = ctl.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    assert sol.status == "rti"
+    assert_close(ctl.controller.theta[:pi.size], pi, rtol=0)            # the parameters reached it
+    assert_close(ctl.gravity(HOME), rd.gravity_torque(panda.with_inertial_parameters(pi), HOME)
+                 + panda.friction_offset, rtol=1e-9)
+    bad = BackgroundController(panda, MPCConfig(horizon=4, dt=0.02, solver="rti", qp_solver="nonsense"))
+    assert not bad.wait(60)
+    sol = bad.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    assert sol.status == "fallback_gravity" and "qp_solver" in sol.solver_status and np.all(np.isfinite(sol.tau_ff))

@@ -520,7 +520,7 @@ class OCPFunctions:
         units = (("rti_prepare", "step_linearized"),
                  ("riccati_feedback", "step", "step_adjoint", "inverse_dynamics", "gravity"))
         key = "|".join(["mpc", self.model.fingerprint(), problem_key(self.config, nlp=False)])
-        self.library = compile_casadi_library([[getattr(self, n) for n in unit] for unit in units], key,
+        self.library = compile_casadi_library(lambda: [[getattr(self, n) for n in unit] for unit in units], key,
                                               label="MPC functions")
         # the NLP of fatrop/ipopt rebuilt on the compiled stage functions: its generated code calls them in
         # this library instead of holding (and compiling) its own copy
@@ -870,12 +870,13 @@ class ModelPredictiveController:
             opts.update({"ipopt": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol, "sb": "yes",
                                    "max_wall_time": cfg.time_limit, "hessian_constant": "yes"}})
         name = "mpc_" + cfg.solver
-        solver = ca.nlpsol(name, cfg.solver, ocp.nlp, opts)
         if cfg.compiled:                          # generate the oracle's C, compile, load from the library
             key = "|".join(["mpc-nlp", cfg.solver, self.model.fingerprint(), problem_key(cfg)])
-            path = compile_solver_dependencies(solver, key, label=f"{cfg.solver} NLP functions",
-                                               link=(ocp.library,))
+            path = compile_solver_dependencies(lambda: ca.nlpsol(name, cfg.solver, ocp.nlp, opts), key,
+                                               label=f"{cfg.solver} NLP functions", link=(ocp.library,))
             solver = ca.nlpsol(name, cfg.solver, path, opts)
+        else:
+            solver = ca.nlpsol(name, cfg.solver, ocp.nlp, opts)
         self._nlp = solver
 
     def _nlp_solve(self, w0, p):
@@ -937,3 +938,86 @@ class ModelPredictiveController:
             w = w_bar + np.asarray(res["x"]).reshape(-1)
             w[:ocp.nx] = x0
         return w, rti.gains(), status, it + 1
+
+
+class BackgroundController:
+    """A :class:`ModelPredictiveController` built in a background thread (tracing, code generation and
+    compilation take seconds from an empty cache), serving its safe fallback meanwhile: until
+    :attr:`ready`, ``solve`` returns gravity compensation at the measured configuration with the current
+    parameters (status ``fallback_gravity``, solver status ``building``; never non-finite). Parameters
+    set before it is ready are applied when it is. A build that fails keeps the fallback and names the
+    error in the solver status (:attr:`error`).
+
+    ``solve``, ``prepare``, ``set_parameters``, ``set_inertial_parameters``, ``theta``, ``tau_max``,
+    ``config`` and ``gravity(q)`` as the controller's."""
+
+    def __init__(self, model, config=None, **options):
+        import threading
+        self.model = model
+        self.config = config or MPCConfig(**options)
+        self.tau_max = effort_bounds(model)
+        self.theta = parameter_vector(model)
+        self.controller = None
+        self.error = None
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._build, name="mpc-build", daemon=True)
+        self._thread.start()
+
+    def _build(self):
+        try:
+            controller = ModelPredictiveController(self.model, self.config)
+        except Exception as err:                                  # noqa: BLE001 - reported, fallback kept
+            self.error = f"{type(err).__name__}: {err}"
+            return
+        with self._lock:
+            controller.set_parameters(self.theta)
+            self.controller = controller
+
+    @property
+    def ready(self):
+        return self.controller is not None
+
+    def wait(self, timeout=None):
+        """Block until the build has finished (or ``timeout`` s); returns :attr:`ready`."""
+        self._thread.join(timeout)
+        return self.ready
+
+    def set_parameters(self, theta):
+        with self._lock:
+            if self.controller is not None:
+                self.controller.set_parameters(theta)
+                self.theta = self.controller.theta
+            else:
+                theta = np.asarray(theta, dtype=float)
+                if theta.shape != self.theta.shape or not np.all(np.isfinite(theta)):
+                    raise ValueError(f"theta must be a finite ({self.theta.size},) vector")
+                self.theta = theta.copy()
+
+    def set_inertial_parameters(self, pi):
+        theta = self.theta.copy()
+        theta[:10 * self.model.nbodies] = pi
+        self.set_parameters(theta)
+
+    def gravity(self, q):
+        """``g(q; π) + f_o`` (nv,) of the current parameters (the fallback torque)."""
+        if self.controller is not None:
+            x = np.concatenate([q, np.zeros_like(q)])
+            return np.asarray(self.controller.ocp.gravity(x, self.controller.theta), dtype=float).reshape(-1)
+        nb10, n = 10 * self.model.nbodies, self.model.nv
+        zero = np.zeros(n)
+        return np.asarray(rnea(self.model, np.asarray(q, dtype=float), zero, zero, pi=self.theta[:nb10]),
+                          dtype=float).reshape(-1) + self.theta[nb10 + 2 * n:]
+
+    def prepare(self, reference, t, x_guess=None):
+        return self.controller.prepare(reference, t, x_guess) if self.controller is not None else 0.0
+
+    def solve(self, q, v, reference, t=0.0):
+        if self.controller is not None:
+            return self.controller.solve(q, v, reference, t)
+        N, n = self.config.horizon, self.model.nv
+        q = np.nan_to_num(np.asarray(q, dtype=float))
+        g = np.clip(np.nan_to_num(self.gravity(q), nan=0.0, posinf=0.0, neginf=0.0), -self.tau_max, self.tau_max)
+        x = np.concatenate([q, np.zeros(n)])
+        return MPCSolution(tau_ff=np.tile(g, (N, 1)), x_pred=np.tile(x, (N + 1, 1)), K=np.zeros((N, n, 2 * n)),
+                           status="fallback_gravity", solver_status=f"build failed: {self.error}" if self.error
+                           else "building", dt=self.config.dt, tau_max=self.tau_max)

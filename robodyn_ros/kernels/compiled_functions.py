@@ -54,6 +54,25 @@ class CompileError(RuntimeError):
     """gcc failed or no C compiler was found."""
 
 
+_PACKAGE_FINGERPRINT = []
+
+
+def package_fingerprint():
+    """Hash of the package's Python sources that generate code (model, dynamics, kernels, control): a
+    library named without its C source (:func:`compile_casadi_library` with a callable) is rebuilt
+    whenever any of them changes."""
+    if not _PACKAGE_FINGERPRINT:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for sub in ("model", "dynamics", "kernels", "control"):
+            for dirpath, _, files in sorted(os.walk(os.path.join(root, sub))):
+                for name in sorted(f for f in files if f.endswith(".py")):
+                    with open(os.path.join(dirpath, name), "rb") as fh:
+                        h.update(name.encode() + b"\0" + fh.read())
+        _PACKAGE_FINGERPRINT.append(h.hexdigest())
+    return _PACKAGE_FINGERPRINT[0]
+
+
 def unit_flags(size):
     """Compiler flags of one translation unit of ``size`` bytes of generated C: ``-O2`` up to
     :data:`LARGE_UNIT_BYTES`, ``-O1`` above (gcc's time on long straight-line code grows faster than
@@ -73,10 +92,22 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
 
     ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
     the cache under a hash of ``key``, the C sources and ``flags``, so a second call (or process) loads it
-    without compiling. Raises :class:`CompileError`."""
+    without compiling. ``functions`` may also be a callable returning them: the library is then named by
+    ``key``, ``flags``, CasADi's version and :func:`package_fingerprint` alone, so that loading it from
+    the cache neither builds the functions nor generates their C (the caller's ``key`` must then name
+    everything else the code depends on). Raises :class:`CompileError`."""
     import sys
     import time
     from concurrent.futures import ThreadPoolExecutor
+    h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode()
+                       + b"\0" + "\0".join(link).encode())
+    lazy = callable(functions)
+    if lazy:
+        h.update(b"\0" + ca.__version__.encode() + b"\0" + package_fingerprint().encode())
+        lib = os.path.join(cache_dir(), f"casadi_{h.hexdigest()[:24]}.so")
+        if os.path.isfile(lib):
+            return lib
+        functions = functions()
     groups = [list(g) for g in functions] if functions and isinstance(functions[0], (list, tuple)) else [list(functions)]
     compiler = find_compiler()
     if compiler is None:
@@ -88,11 +119,10 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
             for f in group:
                 gen.add(f)
             sources.append(gen.generate(tmp + os.sep))
-        h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode()
-                           + b"\0" + "\0".join(link).encode())
-        for src in sources:
-            with open(src, "rb") as fh:
-                h.update(b"\0" + fh.read())
+        if not lazy:
+            for src in sources:
+                with open(src, "rb") as fh:
+                    h.update(b"\0" + fh.read())
         digest = h.hexdigest()[:24]
         lib = os.path.join(cache_dir(), f"casadi_{digest}.so")
         with key_lock("casadi_" + digest):
@@ -197,9 +227,13 @@ class DirectCall:
 def compile_solver_dependencies(solver, key, flags=CFLAGS, label=None, link=()):
     """Compile the oracle functions of an ``nlpsol`` into a cached library (:func:`compile_casadi_library`,
     ``link``: libraries of the ``ca.external`` functions they call) and return its path, to be passed to
-    ``ca.nlpsol(name, plugin, path, opts)``."""
-    functions = [solver.oracle()] + [solver.get_function(name) for name in solver.get_function()]
-    return compile_casadi_library(functions, key, flags, label=label, link=link)
+    ``ca.nlpsol(name, plugin, path, opts)``. ``solver`` may be a callable returning it (built only when
+    the library is not in the cache; ``key`` must then name the problem)."""
+    def functions(s):
+        return [s.oracle()] + [s.get_function(name) for name in s.get_function()]
+    if callable(solver) and not isinstance(solver, ca.Function):
+        return compile_casadi_library(lambda: functions(solver()), key, flags, label=label, link=link)
+    return compile_casadi_library(functions(solver), key, flags, label=label, link=link)
 
 
 def rk4_step_function(model, name="rd_rk4_step"):

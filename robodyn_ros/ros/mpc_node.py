@@ -28,7 +28,7 @@ from geometry_msgs.msg import InertiaStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
 
-from ..control.mpc import MPCConfig, ModelPredictiveController
+from ..control.mpc import BackgroundController, MPCConfig
 from ..control.reference import fourier_reference
 from . import messages as rm
 from . import qos
@@ -48,7 +48,7 @@ class MpcNode(RobodynNode):
 
     def setup(self):
         c, robot = self.config, self.robot
-        self.mpc = ModelPredictiveController(robot.model, MPCConfig(
+        self.mpc = BackgroundController(robot.model, MPCConfig(       # gravity fallback while it builds
             horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"], time_limit=c["time_limit"],
             q_weight=c["q_weight"], v_weight=c["v_weight"], r_weight=c["r_weight"]))
         self.pi_nominal = robot.model.inertial_parameters()
@@ -91,8 +91,7 @@ class MpcNode(RobodynNode):
 
     def _gravity(self, q):
         """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
-        x = np.concatenate([q, np.zeros_like(q)])
-        return np.asarray(self.mpc.ocp.gravity(x, self.mpc.theta), dtype=float).reshape(-1)
+        return self.mpc.gravity(q)
 
     def _on_state(self, msg):
         if not self.active:
