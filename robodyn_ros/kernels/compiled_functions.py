@@ -27,7 +27,7 @@ from ..dynamics.regressor import slotine_li_regressor
 from ..dynamics.rnea import rnea
 
 try:  # reuse the kernels' cache directory, compiler lookup and per-key lock when that package is present
-    from .build import cache_dir, find_compiler, key_lock
+    from .build import cache_dir, cpu_signature, find_compiler, key_lock
 except ImportError:  # pragma: no cover
     import contextlib
     import shutil
@@ -46,6 +46,10 @@ except ImportError:  # pragma: no cover
     @contextlib.contextmanager
     def key_lock(key):
         yield
+
+    def cpu_signature():
+        import platform
+        return platform.machine() + " " + platform.processor()
 
 CFLAGS = ("-O1", "-fPIC", "-shared", "-fno-math-errno", "-w")
 
@@ -74,14 +78,16 @@ def package_fingerprint():
 
 
 def unit_flags(size):
-    """Compiler flags of one translation unit of ``size`` bytes of generated C: ``-O2`` up to
-    :data:`LARGE_UNIT_BYTES`, ``-O1`` above (gcc's time on long straight-line code grows faster than
-    linearly with the optimisation level; what ``-O2`` adds there is little)."""
+    """Compiler flags of one translation unit of ``size`` bytes of generated C: ``-O2 -march=native`` up
+    to :data:`LARGE_UNIT_BYTES`, ``-O1 -march=native`` above (gcc's time on long straight-line code grows
+    faster than linearly with the optimisation level). Measured on the MPC's preparation phase (1.3 MB of
+    C: stage Jacobians of 20 stages, Riccati factorisation): 485 µs at ``-O1``, 408 µs with
+    ``-march=native`` (fused multiply-add), 321 µs at ``-O2 -march=native``, for 18, 18 and 23 s of gcc."""
     level = "-O1" if size > LARGE_UNIT_BYTES else "-O2"
-    return (level,) + tuple(f for f in CFLAGS if not f.startswith("-O") and f != "-shared")
+    return (level, "-march=native") + tuple(f for f in CFLAGS if not f.startswith("-O") and f != "-shared")
 
 
-LARGE_UNIT_BYTES = 400_000
+LARGE_UNIT_BYTES = 2_000_000
 
 
 def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
@@ -100,7 +106,7 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
     import time
     from concurrent.futures import ThreadPoolExecutor
     h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode()
-                       + b"\0" + "\0".join(link).encode())
+                       + b"\0" + "\0".join(link).encode() + b"\0" + cpu_signature().encode())
     lazy = callable(functions)
     if lazy:
         h.update(b"\0" + ca.__version__.encode() + b"\0" + package_fingerprint().encode())
@@ -134,18 +140,26 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
                 print(f"robodyn: compiling {label}: {len(sources)} units, {sum(sizes.values()) / 1e6:.1f} MB of C",
                       file=sys.stderr, flush=True)
 
+            cpu = []
+
             def compile_unit(src):
                 unit_start = time.perf_counter()
                 unit = flags if len(sources) == 1 and flags != CFLAGS else unit_flags(sizes[src])
                 unit = tuple(f for f in unit if f != "-shared")
-                proc = subprocess.run(compiler + list(unit) + ["-c", src, "-o", src[:-2] + ".o"],
-                                      capture_output=True, text=True)
+                proc = subprocess.Popen(compiler + list(unit) + ["-c", src, "-o", src[:-2] + ".o"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                err = proc.stderr.read()
+                proc.stderr.close()
+                _, status, usage = os.wait4(proc.pid, 0)         # CPU seconds of this compiler alone
+                proc.returncode = os.waitstatus_to_exitcode(status)
                 if proc.returncode != 0:
-                    tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+                    tail = "\n".join(err.strip().splitlines()[-20:])
                     raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
+                cpu.append(usage.ru_utime + usage.ru_stime)
                 if label:
-                    print(f"robodyn:   {os.path.basename(src)} ({sizes[src] / 1e6:.1f} MB, {unit[0]}) compiled in "
-                          f"{time.perf_counter() - unit_start:.1f} s", file=sys.stderr, flush=True)
+                    print(f"robodyn:   {os.path.basename(src)} ({sizes[src] / 1e6:.1f} MB, {' '.join(unit[:2])}) "
+                          f"compiled in {time.perf_counter() - unit_start:.1f} s ({cpu[-1]:.1f} s CPU)",
+                          file=sys.stderr, flush=True)
             jobs = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
@@ -157,7 +171,8 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
                 raise CompileError(f"linking failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
             os.replace(tmp_lib, lib)
             if label:
-                print(f"robodyn: {label} built in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+                print(f"robodyn: {label} built in {time.perf_counter() - start:.1f} s ({sum(cpu):.1f} s CPU in the "
+                      f"compiler, load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     return lib
 
 
