@@ -381,3 +381,13 @@ def test_background_controller_serves_gravity_while_it_builds(panda):
     assert not bad.wait(60)
     sol = bad.solve(HOME, np.zeros(7), ConstantReference(HOME))
     assert sol.status == "fallback_gravity" and "qp_solver" in sol.solver_status and np.all(np.isfinite(sol.tau_ff))
+
+
+def test_stage_jacobians_on_threads_give_the_same_solution(panda):
+    ref = QuinticTrajectory(HOME, HOME + 0.3, 0.5)
+    sols = [ModelPredictiveController(panda, MPCConfig(horizon=4, dt=0.02, solver="rti", time_limit=60,
+                                                       stage_threads=n)).solve(HOME + 0.02, np.full(7, 0.05), ref)
+            for n in (1, 2)]
+    assert sols[0].status == sols[1].status == "rti"
+    assert_close(sols[1].tau_ff, sols[0].tau_ff, rtol=1e-14)
+    assert_close(sols[1].K, sols[0].K, rtol=1e-14)

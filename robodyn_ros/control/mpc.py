@@ -82,7 +82,9 @@ class MPCConfig:
     ``sqp_iterations``: Gauss-Newton steps per 'rti' solve (1: real-time iteration; more: a full SQP);
     ``compiled``: generate and compile C for the problem functions; ``nlp_derivatives`` for fatrop/ipopt:
     'adjoint' (Lagrangian gradient by a reverse sweep, Hessian without stage Jacobians) or 'jacobian'
-    (the former formulation: every derivative through the stage Jacobians; same iterates)."""
+    (the former formulation: every derivative through the stage Jacobians; same iterates);
+    ``stage_threads``: threads evaluating the stage Jacobians of the horizon (RTI preparation, fatrop and
+    ipopt constraint Jacobians); 1 evaluates them in the calling thread."""
 
     horizon: int = 20
     dt: float = 0.01
@@ -102,6 +104,7 @@ class MPCConfig:
     sqp_iterations: int = 1
     compiled: bool = False
     nlp_derivatives: str = "adjoint"
+    stage_threads: int = 1
 
 
 @dataclass
@@ -362,7 +365,7 @@ class OCPFunctions:
         only_custom = {"never_inline": True, "enable_forward": False, "enable_reverse": False, "enable_fd": False}
         # Jacobian: CasADi's naming, inputs then the nominal output out_Xn (empty: not needed)
         jin = symbols([ca.MX.sym("out_Xn", ca.Sparsity(nx, N))])
-        _, A, B = self.step_linearized.map(N)(jin[0], jin[1], thetas(jin[2]))
+        _, A, B = self._stage_jacobians()(jin[0], jin[1], thetas(jin[2]))
         jout_names = [f"jac_Xn_{n}" for n in names]
         jac_jac = self._zero_derivative(f"jac_jac_{name}", names + ["out_Xn"], sizes + [(nx, N)], jout_names,
                                         [(nx * N, k) for k in nin])
@@ -392,6 +395,14 @@ class OCPFunctions:
                            {"custom_jacobian": jac, "cache": {f"adj1_{name}": adj}, "never_inline": True,
                             "enable_forward": False, "enable_fd": False})
 
+    def _stage_jacobians(self):
+        """:attr:`step_linearized` mapped over the N stages, on ``stage_threads`` threads when above 1
+        (pthreads in the generated C, stages split evenly)."""
+        threads = max(1, int(self.config.stage_threads))
+        if threads > 1:
+            return self.step_linearized.map(self.N, "thread", min(threads, self.N))
+        return self.step_linearized.map(self.N)
+
     def _problem_functions(self):
         N = self.N
         w, p = ca.MX.sym("w", self.nw), ca.MX.sym("p", self.np)
@@ -414,7 +425,7 @@ class OCPFunctions:
         # (hpipm's layout; x_0 is fixed through the bounds), from one mapped linearisation
         H_gn = ca.DM(ca.Sparsity.diag(self.nw), hdiag)
         nx, nu = self.nx, self.nu
-        Xn, A, B = self.step_linearized.map(N)(X[:, :N], U, ca.repmat(th, 1, N))
+        Xn, A, B = self._stage_jacobians()(X[:, :N], U, ca.repmat(th, 1, N))
         I = ca.MX.eye(nx)
         rows = []
         for k in range(N):
@@ -555,7 +566,7 @@ _OCP_CACHE = {}
 
 
 _PROBLEM_FIELDS = ("horizon", "dt", "substeps", "q_weight", "v_weight", "r_weight", "terminal_factor",
-                   "coulomb_smoothing", "compiled", "nlp_derivatives")
+                   "coulomb_smoothing", "compiled", "nlp_derivatives", "stage_threads")
 
 
 def problem_key(config, nlp=True):
