@@ -190,8 +190,11 @@ class OCPFunctions:
         self.np = self.nx + (N + 1) * self.nx + N * n + self.ntheta
         self.model, self.config = model, config
         self.library = None                 # path of the compiled functions (compile())
-        self._stage_functions()
-        self._problem_functions()
+        if config.compiled:
+            self.compile()
+        else:
+            self._stage_functions()
+            self._problem_functions()
 
     # -------------------------------------------------------------------------------------- stage level
     def _split_theta(self, theta):
@@ -251,10 +254,18 @@ class OCPFunctions:
         lam = ca.SX.sym("lam", self.nx)
         adj = ca.jtimes(xs, ca.vertcat(x, u), lam, True)
         self.step_adjoint = ca.Function("mpc_step_adj", [x, u, th, lam], [adj[:self.nx], adj[self.nx:]])
-        a_in = ca.SX.sym("a_ref", n)
-        self.inverse_dynamics = ca.Function("mpc_inverse_dynamics", [x, a_in, th],
-                                            [rnea(model, q, v, a_in, pi=pi) + tau_f])
+        self.inverse_dynamics = self._inverse_dynamics_function()
         self.gravity = ca.Function("mpc_gravity", [x, th], [rnea(model, q, ca.SX.zeros(n), ca.SX.zeros(n), pi=pi) + fo])
+
+    def _inverse_dynamics_function(self):
+        """``inverse_dynamics(x_ref, a_ref, θ) -> τ = rnea(q, v, a; π) + τ_f(v)`` (SX: the problem level
+        differentiates through it)."""
+        n = self.n
+        x, a_in, th = ca.SX.sym("x", self.nx), ca.SX.sym("a_ref", n), ca.SX.sym("theta", self.ntheta)
+        q, v = x[:n], x[n:]
+        pi, fv, fc, fo = self._split_theta(th)
+        tau_f = fv * v + fc * ca.tanh(v / self.config.coulomb_smoothing) + fo
+        return ca.Function("mpc_inverse_dynamics", [x, a_in, th], [rnea(self.model, q, v, a_in, pi=pi) + tau_f])
 
     # ------------------------------------------------------------------------------------ problem level
     def unpack_w(self, w):
@@ -523,23 +534,34 @@ class OCPFunctions:
                                             [w_new, violation],
                                             ["x0", "w_bar", "A", "B", "b", "K", "k", "w_lo", "w_hi"], ["w", "violation"])
 
+    # the compiled functions by attribute: C name; the stage functions first (the problem level calls them)
+    _COMPILED = {"dynamics": "mpc_dynamics", "step": "mpc_step", "step_linearized": "mpc_step_lin",
+                 "step_adjoint": "mpc_step_adj", "inverse_dynamics": "mpc_inverse_dynamics", "gravity": "mpc_gravity",
+                 "rti_prepare": "mpc_rti_prepare", "riccati_feedback": "mpc_riccati_feedback"}
+
     def compile(self):
-        """Replace the RTI and stage functions by compiled C (cached; module docstring): two translation
-        units compiled in parallel, the preparation phase (linearisation and factorisation) and the rest.
-        The NLP oracle of fatrop/ipopt is compiled when the solver is built
+        """Build the functions as compiled C (cached; module docstring): two translation units compiled in
+        parallel, the preparation phase (linearisation and factorisation) and the rest. From the cache
+        nothing is traced: the stage functions are loaded from the library and the problem level is built
+        on them. The NLP of fatrop/ipopt, built on the compiled stage functions, calls them in this library
+        instead of holding (and compiling) its own copy; its oracle is compiled when the solver is built
         (:meth:`ModelPredictiveController`)."""
         units = (("rti_prepare", "step_linearized"),
-                 ("riccati_feedback", "step", "step_adjoint", "inverse_dynamics", "gravity"))
+                 ("riccati_feedback", "step", "step_adjoint", "dynamics", "inverse_dynamics", "gravity"))
         key = "|".join(["mpc", self.model.fingerprint(), problem_key(self.config, nlp=False)])
-        self.library = compile_casadi_library(lambda: [[getattr(self, n) for n in unit] for unit in units], key,
-                                              label="MPC functions")
-        # the NLP of fatrop/ipopt rebuilt on the compiled stage functions: its generated code calls them in
-        # this library instead of holding (and compiling) its own copy
-        for n in ("step", "step_linearized", "step_adjoint"):
-            setattr(self, n, ca.external(getattr(self, n).name(), self.library))
+
+        def traced():
+            self._stage_functions()
+            self._problem_functions()
+            return [[getattr(self, n) for n in unit] for unit in units]
+        self.library = compile_casadi_library(traced, key, label="MPC functions")
+        names = list(self._COMPILED)
+        for n in names[:6]:
+            setattr(self, n, ca.external(self._COMPILED[n], self.library))
+        self.inverse_dynamics = self._inverse_dynamics_function()    # differentiated by the problem level
         self._problem_functions()
-        for n in sum(units, ()):
-            setattr(self, n, ca.external(getattr(self, n).name(), self.library))
+        for n in names[4:]:
+            setattr(self, n, ca.external(self._COMPILED[n], self.library))
 
 
 def _cholesky_solve(G, R):
@@ -581,10 +603,7 @@ def ocp_functions(model, config):
     dynamics and takes seconds; the functions are immutable and parameters enter through ``p``)."""
     key = (model.fingerprint(), problem_key(config))
     if key not in _OCP_CACHE:
-        ocp = OCPFunctions(model, config)
-        if config.compiled:
-            ocp.compile()
-        _OCP_CACHE[key] = ocp
+        _OCP_CACHE[key] = OCPFunctions(model, config)
     return _OCP_CACHE[key]
 
 
@@ -635,8 +654,8 @@ class _DirectRiccatiRTI(_RiccatiRTI):
         self._prep.call()
 
     def feedback(self, x0, lo, hi):
-        if self._bounds is not (lo, hi):
-            self._fb_in[7][:], self._fb_in[8][:] = lo, hi
+        if self._bounds is None or self._bounds[0] is not lo or self._bounds[1] is not hi:
+            self._fb_in[7][:], self._fb_in[8][:] = lo, hi                 # copied once per bounds object
             self._bounds = (lo, hi)
         self._fb_in[0][:] = x0
         self._fb.call()

@@ -282,12 +282,23 @@ class DynamicsFunctions:
     :func:`rk4_step_function`). ``pi`` (10 nb,) are inertial parameters; armature and
     friction stay the model's (rnea/aba/mass include the armature, as the core does)."""
 
+    NAMES = ("rd_rnea", "rd_aba", "rd_mass", "rd_gravity", "rd_slotine_li", "rd_regressor", "rd_rk4_step")
+
     def __init__(self, model, compiled=False):
         self.model = model
+        if compiled:       # traced only when the library is not in the cache
+            lib = compile_casadi_library(lambda: self._trace(model), "dynamics:" + model.fingerprint())
+            fns = [ca.external(name, lib) for name in self.NAMES]
+        else:
+            fns = self._trace(model)
+        self._rnea, self._aba, self._mass, self._gravity, self._sl, self._reg, self._rk4 = fns
+
+    @staticmethod
+    def _trace(model):
         nv, npi = model.nv, 10 * model.nbodies
         q, v, a, vr, pi = (ca.SX.sym(n, k) for n, k in
                            (("q", model.nq), ("v", nv), ("a", nv), ("v_r", nv), ("pi", npi)))
-        fns = [
+        return [
             ca.Function("rd_rnea", [q, v, a, pi], [rnea(model, q, v, a, pi=pi)]),
             ca.Function("rd_aba", [q, v, a, pi], [aba(model, q, v, a, pi=pi)]),
             ca.Function("rd_mass", [q, pi], [crba(model, q, pi=pi)]),
@@ -296,10 +307,6 @@ class DynamicsFunctions:
             ca.Function("rd_regressor", [q, v, a], [slotine_li_regressor(model, q, v, v, a)]),
             rk4_step_function(model),
         ]
-        if compiled:
-            out = compile_casadi_functions(fns, "dynamics:" + model.fingerprint())
-            fns = [out[f.name()] for f in fns]
-        self._rnea, self._aba, self._mass, self._gravity, self._sl, self._reg, self._rk4 = fns
 
     def rnea(self, q, v, a, pi):
         return np.asarray(self._rnea(q, v, a, pi)).reshape(-1)
