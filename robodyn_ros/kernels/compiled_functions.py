@@ -287,7 +287,10 @@ class DynamicsFunctions:
     def __init__(self, model, compiled=False):
         self.model = model
         if compiled:       # traced only when the library is not in the cache
-            lib = compile_casadi_library(lambda: self._trace(model), "dynamics:" + model.fingerprint())
+            def units():           # three translation units compiled in parallel: the RK4 step, the regressors, the rest
+                f = self._trace(model)
+                return [[f[6]], [f[4], f[5]], f[:4]]
+            lib = compile_casadi_library(units, "dynamics:" + model.fingerprint(), label="dynamics functions")
             fns = [ca.external(name, lib) for name in self.NAMES]
         else:
             fns = self._trace(model)
