@@ -929,7 +929,7 @@ class ModelPredictiveController:
             opts = {"error_on_fail": False, "print_time": False}
             if name == "hpipm":
                 opts.update({"N": ocp.N, "nx": [ocp.nx] * (ocp.N + 1), "nu": [ocp.nu] * ocp.N + [0],
-                             "ng": [0] * (ocp.N + 1), "hpipm": {"iter_max": 50}})
+                             "ng": [0] * (ocp.N + 1), "hpipm": {"iter_max": 200}})
             elif name == "osqp":
                 opts.update({"osqp": {"verbose": False, "eps_abs": 1e-6, "eps_rel": 1e-6, "max_iter": 4000}})
             elif name == "qrqp":
