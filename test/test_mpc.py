@@ -426,3 +426,17 @@ def test_rti_at_100_hz_tracks_the_demo_reference_at_least_as_well_as_computed_to
     print(f"max |q - q_ref| after 0.5 s: MPC {mpc_err[500:].max():.2e} rad, computed torque {ct_err[500:].max():.2e} rad")
     assert mpc_err[500:].max() <= ct_err[500:].max()
     assert ct_err[500:].max() < 1e-3                                     # both track: a meaningful comparison
+
+
+def test_cached_plant_functions_are_named_by_the_friction_they_contain(panda, tmp_path, monkeypatch):
+    # the libraries are found in the cache by key without generating their C: a model differing only in
+    # its friction (not part of the fingerprint) must not load the other's RK4 step
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
+    rough = panda.with_friction(viscous=0.5, coulomb=1.0)
+    q, v, tau = HOME, np.full(7, 0.3), np.zeros(7)
+    steps = [DynamicsFunctions(m, compiled=True).rk4_step(q, v, tau, m.inertial_parameters(), 1e-5)[1]
+             for m in (panda, rough)]
+    exact = [np.asarray(rd.aba(m, q, v, tau - rd.friction_torque(m, v))) for m in (panda, rough)]
+    assert np.abs(steps[0] - steps[1]).max() > 1e-4                     # the friction changes the step
+    for step, a in zip(steps, exact):                                     # and each is its model's
+        assert_close((step - v) / 1e-5, a, rtol=1e-3)

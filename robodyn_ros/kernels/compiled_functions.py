@@ -290,7 +290,10 @@ class DynamicsFunctions:
             def units():           # three translation units compiled in parallel: the RK4 step, the regressors, the rest
                 f = self._trace(model)
                 return [[f[6]], [f[4], f[5]], f[:4]]
-            lib = compile_casadi_library(units, "dynamics:" + model.fingerprint(), label="dynamics functions")
+            # the friction is built into the RK4 step and not part of the fingerprint
+            key = "dynamics:" + model.fingerprint() + ":" + repr(
+                [np.asarray(a, dtype=float).tolist() for a in (model.viscous, model.coulomb, model.friction_offset)])
+            lib = compile_casadi_library(units, key, label="dynamics functions")
             fns = [ca.external(name, lib) for name in self.NAMES]
         else:
             fns = self._trace(model)
