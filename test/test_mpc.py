@@ -423,7 +423,8 @@ def test_rti_at_100_hz_tracks_the_demo_reference_at_least_as_well_as_computed_to
             assert held["sol"].status == "rti", held["sol"].solver_status
         return held["sol"].torque(np.concatenate([q, v]), t - held["t"])
     mpc_err = run(mpc_control)
-    print(f"max |q - q_ref| after 0.5 s: MPC {mpc_err[500:].max():.2e} rad, computed torque {ct_err[500:].max():.2e} rad")
+    print(f"max |q - q_ref| after 0.5 s: MPC {mpc_err[500:].max():.2e} rad, "
+          f"computed torque {ct_err[500:].max():.2e} rad")
     assert mpc_err[500:].max() <= ct_err[500:].max()
     assert ct_err[500:].max() < 1e-3                                     # both track: a meaningful comparison
 

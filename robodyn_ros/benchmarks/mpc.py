@@ -152,7 +152,8 @@ def run(json: bool = False) -> dict:
         "rti_feedback_median_ms": float(np.median(rti_feedback) * 1e3),
         "rti_feedback_p95_ms": float(np.percentile(rti_feedback, 95) * 1e3),
         "rti_preparation_median_ms": float(np.median(rti_times - rti_feedback) * 1e3),
-        "rti_hpipm_median_ms": float(np.median(hp_times) * 1e3), "rti_hpipm_p95_ms": float(np.percentile(hp_times, 95) * 1e3),
+        "rti_hpipm_median_ms": float(np.median(hp_times) * 1e3),
+        "rti_hpipm_p95_ms": float(np.percentile(hp_times, 95) * 1e3),
         "rti_hpipm_feedback_median_ms": float(np.median(hp_feedback) * 1e3),
         "rti_hpipm_fallbacks": int(sum(s.startswith("fallback") for s in hp_status)),
         "rti_fallbacks": int(sum(s.startswith("fallback") for s in rti_status)),
@@ -184,9 +185,11 @@ def run(json: bool = False) -> dict:
               f"max {result['rti_max_ms']:.2f} ms over {result['rti_solves']} closed-loop periods "
               f"({result['rti_fallbacks']} fallbacks); final error {final_error:.2e} rad")
         print(f"    feedback phase: median {result['rti_feedback_median_ms']:.3f} ms, "
-              f"p95 {result['rti_feedback_p95_ms']:.3f} ms; preparation median {result['rti_preparation_median_ms']:.2f} ms")
+              f"p95 {result['rti_feedback_p95_ms']:.3f} ms; "
+              f"preparation median {result['rti_preparation_median_ms']:.2f} ms")
         print(f"  SQP-RTI (hpipm every period): median {result['rti_hpipm_median_ms']:.2f} ms, "
-              f"p95 {result['rti_hpipm_p95_ms']:.2f} ms, feedback phase {result['rti_hpipm_feedback_median_ms']:.2f} ms")
+              f"p95 {result['rti_hpipm_p95_ms']:.2f} ms, "
+              f"feedback phase {result['rti_hpipm_feedback_median_ms']:.2f} ms")
         print(f"  fatrop converged:     median {result['fatrop_median_ms']:.2f} ms, "
               f"{result['fatrop_median_iterations']:.0f} iterations, "
               f"{result['fatrop_converged']}/{result['fatrop_solves']} converged")

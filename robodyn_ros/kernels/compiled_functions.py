@@ -114,7 +114,8 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
         if os.path.isfile(lib):
             return lib
         functions = functions()
-    groups = [list(g) for g in functions] if functions and isinstance(functions[0], (list, tuple)) else [list(functions)]
+    nested = functions and isinstance(functions[0], (list, tuple))
+    groups = [list(g) for g in functions] if nested else [list(functions)]
     compiler = find_compiler()
     if compiler is None:
         raise CompileError("no C compiler found (set CC or install gcc)")
@@ -160,7 +161,8 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
                     print(f"robodyn:   {os.path.basename(src)} ({sizes[src] / 1e6:.1f} MB, {' '.join(unit[:2])}) "
                           f"compiled in {time.perf_counter() - unit_start:.1f} s ({cpu[-1]:.1f} s CPU)",
                           file=sys.stderr, flush=True)
-            jobs = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            jobs = max(1, min(4, cpus))
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
             tmp_lib = os.path.join(tmp, "lib.so")
@@ -287,7 +289,7 @@ class DynamicsFunctions:
     def __init__(self, model, compiled=False):
         self.model = model
         if compiled:       # traced only when the library is not in the cache
-            def units():           # three translation units compiled in parallel: the RK4 step, the regressors, the rest
+            def units():           # three translation units compiled in parallel: RK4 step, regressors, rest
                 f = self._trace(model)
                 return [[f[6]], [f[4], f[5]], f[:4]]
             # the friction is built into the RK4 step and not part of the fingerprint
