@@ -260,3 +260,184 @@ def test_hessian_function_evaluates_no_stage_jacobian(panda):
     # ipopt's Hessian function (no gradient output) calls nothing at all
     ipopt = ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver="ipopt"))
     assert ipopt._nlp.get_function("nlp_hess_l").find_functions() == []
+
+
+def _random_ocp_qp(ocp, rng):
+    """A random instance of the RTI QP: stage matrices, affine gaps, cost gradient, linearisation point."""
+    nx, nu, N = ocp.nx, ocp.nu, ocp.N
+    A = rng.normal(scale=0.4, size=(nx, nx * N)) + np.tile(np.eye(nx), N)
+    B = rng.normal(size=(nx, nu * N))
+    b, grad, w_bar = rng.normal(size=nx * N), rng.normal(size=ocp.nw), rng.normal(size=ocp.nw)
+    return A, B, b, grad, w_bar
+
+
+def test_riccati_qp_equals_dense_qp_solves(panda):
+    # the structured solution (factorisation + rollout) against the dense KKT system solved by NumPy and
+    # against CasADi's qrqp on the sparse QP, on random stage matrices, gaps, gradients and initial states
+    mpc = ModelPredictiveController(panda, MPCConfig(horizon=4, dt=0.02, solver="rti", q_weight=[1e3, 2e2] * 3 + [50],
+                                                     v_weight=0.5, r_weight=1e-2))
+    ocp = mpc.ocp
+    nx, nu, N, nw = ocp.nx, ocp.nu, ocp.N, ocp.nw
+    Qd, Rd, QNd = ocp._weights()
+    H = np.diag(np.concatenate([np.concatenate([2 * Qd, 2 * Rd])] * N + [2 * QNd]))
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        A, B, b, grad, w_bar = _random_ocp_qp(ocp, rng)
+        x0 = w_bar[:nx] + rng.normal(size=nx)
+        K, k = ocp.riccati_factor(A, B, b, grad)
+        inf = np.full(nw, np.inf)
+        w, violation = ocp.riccati_feedback(x0, w_bar, A, B, b, K, k, -inf, inf)
+        dw = np.asarray(w).reshape(-1) - w_bar
+        # dense: rows Δx_0 = x̂ - x̄_0 and A_k Δx_k + B_k Δu_k - Δx_{k+1} = -b_k
+        C = np.zeros((nx * (N + 1), nw))
+        d = np.zeros(nx * (N + 1))
+        C[:nx, :nx], d[:nx] = np.eye(nx), x0 - w_bar[:nx]
+        for s in range(N):
+            r, c = nx * (s + 1), s * (nx + nu)
+            C[r:r + nx, c:c + nx] = A[:, s * nx:(s + 1) * nx]
+            C[r:r + nx, c + nx:c + nx + nu] = B[:, s * nu:(s + 1) * nu]
+            C[r:r + nx, c + nx + nu:c + 2 * nx + nu] = -np.eye(nx)
+            d[r:r + nx] = -b[s * nx:(s + 1) * nx]
+        kkt = np.block([[H, C.T], [C, np.zeros((C.shape[0], C.shape[0]))]])
+        dense = np.linalg.solve(kkt, np.concatenate([-grad, d]))[:nw]
+        assert_close(dw, dense, rtol=1e-8)
+        qp = ca.conic("qp", "qrqp", {"h": ca.DM(H).sparsity(), "a": ca.DM(C).sparsity()},
+                      {"print_iter": False, "print_header": False})
+        sol = np.asarray(qp(h=H, g=grad, a=C, lba=d, uba=d)["x"]).reshape(-1)
+        assert_close(dw, sol, rtol=1e-7)
+        assert float(violation) == -np.inf                              # no bounds: nothing violated
+        # the gains are those of the former LQR recursion on the same stage matrices
+        assert_close(np.asarray(K), np.asarray(ocp.lqr_gains(A, B)), rtol=1e-8)
+
+
+def test_prepared_feedback_equals_solving_at_once_and_bounds_go_to_hpipm(panda):
+    ref = QuinticTrajectory(HOME, HOME + 0.3, 0.5)
+    cfg = dict(horizon=5, dt=0.02, solver="rti", time_limit=60)
+    at_once, split = (ModelPredictiveController(panda, MPCConfig(**cfg)) for _ in range(2))
+    x = [(HOME + 0.02, np.full(7, 0.05)), (HOME + 0.03, np.full(7, 0.1))]
+    at_once.solve(*x[0], ref, 0.0)
+    split.solve(*x[0], ref, 0.0)
+    split.prepare(ref, 0.02)                                            # before the measurement
+    a, s = at_once.solve(*x[1], ref, 0.02), split.solve(*x[1], ref, 0.02)
+    assert a.solver_status == s.solver_status == "riccati"
+    assert_close(s.tau_ff, a.tau_ff, rtol=1e-12, atol=1e-12)
+    assert_close(s.K, a.K, rtol=1e-12, atol=1e-12)
+    assert s.feedback_time < s.solve_time
+    # a reference the velocity bound does not let the plan follow: the rollout leaves the bounds, the
+    # bounded QP (hpipm) solves it as hpipm alone does; the bounds hold and are active
+    fast = ConstantReference(HOME + 0.3)
+    sols = {}
+    for qp in ("riccati", "hpipm"):
+        mpc = ModelPredictiveController(panda, MPCConfig(**cfg, qp_solver=qp, velocity_fraction=0.2))
+        sols[qp] = mpc.solve(HOME, np.zeros(7), fast, 0.0)
+    assert sols["riccati"].solver_status != "riccati" and sols["riccati"].status == "rti"
+    assert_close(sols["riccati"].tau_ff, sols["hpipm"].tau_ff, rtol=1e-12)
+    vmax = 0.2 * panda.velocity_limit
+    assert np.all(np.abs(sols["riccati"].x_pred[1:, 7:]) <= vmax + 1e-8)
+    assert np.any(np.abs(sols["riccati"].x_pred[1:, 7:]) > vmax - 1e-6)  # a bound is active
+
+
+def test_direct_call_of_a_compiled_function(tmp_path, monkeypatch):
+    from robodyn_ros.kernels.compiled_functions import DirectCall, compile_casadi_library
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
+    x, M = ca.SX.sym("x", 3), ca.SX.sym("M", 2, 3)
+    f = ca.Function("rd_test_affine", [M, x], [ca.mtimes(M, ca.sin(x)), ca.sumsqr(x)])
+    g = ca.Function("rd_test_twice", [x], [2 * x])
+    lib = compile_casadi_library([[f], [g]], "test-direct")              # two translation units
+    fd, gd = DirectCall(lib, f), DirectCall(lib, g)
+    rng = np.random.default_rng(2)
+    for _ in range(2):                                                   # buffers reused
+        Mv, xv = rng.normal(size=(2, 3)), rng.normal(size=3)
+        fd.inputs[0][:], fd.inputs[1][:] = Mv.ravel(order="F"), xv
+        fd.call()
+        y, s = f(Mv, xv)
+        assert_close(fd.outputs[0], np.asarray(y).reshape(-1), rtol=1e-14)
+        assert_close(fd.outputs[1][0], float(s), rtol=1e-14)
+    gd.bind(0, fd.inputs[1])                                             # reads f's input in place
+    gd.call()
+    assert_close(gd.outputs[0], 2 * fd.inputs[1], rtol=0)
+    with pytest.raises(ValueError, match="input 0"):
+        gd.bind(0, np.zeros(4))
+
+
+def test_background_controller_serves_gravity_while_it_builds(panda):
+    from robodyn_ros.control.mpc import BackgroundController
+    pi = panda.inertial_parameters()
+    pi[-10:] += payload_parameters()
+    ctl = BackgroundController(panda, MPCConfig(horizon=6, dt=0.02, solver="rti", time_limit=60))   # not built yet
+    ctl.set_inertial_parameters(pi)                                      # before (or while) it is built
+    early = ctl.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    if not ctl.ready:                                                    # the fallback: gravity of the new model
+        assert early.status == "fallback_gravity" and early.solver_status == "building"
+        assert_close(early.tau_ff[0], rd.gravity_torque(panda.with_inertial_parameters(pi), HOME)
+                     + panda.friction_offset, rtol=1e-9)
+    assert ctl.wait(120)
+    sol = ctl.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    assert sol.status == "rti"
+    assert_close(ctl.controller.theta[:pi.size], pi, rtol=0)            # the parameters reached it
+    assert_close(ctl.gravity(HOME), rd.gravity_torque(panda.with_inertial_parameters(pi), HOME)
+                 + panda.friction_offset, rtol=1e-9)
+    bad = BackgroundController(panda, MPCConfig(horizon=4, dt=0.02, solver="rti", qp_solver="nonsense"))
+    assert not bad.wait(60)
+    sol = bad.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    assert sol.status == "fallback_gravity" and "qp_solver" in sol.solver_status and np.all(np.isfinite(sol.tau_ff))
+
+
+def test_stage_jacobians_on_threads_give_the_same_solution(panda):
+    ref = QuinticTrajectory(HOME, HOME + 0.3, 0.5)
+    sols = [ModelPredictiveController(panda, MPCConfig(horizon=4, dt=0.02, solver="rti", time_limit=60,
+                                                       stage_threads=n)).solve(HOME + 0.02, np.full(7, 0.05), ref)
+            for n in (1, 2)]
+    assert sols[0].status == sols[1].status == "rti"
+    assert_close(sols[1].tau_ff, sols[0].tau_ff, rtol=1e-14)
+    assert_close(sols[1].K, sols[0].K, rtol=1e-14)
+
+
+def test_rti_at_100_hz_tracks_the_demo_reference_at_least_as_well_as_computed_torque(panda, plant):
+    # the nodes' setting: the generator reference (Fourier, 0.3 rad, 4 s, 2 harmonics) around home, RTI
+    # every 10 ms, τ_ff,k + K_k (x - x_plan) at 1 kHz in between; computed torque (kp 400, kd 40) at 1 kHz
+    # on the same plant (RK4 at 1 kHz), the same start
+    from robodyn_ros.control import ComputedTorqueController, fourier_reference
+    model = panda
+    ref = fourier_reference(HOME, 0.3, 4.0, 2)
+    pi = model.inertial_parameters()
+
+    def run(control, seconds=1.5):
+        q, v = ref.evaluate(0.0)[0].copy(), ref.evaluate(0.0)[1].copy()
+        errors = []
+        for i in range(int(round(seconds / SIM_DT))):
+            t = i * SIM_DT
+            tau = control(t, q, v)
+            errors.append(np.abs(q - ref.evaluate(t)[0]).max())
+            q, v = plant.rk4_step(q, v, tau, pi, SIM_DT)
+        return np.array(errors)
+
+    ct = ComputedTorqueController(model, kp=400.0, kd=40.0)
+    ct_err = run(lambda t, q, v: np.asarray(ct.compute(q, v, *ref.evaluate(t))[0]))
+    mpc = ModelPredictiveController(model, MPCConfig(horizon=20, dt=0.01, solver="rti", time_limit=60))
+    held = {}
+
+    def mpc_control(t, q, v):
+        if int(round(t / SIM_DT)) % 10 == 0:
+            held["t"], held["sol"] = t, mpc.solve(q, v, ref, t)
+            assert held["sol"].status == "rti", held["sol"].solver_status
+        return held["sol"].torque(np.concatenate([q, v]), t - held["t"])
+    mpc_err = run(mpc_control)
+    print(f"max |q - q_ref| after 0.5 s: MPC {mpc_err[500:].max():.2e} rad, "
+          f"computed torque {ct_err[500:].max():.2e} rad")
+    assert mpc_err[500:].max() <= ct_err[500:].max()
+    assert ct_err[500:].max() < 1e-3                                     # both track: a meaningful comparison
+
+
+def test_cached_plant_functions_are_named_by_the_friction_they_contain(panda, tmp_path, monkeypatch):
+    # the libraries are found in the cache by key without generating their C: a model differing only in
+    # its friction (not part of the fingerprint) must not load the other's RK4 step
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
+    rough = panda.with_friction(viscous=0.5, coulomb=1.0)
+    q, v, tau = HOME, np.full(7, 0.3), np.zeros(7)
+    steps = [DynamicsFunctions(m, compiled=True).rk4_step(q, v, tau, m.inertial_parameters(), 1e-5)[1]
+             for m in (panda, rough)]
+    exact = [np.asarray(rd.aba(m, q, v, tau - rd.friction_torque(m, v))) for m in (panda, rough)]
+    assert np.abs(steps[0] - steps[1]).max() > 1e-4                     # the friction changes the step
+    for step, a in zip(steps, exact):                                     # and each is its model's
+        assert_close((step - v) / 1e-5, a, rtol=1e-3)

@@ -352,6 +352,7 @@ def test_mpc_node_feeds_the_inverse_dynamics_node():
                                            use_sim_time=True) as up:
         up.activate(order=["mpc", "inverse_dynamics", "simulator"])
         sim, mpc, ctrl = up.nodes["simulator"].sim, up.nodes["mpc"], up.nodes["inverse_dynamics"]
+        assert mpc.mpc.wait(300)                                  # built in the background (fallback meanwhile)
         assert up.spin_until(lambda: sim.t >= 0.5, 120.0)
         assert mpc.solves >= 40                                   # 100 Hz of simulated time
         assert mpc.solution[1].status in ("rti", "solved")

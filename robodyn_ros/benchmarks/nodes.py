@@ -20,6 +20,13 @@
    the library's ``Simulator.step`` alone with the node's compiled whole step (RK4, one C call per step;
    ``..._python``: the Python step on the compiled ABA, five calls), ``..._semi_implicit_euler`` the same
    with the two-evaluation integrator (best of 5 runs of 1000 steps each).
+4. mpc: the ``mpc`` node (RTI, ``config/panda.yaml``: 100 Hz, N = 20, compiled, ``output: feedforward``)
+   beside the simulator (1 kHz, real time), the estimator (decimation 10) and the inverse_dynamics node in
+   mode ``mpc``, each its own process (simulator and controller SCHED_FIFO 50, the mpc node
+   SCHED_FIFO 40: below the 1 kHz control path, above the estimator's normal priority). After the mpc node
+   has built its functions (it serves gravity fallbacks meanwhile; ``mpc_node_ready_seconds``), its
+   /diagnostics over ``MPC_SECONDS``: ``mpc_node_rate_hz`` (solves per wall second),
+   ``mpc_node_fallbacks_per_1000`` (fallback solutions per 1 000 solves), the median solve time.
 Measured 2026-11-23 on the project machine (2 shared cores, load 2-6, SCHED_FIFO granted):
 id_node_p99_latency_ms 0.46-0.87 (p50 0.24-0.35), id_node_dropped 0 of 10 000, round trip p99 1.4-2.3 ms;
 estimator 885-1000 Hz at decimation 1 (just keeps up or not, depending on load), 200 Hz at decimation 5;
@@ -46,6 +53,8 @@ import numpy as np
 ID_SECONDS = 10.0
 ESTIMATOR_SECONDS = 4.0
 SIM_SECONDS = 3.0
+MPC_SECONDS = 10.0
+MPC_PRIORITY = 40
 RATE = 1000
 START_TIMEOUT = 90.0
 RT_PRIORITY = 50
@@ -307,6 +316,66 @@ def bench_simulator(context):
             "simulator_steps": steps}
 
 
+def bench_mpc_node(context):
+    """Section 4 of the module docstring: the rate and fallbacks of the mpc node beside the others."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    from ..ros.testing import make_executor, plain_node, spin_until
+
+    def start(kind, params, priority):
+        args, env = node_process_args(kind, params)
+        preexec = (lambda: set_fifo(priority)) if priority else set_other
+        return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=preexec)
+
+    procs = {}
+    node = plain_node("bench_mpc_monitor", context)
+    seen = []                                       # (monotonic time, values) of the mpc node's diagnostics
+
+    def on_diagnostics(msg):
+        values = _diagnostic_values(msg, "model predictive control")
+        if values is not None:
+            seen.append((time.monotonic(), values))
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    executor = make_executor("events", context)
+    executor.add_node(node)
+    start_wall = time.monotonic()
+    try:
+        procs["simulator"] = start("simulator", {"real_time_factor": 1.0, "rate": float(RATE)}, RT_PRIORITY)
+        procs["estimator"] = start("estimator", {"decimation": 10}, None)
+        procs["inverse_dynamics"] = start("inverse_dynamics", {"mode": "mpc"}, RT_PRIORITY)
+        procs["mpc"] = start("mpc", {}, MPC_PRIORITY)
+
+        def ready():
+            return bool(seen) and seen[-1][1].get("solver_status") != "building"
+        if not spin_until(executor, lambda: ready() or any(p.poll() is not None for p in procs.values()),
+                          START_TIMEOUT + 120.0) or not ready():
+            dead = [k for k, p in procs.items() if p.poll() is not None]
+            raise RuntimeError(f"mpc node not solving (exited: {dead or 'none'})")
+        ready_seconds = time.monotonic() - start_wall
+        spin_until(executor, lambda: False, 1.0)                         # settle
+        first = seen[-1]
+        seen_from = len(seen)
+        spin_until(executor, lambda: False, MPC_SECONDS)
+        last = seen[-1]
+        window = [float(v.get("solve_time_ms", "nan")) for _, v in seen[seen_from:]]
+        solves = int(last[1]["solves"]) - int(first[1]["solves"])
+        fallbacks = int(last[1]["fallbacks"]) - int(first[1]["fallbacks"])
+        alive = all(p.poll() is None for p in procs.values())
+    finally:
+        executor.remove_node(node)
+        node.destroy_node()
+        executor.shutdown()
+        for proc in procs.values():
+            stop_node_process(proc)
+    return {"mpc_node_rate_hz": round(solves / (last[0] - first[0]), 1),
+            "mpc_node_fallbacks_per_1000": round(1000.0 * fallbacks / max(solves, 1), 2),
+            "mpc_node_solves": solves, "mpc_node_fallbacks": fallbacks,
+            "mpc_node_solve_time_median_ms": round(float(np.nanmedian(window)), 3) if window else None,
+            "mpc_node_solve_time_max_ms": round(float(np.nanmax(window)), 3) if window else None,
+            "mpc_node_ready_seconds": round(ready_seconds, 1), "mpc_node_processes_alive": alive}
+
+
 def _steps_per_real_second(sim, tau, steps=1000, repeats=5):
     """Simulated seconds per wall second of ``sim.step`` (best of ``repeats`` runs of ``steps``, as timeit
     does: the other runs measure the machine's other jobs)."""
@@ -336,6 +405,8 @@ def run(json=False):
             result["estimator_rate_hz"] = max(result["estimator_rate_hz_decimation_1"],
                                               result["estimator_rate_hz_decimation_5"])
             result.update(bench_simulator(context))
+            if "--no-mpc" not in sys.argv:
+                result.update(bench_mpc_node(context))
         finally:
             context.try_shutdown()
     result["load_average_1min_end"] = round(os.getloadavg()[0], 2)

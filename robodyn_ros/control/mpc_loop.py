@@ -1,5 +1,6 @@
-"""The ``mpc`` node's loop without ROS: :class:`~robodyn_ros.control.mpc.ModelPredictiveController` at a
-fixed rate on the newest joint state, tracking the built-in Fourier reference (time from the first
+"""The ``mpc`` node's loop without ROS: :class:`~robodyn_ros.control.mpc.ModelPredictiveController` (built
+in the background by :class:`~robodyn_ros.control.mpc.BackgroundController`, gravity compensation served
+until it is ready) at a fixed rate on the newest joint state, tracking the built-in Fourier reference (time from the first
 joint-state stamp), and, with ``output: commands``, the solution's torque ``tau_ff,k + K_k (x - x_k)`` at
 the joint-state rate through :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog
 with the MPC model's gravity hold, guard; no solves while stale; after a time reset the reference time is
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mpc import MPCConfig, ModelPredictiveController
+from .mpc import BackgroundController, MPCConfig
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
 from .torque_output import TorqueOutput
@@ -22,7 +23,7 @@ class MpcLoop:
 
     def __init__(self, robot, config, publish=None, report=None):
         c = config
-        self.mpc = ModelPredictiveController(robot.model, MPCConfig(
+        self.mpc = BackgroundController(robot.model, MPCConfig(       # gravity fallback while it builds
             horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"], time_limit=c["time_limit"],
             q_weight=c["q_weight"], v_weight=c["v_weight"], r_weight=c["r_weight"]))
         self.model = robot.model
@@ -41,8 +42,7 @@ class MpcLoop:
 
     def gravity(self, q):
         """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
-        x = np.concatenate([q, np.zeros_like(q)])
-        return np.asarray(self.mpc.ocp.gravity(x, self.mpc.theta), dtype=float).reshape(-1)
+        return self.mpc.gravity(q)
 
     def on_state(self, t, q, v):
         """A valid joint state: kept for the next solve; with ``output: commands`` returns the published

@@ -27,7 +27,7 @@ from ..dynamics.regressor import slotine_li_regressor
 from ..dynamics.rnea import rnea
 
 try:  # reuse the kernels' cache directory, compiler lookup and per-key lock when that package is present
-    from .build import cache_dir, find_compiler, key_lock
+    from .build import cache_dir, cpu_signature, find_compiler, key_lock
 except ImportError:  # pragma: no cover
     import contextlib
     import shutil
@@ -47,6 +47,10 @@ except ImportError:  # pragma: no cover
     def key_lock(key):
         yield
 
+    def cpu_signature():
+        import platform
+        return platform.machine() + " " + platform.processor()
+
 CFLAGS = ("-O1", "-fPIC", "-shared", "-fno-math-errno", "-w")
 
 
@@ -54,55 +58,199 @@ class CompileError(RuntimeError):
     """gcc failed or no C compiler was found."""
 
 
-def _compile_source(generate, key, flags):
-    """Generate C with ``generate(directory) -> path``, compile it to a cached library; its path."""
+_PACKAGE_FINGERPRINT = []
+
+
+def package_fingerprint():
+    """Hash of the package's Python sources that generate code (model, dynamics, kernels, control): a
+    library named without its C source (:func:`compile_casadi_library` with a callable) is rebuilt
+    whenever any of them changes."""
+    if not _PACKAGE_FINGERPRINT:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for sub in ("model", "dynamics", "kernels", "control"):
+            for dirpath, _, files in sorted(os.walk(os.path.join(root, sub))):
+                for name in sorted(f for f in files if f.endswith(".py")):
+                    with open(os.path.join(dirpath, name), "rb") as fh:
+                        h.update(name.encode() + b"\0" + fh.read())
+        _PACKAGE_FINGERPRINT.append(h.hexdigest())
+    return _PACKAGE_FINGERPRINT[0]
+
+
+def unit_flags(size):
+    """Compiler flags of one translation unit of ``size`` bytes of generated C: ``-O2 -march=native`` up
+    to :data:`LARGE_UNIT_BYTES`, ``-O1 -march=native`` above (gcc's time on long straight-line code grows
+    faster than linearly with the optimisation level). Measured on the MPC's preparation phase (1.3 MB of
+    C: stage Jacobians of 20 stages, Riccati factorisation): 485 µs at ``-O1``, 408 µs with
+    ``-march=native`` (fused multiply-add), 321 µs at ``-O2 -march=native``, for 18, 18 and 23 s of gcc."""
+    level = "-O1" if size > LARGE_UNIT_BYTES else "-O2"
+    return (level, "-march=native") + tuple(f for f in CFLAGS if not f.startswith("-O") and f != "-shared")
+
+
+LARGE_UNIT_BYTES = 2_000_000
+
+
+def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
+    """Generate C for ``functions`` (a list of ``ca.Function``, or a list of such lists: one translation
+    unit each), compile the units by parallel compiler processes (flags by size: :func:`unit_flags`) and
+    link them into one library; its path. With ``label``, progress goes to stderr while compiling.
+    ``link``: libraries (paths) whose functions the generated code calls (``ca.external`` of them).
+
+    ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
+    the cache under a hash of ``key``, the C sources and ``flags``, so a second call (or process) loads it
+    without compiling. ``functions`` may also be a callable returning them: the library is then named by
+    ``key``, ``flags``, CasADi's version and :func:`package_fingerprint` alone, so that loading it from
+    the cache neither builds the functions nor generates their C (the caller's ``key`` must then name
+    everything else the code depends on). Raises :class:`CompileError`."""
+    import sys
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode()
+                       + b"\0" + "\0".join(link).encode() + b"\0" + cpu_signature().encode())
+    lazy = callable(functions)
+    if lazy:
+        h.update(b"\0" + ca.__version__.encode() + b"\0" + package_fingerprint().encode())
+        lib = os.path.join(cache_dir(), f"casadi_{h.hexdigest()[:24]}.so")
+        if os.path.isfile(lib):
+            return lib
+        functions = functions()
+    nested = functions and isinstance(functions[0], (list, tuple))
+    groups = [list(g) for g in functions] if nested else [list(functions)]
     compiler = find_compiler()
     if compiler is None:
         raise CompileError("no C compiler found (set CC or install gcc)")
     with tempfile.TemporaryDirectory(prefix="casadi-gen-", dir=cache_dir()) as tmp:
-        src = generate(tmp)
-        with open(src, "rb") as fh:
-            code = fh.read()
-        digest = hashlib.sha256(key.encode() + b"\0" + code + b"\0" + " ".join(flags).encode()).hexdigest()[:24]
+        sources = []
+        for i, group in enumerate(groups):
+            gen = ca.CodeGenerator(f"robodyn_casadi_{i}.c", {"with_header": False})
+            for f in group:
+                gen.add(f)
+            sources.append(gen.generate(tmp + os.sep))
+        if not lazy:
+            for src in sources:
+                with open(src, "rb") as fh:
+                    h.update(b"\0" + fh.read())
+        digest = h.hexdigest()[:24]
         lib = os.path.join(cache_dir(), f"casadi_{digest}.so")
         with key_lock("casadi_" + digest):
-            if not os.path.isfile(lib):
-                tmp_lib = os.path.join(tmp, "lib.so")
-                proc = subprocess.run(compiler + list(flags) + [src, "-o", tmp_lib, "-lm"],
-                                      capture_output=True, text=True)
+            if os.path.isfile(lib):
+                return lib
+            sizes = {src: os.path.getsize(src) for src in sources}
+            start = time.perf_counter()
+            if label:
+                print(f"robodyn: compiling {label}: {len(sources)} units, {sum(sizes.values()) / 1e6:.1f} MB of C",
+                      file=sys.stderr, flush=True)
+
+            cpu = []
+
+            def compile_unit(src):
+                unit_start = time.perf_counter()
+                unit = flags if len(sources) == 1 and flags != CFLAGS else unit_flags(sizes[src])
+                unit = tuple(f for f in unit if f != "-shared")
+                proc = subprocess.Popen(compiler + list(unit) + ["-c", src, "-o", src[:-2] + ".o"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                err = proc.stderr.read()
+                proc.stderr.close()
+                _, status, usage = os.wait4(proc.pid, 0)         # CPU seconds of this compiler alone
+                proc.returncode = os.waitstatus_to_exitcode(status)
                 if proc.returncode != 0:
-                    tail = "\n".join(proc.stderr.strip().splitlines()[-20:])
+                    tail = "\n".join(err.strip().splitlines()[-20:])
                     raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
-                os.replace(tmp_lib, lib)
+                cpu.append(usage.ru_utime + usage.ru_stime)
+                if label:
+                    print(f"robodyn:   {os.path.basename(src)} ({sizes[src] / 1e6:.1f} MB, {' '.join(unit[:2])}) "
+                          f"compiled in {time.perf_counter() - unit_start:.1f} s ({cpu[-1]:.1f} s CPU)",
+                          file=sys.stderr, flush=True)
+            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+            jobs = max(1, min(4, cpus))
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
+            tmp_lib = os.path.join(tmp, "lib.so")
+            proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + list(link)
+                                  + ["-lm"],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise CompileError(f"linking failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+            os.replace(tmp_lib, lib)
+            if label:
+                print(f"robodyn: {label} built in {time.perf_counter() - start:.1f} s ({sum(cpu):.1f} s CPU in the "
+                      f"compiler, load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     return lib
 
 
 def compile_casadi_functions(functions, key, flags=CFLAGS):
-    """Generate C for ``functions`` (list of ``ca.Function``) into one library, compile it with the
-    system C compiler and load each function back with ``ca.external``.
-
-    ``key``: a string identifying what was generated (model fingerprint + options); the library lives in
-    the cache under a hash of ``key``, the C source and ``flags``, so a second call (or process) loads it
-    without compiling. Returns ``{name: ca.Function}``. Raises :class:`CompileError`."""
-    def generate(tmp):
-        gen = ca.CodeGenerator("robodyn_casadi.c", {"with_header": False})
-        for f in functions:
-            gen.add(f)
-        return gen.generate(tmp + os.sep)
-    lib = _compile_source(generate, key, flags)
+    """:func:`compile_casadi_library` and each function loaded back with ``ca.external``:
+    ``{name: ca.Function}``."""
+    lib = compile_casadi_library(functions, key, flags)
     return {f.name(): ca.external(f.name(), lib) for f in functions}
 
 
-def compile_solver_dependencies(solver, key, flags=CFLAGS):
-    """Compile the oracle functions of an ``nlpsol`` (``generate_dependencies``) into a cached library
-    and return its path, to be passed to ``ca.nlpsol(name, plugin, path, opts)``."""
-    def generate(tmp):                    # generate_dependencies() writes into the working directory
-        gen = ca.CodeGenerator("robodyn_nlp.c", {"with_header": False})
-        gen.add(solver.oracle())
-        for name in solver.get_function():
-            gen.add(solver.get_function(name))
-        return gen.generate(tmp + os.sep)
-    return _compile_source(generate, key, flags)
+class DirectCall:
+    """A function of a library of :func:`compile_casadi_library` called through its C entry point
+    ``int name(const double** arg, double** res, long long* iw, double* w, int mem)`` with buffers
+    allocated once: no CasADi dispatch, no conversion, no allocation per call (a CasADi call from Python
+    costs tens of µs in argument and result conversion alone).
+
+    ``inputs[i]`` / ``outputs[i]``: the nonzeros (column-major, ``function.sparsity_in(i)``) of input and
+    output ``i``, (nnz,) float64 arrays that stay valid: write the inputs, ``call()``, read the outputs.
+    ``bind(i, array)`` makes input ``i`` read ``array`` (e.g. another DirectCall's output) instead of its own
+    buffer."""
+
+    def __init__(self, library, function):
+        import ctypes
+        self._ct = ctypes
+        self.function = function
+        name = function.name()
+        lib = ctypes.CDLL(library)
+        self._entry = getattr(lib, name)
+        self._entry.restype = ctypes.c_int
+        self._entry.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int]
+        sizes = [ctypes.c_longlong() for _ in range(4)]
+        work = getattr(lib, name + "_work")
+        work.restype = ctypes.c_int
+        if work(*[ctypes.byref(s) for s in sizes]):
+            raise CompileError(f"{name}: work size query failed")
+        sz_arg, sz_res, sz_iw, sz_w = (max(int(s.value), 1) for s in sizes)
+        checkout = getattr(lib, name + "_checkout", None)
+        self._mem = int(checkout()) if checkout is not None else 0
+        self.inputs = [np.zeros(function.nnz_in(i)) for i in range(function.n_in())]
+        self.outputs = [np.zeros(function.nnz_out(i)) for i in range(function.n_out())]
+        self._arg = (ctypes.c_void_p * sz_arg)()
+        self._res = (ctypes.c_void_p * sz_res)()
+        self._iw = np.zeros(sz_iw, dtype=np.int64)
+        self._w = np.zeros(sz_w)
+        self._keep = {}
+        for i, a in enumerate(self.inputs):
+            self._arg[i] = a.ctypes.data
+        for i, a in enumerate(self.outputs):
+            self._res[i] = a.ctypes.data
+        self._args = (ctypes.cast(self._arg, ctypes.c_void_p), ctypes.cast(self._res, ctypes.c_void_p),
+                      self._iw.ctypes.data, self._w.ctypes.data, self._mem)
+
+    def bind(self, i, array):
+        """Input ``i`` reads ``array`` (float64, contiguous, its nnz) from now on."""
+        if array.dtype != np.float64 or not array.flags.c_contiguous or array.size != self.function.nnz_in(i):
+            raise ValueError(f"{self.function.name()}: input {i} needs {self.function.nnz_in(i)} contiguous doubles")
+        self.inputs[i] = array
+        self._keep[i] = array
+        self._arg[i] = array.ctypes.data
+
+    def call(self):
+        """Evaluate with the current inputs into :attr:`outputs`."""
+        if self._entry(*self._args):
+            raise RuntimeError(f"{self.function.name()} failed")
+
+
+def compile_solver_dependencies(solver, key, flags=CFLAGS, label=None, link=()):
+    """Compile the oracle functions of an ``nlpsol`` into a cached library (:func:`compile_casadi_library`,
+    ``link``: libraries of the ``ca.external`` functions they call) and return its path, to be passed to
+    ``ca.nlpsol(name, plugin, path, opts)``. ``solver`` may be a callable returning it (built only when
+    the library is not in the cache; ``key`` must then name the problem)."""
+    def functions(s):
+        return [s.oracle()] + [s.get_function(name) for name in s.get_function()]
+    if callable(solver) and not isinstance(solver, ca.Function):
+        return compile_casadi_library(lambda: functions(solver()), key, flags, label=label, link=link)
+    return compile_casadi_library(functions(solver), key, flags, label=label, link=link)
 
 
 def rk4_step_function(model, name="rd_rk4_step"):
@@ -136,12 +284,29 @@ class DynamicsFunctions:
     :func:`rk4_step_function`). ``pi`` (10 nb,) are inertial parameters; armature and
     friction stay the model's (rnea/aba/mass include the armature, as the core does)."""
 
+    NAMES = ("rd_rnea", "rd_aba", "rd_mass", "rd_gravity", "rd_slotine_li", "rd_regressor", "rd_rk4_step")
+
     def __init__(self, model, compiled=False):
         self.model = model
+        if compiled:       # traced only when the library is not in the cache
+            def units():           # three translation units compiled in parallel: RK4 step, regressors, rest
+                f = self._trace(model)
+                return [[f[6]], [f[4], f[5]], f[:4]]
+            # the friction is built into the RK4 step and not part of the fingerprint
+            key = "dynamics:" + model.fingerprint() + ":" + repr(
+                [np.asarray(a, dtype=float).tolist() for a in (model.viscous, model.coulomb, model.friction_offset)])
+            lib = compile_casadi_library(units, key, label="dynamics functions")
+            fns = [ca.external(name, lib) for name in self.NAMES]
+        else:
+            fns = self._trace(model)
+        self._rnea, self._aba, self._mass, self._gravity, self._sl, self._reg, self._rk4 = fns
+
+    @staticmethod
+    def _trace(model):
         nv, npi = model.nv, 10 * model.nbodies
         q, v, a, vr, pi = (ca.SX.sym(n, k) for n, k in
                            (("q", model.nq), ("v", nv), ("a", nv), ("v_r", nv), ("pi", npi)))
-        fns = [
+        return [
             ca.Function("rd_rnea", [q, v, a, pi], [rnea(model, q, v, a, pi=pi)]),
             ca.Function("rd_aba", [q, v, a, pi], [aba(model, q, v, a, pi=pi)]),
             ca.Function("rd_mass", [q, pi], [crba(model, q, pi=pi)]),
@@ -150,10 +315,6 @@ class DynamicsFunctions:
             ca.Function("rd_regressor", [q, v, a], [slotine_li_regressor(model, q, v, v, a)]),
             rk4_step_function(model),
         ]
-        if compiled:
-            out = compile_casadi_functions(fns, "dynamics:" + model.fingerprint())
-            fns = [out[f.name()] for f in fns]
-        self._rnea, self._aba, self._mass, self._gravity, self._sl, self._reg, self._rk4 = fns
 
     def rnea(self, q, v, a, pi):
         return np.asarray(self._rnea(q, v, a, pi)).reshape(-1)
