@@ -125,8 +125,9 @@ class TorqueOutput:
             tau, saturated, limited = guard.hold(), False, False
         self.saturated += bool(np.any(saturated))
         self.rate_limited += bool(np.any(limited))
-        if stamp is not None:
-            self._command_stamp = stamp
+        if stamp is not None:   # the answer to a state: the watchdog's clock restarts (a slow first
+            self._command_stamp = stamp      # computation, e.g. compiling, is not a stale input)
+            self.last_state_wall = now
         self._command_wall = now
         self.commands += 1
         self._publish(tau[self._order])
