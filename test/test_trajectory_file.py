@@ -117,3 +117,38 @@ def test_approach_then_follow_meets_the_file_at_rest_within_the_speed_bound(tmp_
     np.testing.assert_allclose(after[1], traj.evaluate(0.0)[1], atol=1e-5)
     for x, y in zip(motion.evaluate(motion.switch + 1.3), traj.evaluate(1.3)):
         np.testing.assert_allclose(x, y, atol=1e-3 * max(1.0, np.abs(y).max()))
+
+
+def test_the_control_loop_follows_a_trajectory_file_after_approaching_it(tmp_path):
+    """``reference: file`` in the inverse_dynamics node's control loop: from a configuration 0.1 rad away the
+    Panda (simulated, its own model) approaches the file's first row, then tracks the file (to 1e-3 rad)
+    with computed torque; a file with a missing joint fails the loop's construction with one line."""
+    from robodyn_ros.control.control_loop import ControlLoop
+    from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
+    from robodyn_ros.simulation.simulator import Simulator
+    robot = load_robot(resolve_node_config("inverse_dynamics", {}))
+    model, n = robot.model, robot.model.nv
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=(n, 3)) * 0.05, rng.normal(size=(n, 3)) * 0.05
+    a[:, 0] -= a.sum(axis=1)
+    traj = FourierTrajectory(q0=robot.home, a=a, b=b, period=2.0)
+    path = _write(tmp_path / "excite.csv", traj, names=list(model.joint_names))
+    config = resolve_node_config("inverse_dynamics", {"reference": "file", "trajectory_file": str(path)})
+    loop = ControlLoop(robot, config, lambda tau: None)
+    sim = Simulator(model, q0=robot.home + 0.1)
+    errors = []
+    for k in range(6000):
+        t = 1e-3 * k
+        tau, e = loop.on_state(t, sim.q.copy(), sim.v.copy())
+        errors.append(np.abs(sim.q - traj.evaluate(t - loop.reference.switch)[0]).max() if t > loop.reference.switch
+                      else np.nan)
+        sim.step(tau)
+    switch = loop.reference.switch
+    assert 1.0 <= switch < 4.0                                           # the approach, then the file
+    after = np.array(errors)[int(1e3 * switch) + 500:]
+    assert np.all(np.isfinite(after)) and after.max() < 1e-3, after.max()
+    bad = tmp_path / "bad.csv"
+    bad.write_text(trajectory_csv(list(model.joint_names)[:-1], np.array([0.0, 1.0]), np.zeros((2, n - 1))))
+    with pytest.raises(ModelError, match="no column for joint"):
+        ControlLoop(robot, resolve_node_config("inverse_dynamics", {"reference": "file", "trajectory_file": str(bad)}),
+                    lambda tau: None)

@@ -4,8 +4,10 @@ node converts messages, calls :meth:`ControlLoop.on_state` per joint state and p
 callback it gave.
 
 Reference: the built-in Fourier generator around the home pose (:class:`~robodyn_ros.control.reference.
-FourierSampler`), a trajectory (:meth:`ControlLoop.set_trajectory`), or the first measured configuration
-held; reference time is the joint-state stamp. Model updates: a payload estimate is added to the nominal
+FourierSampler`), a trajectory (:meth:`ControlLoop.set_trajectory`), a trajectory file (``reference:
+file``: :class:`~robodyn_ros.control.trajectory_file.TrajectoryFileReference`, approached from the first
+measured configuration by :class:`~robodyn_ros.control.trajectory_file.ApproachThenFollow`), or the first
+measured configuration held; reference time is the joint-state stamp. Model updates: a payload estimate is added to the nominal
 parameters of its link's body from the next command on (certainty equivalence; in ``slotine_li`` mode it
 also resets the adapted estimate), unless :func:`~robodyn_ros.control.payload_update.check_payload_plausible`
 refuses it. Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
@@ -18,6 +20,7 @@ import numpy as np
 
 from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
+from ..model.errors import ModelError
 from .command_guard import effort_bounds
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
 from .kernel_dynamics import KernelDynamics
@@ -25,6 +28,7 @@ from .payload_update import check_payload_plausible, payload_body_parameters
 from .reference import ConstantReference, FourierSampler, fourier_reference
 from .slotine_li import SlotineLiController
 from .torque_output import TorqueOutput
+from .trajectory_file import ApproachThenFollow, TrajectoryFileReference
 
 BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
 
@@ -49,6 +53,7 @@ class ControlLoop:
         self.fast_law = FastComputedTorque(self.controller) \
             if isinstance(self.controller, ComputedTorqueController) else None
         self.reference = self._sampler = self.trajectory = self.mpc = None
+        self.file_reference = self._load_trajectory_file()
         self.t0 = self._t_prev = None
         self.payload_updates = 0
         self.implausible_payloads = 0   # payload estimates refused by check_payload_plausible
@@ -92,9 +97,23 @@ class ControlLoop:
         c = self.config
         if c["reference"] == "hold":
             return ConstantReference(q.copy())
+        if c["reference"] == "file":
+            return ApproachThenFollow(self.file_reference, q, 0.0, self.robot.model.velocity_limit)
         center = self.robot.from_command(np.asarray(c["generator.center"])) if c["generator.center"] else \
             (self.robot.home if self.robot.name in BUNDLED_ROBOTS else q.copy())
         return fourier_reference(center, c["generator.amplitude"], c["generator.period"], c["generator.harmonics"])
+
+    def _load_trajectory_file(self):
+        """With ``reference: file``, the trajectory of ``trajectory_file`` (checked against the joint limits
+        when loaded: a bad file fails the node's configuration with one line), looping if periodic."""
+        c = self.config
+        if c["reference"] != "file":
+            return None
+        if not c["trajectory_file"]:
+            raise ModelError("reference: file needs trajectory_file (the CSV of robodyn excite)")
+        model = self.robot.model
+        probe = TrajectoryFileReference(c["trajectory_file"], model.joint_names, model=model)
+        return TrajectoryFileReference(c["trajectory_file"], model.joint_names, loop=probe.periodic, model=model)
 
     def desired(self, t, q):
         """``(q_d, v_d, a_d)`` (nv,) at joint-state time t (the first state's q starts a held reference)."""

@@ -115,8 +115,12 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "sampled loop stays stable for light wrist joints: K_D dt / M_jj << 1).", range=(None, None)),
     P("slotine_li.gamma", float, 1.0, "Slotine-Li adaptation gain.", range=(0.0, None)),
     P("slotine_li.dead_zone", float, 0.01, "Slotine-Li dead zone on |s|, rad/s.", range=(0.0, None)),
-    P("reference", str, "generator", "Reference: built-in generator, ~/joint_trajectory messages, or hold the "
-      "first measured configuration.", choices=("generator", "trajectory", "hold")),
+    P("reference", str, "generator", "Reference: built-in generator, ~/joint_trajectory messages, hold the "
+      "first measured configuration, or a trajectory file (trajectory_file, e.g. from robodyn excite).",
+      choices=("generator", "trajectory", "hold", "file")),
+    P("trajectory_file", str, "", "With reference: file, the CSV 'time,<joint name>,...' of joint positions "
+      "to follow (a periodic file loops); approached from the first measured configuration at 20 % of the "
+      "velocity limits."),
     P("generator.amplitude", float, 0.3, "Generator amplitude per joint, rad.", range=(0.0, 3.0)),
     P("generator.period", float, 4.0, "Generator period, s.", range=(0.1, None)),
     P("generator.harmonics", int, 2, "Generator harmonics.", range=(1, 10)),
