@@ -17,7 +17,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
 from .messages import MessageRejected, joint_state_to_arrays
-from .entities import destroy_rclpy_entity, take_pending
+from .entities import destroy_entities, destroy_input_node, destroy_rclpy_entity, take_pending
 from .node_parameters import SCHEMAS, load_robot
 from .parameters import declare_parameters, install_live_update, read_config, validate
 
@@ -66,7 +66,7 @@ class RobodynNode(LifecycleNode):
         except Exception as exc:  # a bad URDF or parameter must not kill the process: report, stay unconfigured
             self.configure_error = f"configure failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
             self.get_logger().error(self.configure_error)
-            self._destroy_entities()
+            destroy_entities(self)
             return TransitionCallbackReturn.FAILURE
         self.configure_error = None
         # the model, kernels and rclpy objects live as long as the node: move them out of the collector's
@@ -87,13 +87,13 @@ class RobodynNode(LifecycleNode):
 
     def on_cleanup(self, state):
         self.active = False
-        self._destroy_entities()
+        destroy_entities(self)
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state):
         self.active = False
         self.stop()
-        self._destroy_entities()
+        destroy_entities(self)
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state):
@@ -188,17 +188,5 @@ class RobodynNode(LifecycleNode):
             self.get_logger().warning(text)
 
     def destroy_node(self):
-        self._destroy_input_node()
+        destroy_input_node(self)
         return super().destroy_node()
-
-    def _destroy_entities(self):
-        for entity in reversed(self._entities):
-            destroy_rclpy_entity(self, entity)
-        self._entities.clear()
-        self._destroy_input_node()
-
-    def _destroy_input_node(self):
-        """Destroy the companion node of :meth:`polled_sub` (and with it any subscription still on it)."""
-        if getattr(self, "_input_node", None) is not None:
-            self._input_node.destroy_node()
-            self._input_node = None

@@ -38,3 +38,19 @@ def destroy_rclpy_entity(node, entity):
         node.destroy_publisher(entity)
     elif isinstance(entity, Service):
         node.destroy_service(entity)
+
+
+def destroy_entities(node):
+    """Destroy everything ``node`` created through its ``sub``, ``pub``, ``srv`` and ``timer`` (newest first),
+    and its polled subscriptions' companion node."""
+    for entity in reversed(node._entities):
+        destroy_rclpy_entity(node, entity)
+    node._entities.clear()
+    destroy_input_node(node)
+
+
+def destroy_input_node(node):
+    """Destroy ``node``'s companion node of polled subscriptions (and any subscription still on it)."""
+    if getattr(node, "_input_node", None) is not None:
+        node._input_node.destroy_node()
+        node._input_node = None
