@@ -25,7 +25,7 @@ from robodyn_ros.identification.blas_threads import limit_blas_threads
 from robodyn_ros.cli.identify import main
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "panda-gaz2019")
-DATA = DATA if os.path.isdir(DATA) else "/work/shared/data/panda-gaz2019"
+DATA = os.environ.get("ROBODYN_PANDA_DATA", DATA)   # or where $ROBODYN_PANDA_DATA says
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 LOCKS = ["--lock-joint", "panda_finger_joint1=0", "--lock-joint", "panda_finger_joint2=0"]
 CUTOFF, WIDTH = 5.0, 0.05

@@ -18,7 +18,7 @@ from robodyn_ros.simulation.simulation_step import CompiledStep
 from robodyn_ros.simulation.simulator import SensorNoise, Simulator, SimulatorConfig
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "panda-gaz2019")
-DATA = DATA if os.path.isdir(DATA) else "/work/shared/data/panda-gaz2019"
+DATA = os.environ.get("ROBODYN_PANDA_DATA", DATA)   # or where $ROBODYN_PANDA_DATA says
 INFO = bundled_robot_info("panda")
 TWIN = bundled_twin_path("panda_twin")
 

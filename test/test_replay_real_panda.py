@@ -24,7 +24,7 @@ from robodyn_ros.robots import bundled_robot_info
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 DATA = os.path.join(ROOT, "..", "shared", "data", "panda-gaz2019")
-DATA = DATA if os.path.isdir(DATA) else "/work/shared/data/panda-gaz2019"
+DATA = os.environ.get("ROBODYN_PANDA_DATA", DATA)   # or where $ROBODYN_PANDA_DATA says
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 CUTOFF = 5.0
 

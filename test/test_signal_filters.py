@@ -1,6 +1,7 @@
 """Filters against analytic sinusoids: derivative errors on noisy, quantised, non-uniform samples, and
 the causal filter's gain and phase against the Butterworth/Tustin theory."""
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -220,7 +221,7 @@ def test_causal_reset_and_input_errors():
         CausalButterworthFilter(2, 10.0, order=1)
 
 
-PANDA_DATA = Path("/work/shared/data/panda-gaz2019")
+PANDA_DATA = Path(os.environ.get("ROBODYN_PANDA_DATA", Path(__file__).resolve().parents[2] / "shared" / "data" / "panda-gaz2019"))
 
 
 @pytest.mark.skipif(not (PANDA_DATA / "exciting_traj_time.txt").exists(), reason="Panda data set absent")

@@ -16,7 +16,7 @@ run its own copy of a module fixture, i.e. two soaks at once on the 2 shared cor
 Also: the loop ran at all (commands >= 25 % of 20 000 states: the machine's 2 cores are shared; measured
 60-99.5 % under load 10-17) and the estimator published a payload estimate.
 
-Control quality (session 3: none of the four criteria sees a loop that does not track):
+Control quality (none of the four criteria sees a loop that does not track):
 * the largest |q - q_d| (the controller's ``~/tracking_error``) in every measured window below
   ``TRACKING_BOUND`` = 0.5 rad (controller on its nominal model: see the test's first comment). Measured (2026-11-23 13:21 UTC, HEAD aa228a2, load 3-4): 0.005-0.05 rad,
   0.11 rad in the window where the 2 kg payload attaches (simulated t = 5 s; the controller uses the
@@ -43,7 +43,7 @@ PAYLOAD_TRUE_MASS = 2.0    # kg, config/panda.yaml's payload, attached at simula
 def test_soak_twenty_seconds_meets_the_four_criteria(tmp_path):
     # the controller applies the estimator's payload live (use_estimates, as in the 30-minute soak). Before the
     # estimator published only converged payloads (payload_publish_std), 1 run in 3-5 lost tracking (3.8 rad)
-    # for 2-8 s around the attachment; with the gate 8 of 8 20-s runs tracked within 0.035 rad (session 4).
+    # for 2-8 s around the attachment; with the gate 8 of 8 20-s runs tracked within 0.035 rad.
     path = tmp_path / "soak_short.json"
     report = soak.run(minutes=20 / 60, json=True, report=str(path), window_seconds=2.0, warmup_seconds=4.0,
                       memory_growth_limit=0.10)

@@ -46,7 +46,7 @@ def main(argv=None):
     p.add_argument("data", help="directory of the panda-gaz2019 log")
     p.add_argument("bag", help="bag directory to create (must not exist)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--first", type=float, help="keep the leading fraction (0, 1] of the samples")
+    group.add_argument("--first", type=float, help="keep the first fraction (0, 1] of the samples")
     group.add_argument("--last", type=float, help="keep the trailing fraction (0, 1] of the samples")
     p.add_argument("--storage", default="sqlite3", choices=("sqlite3", "mcap"))
     args = p.parse_args(argv)
