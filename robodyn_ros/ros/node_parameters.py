@@ -156,6 +156,18 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("torque_noise", float, 0.05, "F/T torque noise std assumed by the RLS, N m.", range=(1e-6, None)),
     P("effort_noise", float, 0.5, "Joint torque noise std assumed by the base-parameter RLS, N m.",
       range=(1e-6, None)),
+    P("effort_noise_per_joint", list[float], [], "Joint torque noise std per joint (joint order), N m; empty: "
+      "effort_noise for every joint (the Panda twin's measured levels are its sensor_noise.effort).",
+      range=(1e-6, None)),
+    P("coulomb_width", float, 1e-3, "Velocity scale of the Coulomb friction's sign tanh(v / width) in the "
+      "base-parameter regressor, rad/s (the simulator's 1e-3, the Panda twin's 0.05).", range=(1e-9, None)),
+    P("payload_reference", str, "nominal", "Payload from joint torques (use_wrench false): the change of the last "
+      "body's parameters from the nominal model (nominal), or the load explaining the torque residual of the "
+      "base-parameter estimate held just before the detected change (before_change; right when the model is "
+      "not the robot, e.g. the Panda twin).", choices=("nominal", "before_change")),
+    P("payload_change_holdoff", float, 0.0, "payload_reference before_change: changes detected within this many "
+      "seconds of the first base-parameter update are the estimate converging, not a payload.",
+      range=(0.0, None)),
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
     P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
     P("payload_publish_std.mass", float, 0.5, "Publishing the payload: while the wrench estimate's mass std "
