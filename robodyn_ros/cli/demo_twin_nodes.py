@@ -1,0 +1,116 @@
+"""``robodyn demo --scenario twin`` through the ROS nodes over DDS (computed_torque and slotine_li).
+
+The in-process bringup of ``launch/simulation.launch.py`` with ``config/panda.yaml`` (private domain, as fast
+as possible, lockstep, ``/clock``), changed only where the twin scenario needs it:
+
+* simulator: ``plant: panda_twin`` (its per-joint torque noise), ``substeps: 10``, the payload at
+  ``attach_time``;
+* estimator: joint torques only (``use_wrench: false``), the twin's noise as ``effort_noise_per_joint``, its
+  ``coulomb_width`` 0.05 rad/s, ``payload_reference: before_change`` (changes within the first 2 s are
+  convergence), ``publish_covariance: true``;
+* inverse_dynamics: the nominal panda model, ``use_base_parameters`` (adapted run) with the same noise and
+  Coulomb width, or the nominal model with no estimates at all (``use_base_parameters`` and
+  ``use_estimates`` false: the paired nominal run).
+
+The nominal and the adapted run see the same noise (same seed). The report has the fields of the library
+loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+TWIN_COULOMB_WIDTH = 0.05   # rad/s: panda_twin.yaml's friction_model
+PAYLOAD_HOLDOFF = 2.0       # s: the estimator's payload_change_holdoff
+
+
+def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed=0):
+    """Per-node parameter overrides of one run (module docstring)."""
+    simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2, "clock_rate": 100.0,
+                 "plant": "panda_twin", "substeps": 10, "noise.seed": int(seed)}
+    if attach_time is not None:
+        simulator.update({"payload.mass": float(payload_mass), "payload.attach_time": float(attach_time)})
+    sigma = [float(x) for x in effort_noise]
+    return {
+        "simulator": simulator,
+        "estimator": {"use_wrench": False, "decimation": 1, "coulomb_width": TWIN_COULOMB_WIDTH,
+                      "effort_noise_per_joint": sigma, "payload_reference": "before_change",
+                      "payload_change_holdoff": PAYLOAD_HOLDOFF, "publish_covariance": True},
+        "inverse_dynamics": {"state_timeout": 0.5, "mode": controller, "use_base_parameters": bool(adapt),
+                             "use_estimates": bool(adapt), "base_parameters.coulomb_width": TWIN_COULOMB_WIDTH,
+                             "base_parameters.effort_noise_per_joint": sigma},
+    }
+
+
+def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0):
+    """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "non_finite_commands",
+    "diagnostics", "wall_seconds", "completed"}``."""
+    from ..ros.bringup import Bringup
+    from ..ros.testing import ros_context
+    from .demo import DemoRecorder
+
+    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed)
+    with ros_context() as context:
+        with Bringup.from_launch("simulation", context, robot="panda", use_sim_time=True, overrides=overrides) as up:
+            recorder_node = up.plain_node("twin_recorder")
+            sim = up.nodes["simulator"]
+            up.activate()
+            nv = sim.robot.model.nv
+            recorder = DemoRecorder(recorder_node, sim.config["command_topic"],
+                                    up.nodes["estimator"].config["payload_topic"], nv)
+            start = time.monotonic()
+            completed = up.spin_until(lambda: recorder.t >= duration, timeout)
+            wall = time.monotonic() - start
+            controller_node = up.nodes["inverse_dynamics"]
+            diagnostics = controller_node.loop.diagnostic_values()
+            non_finite = controller_node.non_finite_commands
+    errors = np.array(recorder.errors) if recorder.errors else np.zeros((0, 1 + nv))
+    payload = np.array(recorder.payload) if recorder.payload else np.zeros((0, 2))
+    return {"t": errors[:, 0], "error": errors[:, 1:], "t_estimate": payload[:, 0], "payload_mass": payload[:, 1],
+            "coulomb": np.zeros((0, nv)), "non_finite_commands": int(non_finite + recorder.non_finite_commands),
+            "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed)}
+
+
+def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
+                   timeout=1200.0):
+    """The paired runs (nominal, adapted) over DDS; returns ``(report, {"adapted", "nominal"})``."""
+    from ..model.model import Model
+    from ..robots import bundled_robot_info
+    from ..simulation.adaptive_loop import rms, time_to_within
+    from ..simulation.plant import load_plant
+
+    if controller not in ("computed_torque", "slotine_li"):
+        raise ValueError(f"the twin scenario over the nodes runs computed_torque or slotine_li, not {controller!r}")
+    info = bundled_robot_info("panda")
+    model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
+    plant = load_plant("panda_twin", model)
+    attach_time = duration / 2.0 if attach_time is None else attach_time
+    runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, plant.effort_noise, seed,
+                                 timeout) for name, adapt in (("nominal", False), ("adapted", True))}
+    nominal, adapted = runs["nominal"], runs["adapted"]
+    lo = attach_time * 2.0 / 3.0
+    r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
+    diag = adapted["diagnostics"]
+    settle = time_to_within(adapted["t_estimate"], adapted["payload_mass"], payload_mass, attach_time)
+    report = {
+        "scenario": "twin", "robot": "panda", "plant": "panda_twin (identified from a real Panda's log)",
+        "model": "nominal bundled panda.urdf", "runtime": "ROS nodes over DDS (in-process bringup)",
+        "controller": controller, "duration": float(duration), "simulated_time": float(duration),
+        "tracking_window": [float(lo), float(attach_time)],
+        "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,
+        "tracking_ratio": r_nom / r_ad if r_ad > 0 else float("inf"),
+        "payload_attach_time": float(attach_time), "payload_mass_true": float(payload_mass),
+        "payload_mass_estimated": float(adapted["payload_mass"][-1]) if len(adapted["payload_mass"]) else float("nan"),
+        "payload_source": "joint_torques", "payload_time_to_5_percent": settle,
+        "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], attach_time + 3.0, np.inf),
+        "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], attach_time + 3.0, np.inf),
+        "non_finite_commands": int(adapted["non_finite_commands"] + nominal["non_finite_commands"]),
+        "gate": {k[len("gate_"):]: int(v) for k, v in diag.items() if k.startswith("gate_")},
+        "rollbacks": int(diag.get("rollbacks", 0)),
+        "base_parameter_updates": int(diag.get("base_parameter_updates", 0)),
+        "completed": bool(nominal["completed"] and adapted["completed"]),
+        "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
+        "coulomb_true": [float(x) for x in plant.model.coulomb], "coulomb_estimated": [],
+    }
+    return report, runs
