@@ -348,10 +348,10 @@ def plot_twin(series, report, path):
     ax2.set_ylabel("payload mass (kg)")
     ax2.legend(loc="lower right", fontsize=8)
     if len(ad["coulomb"]):
-        lines = ax3.plot(ad["t_estimate"], ad["coulomb"], lw=0.8)
+        lines = ax3.plot(ad.get("t_coulomb", ad["t_estimate"]), ad["coulomb"], lw=0.8)
         for line, true in zip(lines, report["coulomb_true"]):
             ax3.axhline(true, color=line.get_color(), ls=":", lw=0.8)
-    ax3.set_ylabel("Coulomb friction (N m)\napplied (solid), twin (dotted)")
+    ax3.set_ylabel("Coulomb friction (N m)\nestimate (solid), twin (dotted)")
     ax3.set_xlabel("simulated time (s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -8,9 +8,11 @@ as possible, lockstep, ``/clock``), changed only where the twin scenario needs i
 * estimator: joint torques only (``use_wrench: false``), the twin's noise as ``effort_noise_per_joint``, its
   ``coulomb_width`` 0.05 rad/s, ``payload_reference: before_change`` (changes within the first 2 s are
   convergence), ``publish_covariance: true``;
-* inverse_dynamics: the nominal panda model, ``use_base_parameters`` (adapted run) with the same noise and
-  Coulomb width, or the nominal model with no estimates at all (``use_base_parameters`` and
-  ``use_estimates`` false: the paired nominal run).
+* inverse_dynamics: the nominal panda model and the base-parameter law (``use_base_parameters``) with the
+  same noise and Coulomb width; in the paired nominal run the same law with no estimates (its estimate
+  topics point where nothing is published, ``use_estimates`` false), so it keeps the nominal parameters (for
+  slotine_li the node's own gradient adaptation, ``slotine_li.gamma``, would otherwise differ from the
+  library loop's law).
 
 The nominal and the adapted run see the same noise (same seed). The report has the fields of the library
 loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`).
@@ -37,15 +39,21 @@ def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, s
         "estimator": {"use_wrench": False, "decimation": 1, "coulomb_width": TWIN_COULOMB_WIDTH,
                       "effort_noise_per_joint": sigma, "payload_reference": "before_change",
                       "payload_change_holdoff": PAYLOAD_HOLDOFF, "publish_covariance": True},
-        "inverse_dynamics": {"state_timeout": 0.5, "mode": controller, "use_base_parameters": bool(adapt),
+        "inverse_dynamics": {"state_timeout": 0.5, "mode": controller, "use_base_parameters": True,
                              "use_estimates": bool(adapt), "base_parameters.coulomb_width": TWIN_COULOMB_WIDTH,
-                             "base_parameters.effort_noise_per_joint": sigma},
+                             "base_parameters.effort_noise_per_joint": sigma,
+                             **({} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
+                                                  "base_covariance_topic": "/nominal_run/base_covariance"})},
     }
 
 
 def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "non_finite_commands",
     "diagnostics", "wall_seconds", "completed"}``."""
+    from std_msgs.msg import Float64MultiArray
+
+    from ..control.parameter_gate import friction_from_base
+    from ..ros import qos
     from ..ros.bringup import Bringup
     from ..ros.testing import ros_context
     from .demo import DemoRecorder
@@ -57,8 +65,13 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
             sim = up.nodes["simulator"]
             up.activate()
             nv = sim.robot.model.nv
-            recorder = DemoRecorder(recorder_node, sim.config["command_topic"],
-                                    up.nodes["estimator"].config["payload_topic"], nv)
+            estimator = up.nodes["estimator"]
+            recorder = DemoRecorder(recorder_node, sim.config["command_topic"], estimator.config["payload_topic"], nv)
+            coulomb = []     # (time of the last tracking error, the estimator's Coulomb coefficients (nv,))
+            recorder_node.create_subscription(
+                Float64MultiArray, estimator.config["base_parameters_topic"],
+                lambda m: coulomb.append((recorder.t, friction_from_base(estimator.estimator.base, np.array(m.data))
+                                          ["coulomb"])), qos.ESTIMATE_QOS)
             start = time.monotonic()
             completed = up.spin_until(lambda: recorder.t >= duration, timeout)
             wall = time.monotonic() - start
@@ -68,7 +81,8 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
     errors = np.array(recorder.errors) if recorder.errors else np.zeros((0, 1 + nv))
     payload = np.array(recorder.payload) if recorder.payload else np.zeros((0, 2))
     return {"t": errors[:, 0], "error": errors[:, 1:], "t_estimate": payload[:, 0], "payload_mass": payload[:, 1],
-            "coulomb": np.zeros((0, nv)), "non_finite_commands": int(non_finite + recorder.non_finite_commands),
+            "t_coulomb": np.array([c[0] for c in coulomb]), "coulomb": np.array([c[1] for c in coulomb]).reshape(-1, nv),
+            "non_finite_commands": int(non_finite + recorder.non_finite_commands),
             "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed)}
 
 
@@ -111,6 +125,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "base_parameter_updates": int(diag.get("base_parameter_updates", 0)),
         "completed": bool(nominal["completed"] and adapted["completed"]),
         "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
-        "coulomb_true": [float(x) for x in plant.model.coulomb], "coulomb_estimated": [],
+        "coulomb_true": [float(x) for x in plant.model.coulomb],
+        "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }
     return report, runs
