@@ -42,6 +42,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .demo_recorder import DemoRecorder
+
 ADAPTATION_DELAY = 3.0      # s after attachment at which "after adaptation" starts
 SETTLE_BEFORE = 1.0         # s from the start before "before payload" starts (initial transient)
 # rad: absolute acceptance bounds. Measured tracking RMS on an idle machine: 1.6-2.1e-5 rad before the payload
@@ -92,35 +94,6 @@ def demo_overrides(attach_time, payload_mass):
         "estimator": {"decimation": 1, "estimate_bias": False},
         "inverse_dynamics": {"state_timeout": 0.5},
     }
-
-
-class DemoRecorder:
-    """Subscribes to the tracking error, the payload estimate and the commands; keeps them as lists."""
-
-    def __init__(self, node, command_topic, payload_topic, nv):
-        from geometry_msgs.msg import InertiaStamped
-        from std_msgs.msg import Float64MultiArray
-
-        from ..ros import messages as rm
-        from ..ros import qos
-
-        self.errors, self.payload, self.commands, self.non_finite_commands = [], [], 0, 0
-        self.nv = nv
-        node.create_subscription(Float64MultiArray, "/inverse_dynamics/tracking_error",
-                                 lambda m: self.errors.append(np.array(m.data)), qos.ESTIMATE_QOS)
-        node.create_subscription(InertiaStamped, payload_topic,
-                                 lambda m: self.payload.append((rm.time_to_seconds(m.header.stamp), m.inertia.m)),
-                                 qos.ESTIMATE_QOS)
-        node.create_subscription(Float64MultiArray, command_topic, self._on_command, qos.COMMAND_QOS)
-
-    def _on_command(self, msg):
-        self.commands += 1
-        if len(msg.data) != self.nv or not np.isfinite(np.asarray(msg.data)).all():
-            self.non_finite_commands += 1
-
-    @property
-    def t(self):
-        return self.errors[-1][0] if self.errors else 0.0
 
 
 def time_to_within(t, values, true_value, start, fraction=0.05):

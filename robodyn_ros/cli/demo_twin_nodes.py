@@ -56,7 +56,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
     from ..ros import qos
     from ..ros.bringup import Bringup
     from ..ros.testing import ros_context
-    from .demo import DemoRecorder
+    from .demo_recorder import DemoRecorder
 
     overrides = twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed)
     with ros_context() as context:

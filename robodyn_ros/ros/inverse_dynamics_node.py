@@ -40,6 +40,8 @@ class InverseDynamicsNode(RobodynNode):
     def setup(self):
         c, robot = self.config, self.robot
         self.command_pub, publish = command_publisher(self)
+        if getattr(self, "loop", None) is not None:
+            self.loop.close()        # a reconfigure: the previous loop's worker thread
         self.loop = ControlLoop(robot, c, publish, output_report(self))
         self.kernels, self.output = self.loop.kernels, self.loop.output
         self.error_pub = self.pub(Float64MultiArray, "~/tracking_error", qos.ESTIMATE_QOS)
