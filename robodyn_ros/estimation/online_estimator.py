@@ -11,8 +11,12 @@ latest wrench goes through the same filter (same delay). Then
   CUSUM test on the innovations detects a payload change and re-opens the payload covariance
   (:class:`~robodyn_ros.estimation.recursive.RecursiveLeastSquares`);
 * base parameters (``base_parameters``): the same RLS on ``τ = Y_base(q, q̇, q̈) beta`` (Gautier-Khalil
-  base parameters incl. armature and friction); without the wrench the payload is the change of the last
-  body's parameters explaining the change of beta.
+  base parameters incl. armature and friction, the Coulomb sign ``tanh(v / coulomb_width)``, σ per joint
+  ``effort_noise_per_joint`` or ``effort_noise``); without the wrench the payload is the change of the last
+  body's parameters explaining the change of beta from the nominal one (``payload_reference: nominal``), or
+  (``before_change``, right when the model is not the robot) a 10-parameter RLS on the torque residual of
+  the estimate held just before the detected change, ``τ_f - Y_base β_ref = Y_last π_p`` (zero before the
+  first change; changes within ``payload_change_holdoff`` s of the first update are the estimate converging).
 
 Faults (README "Fault injection"):
 
@@ -173,8 +177,8 @@ class OnlineEstimate:
     "coulomb", "offset": (nv,)}`` from the base parameters and their std (None without them); payload: the payload (10,) about
     ``payload_frame`` last published (None before the first converged one); payload_estimate and
     payload_std (10,): the live estimate (std None without the wrench, except with payload_reference
-    before_change after a change); status: ``(level, message,
-    values)`` as in the node's /diagnostics; base_parameters_covariance (r, r): the base-parameter RLS
+    before_change after a change); status: ``(level, message, values)`` as in the node's /diagnostics;
+    base_parameters_covariance (r, r): the base-parameter RLS
     covariance P, on published estimates only (None otherwise and without base parameters)."""
 
     t: float
