@@ -84,3 +84,63 @@ def test_node_side_gate_applies_the_twins_parameters_and_keeps_a_diverging_estim
         np.testing.assert_array_equal(decision.beta, applied)
     finally:
         update.close()
+
+
+def test_mpc_loop_takes_the_gated_consistent_parameters_without_a_rebuild():
+    """What the mpc node does with base-parameter messages (``use_base_parameters``, ``output: commands``):
+    its own samples of the twin judge the consistent set the worker fits to the twin's base parameters; once
+    accepted, that set is the next solve's NLP parameters θ (Coulomb moved to the joint-state stage): the
+    same compiled problem and QP solver objects, the MPC model's gravity (its hold torque) is the twin's
+    gravity plus offset instead of the nominal model's, and the next solve is finite."""
+    import numpy as np
+
+    import robodyn_ros as rd
+    from robodyn_ros.control.mpc_loop import MpcLoop
+    from robodyn_ros.identification.base_parameters import full_parameters
+    from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
+    from robodyn_ros.simulation.plant import load_plant
+    from test_faults_estimator import exciting_trajectory
+
+    config = resolve_node_config("mpc", {"output": "commands", "horizon": 3, "dt": 0.02, "time_limit": 10.0,
+                                         "use_base_parameters": True, "base_parameters.coulomb_width": 0.05})
+    robot = load_robot(config)
+    plant = load_plant("panda_twin", robot.model)
+    twin, sigma = plant.model, np.asarray(plant.effort_noise)
+    loop = MpcLoop(robot, config, publish=lambda command: None)
+    try:
+        u = loop.base_update
+        t = np.arange(3000) / 1000.0
+        Q, V, A = exciting_trajectory(robot.home, t)
+        rng = np.random.default_rng(6)
+        for k in range(len(t)):
+            tau = rd.rnea(twin, Q[k], V[k], A[k]) + twin.viscous * V[k] + \
+                twin.coulomb * np.tanh(V[k] / plant.coulomb_width) + twin.friction_offset
+            u.observe(t[k], Q[k], V[k], tau + rng.normal(0.0, sigma))
+        home = robot.home
+        loop.on_state(10.0, home, np.zeros(7))
+        loop.solve()
+        g_before = loop.gravity(home)
+        functions = (loop.mpc.ocp, loop.mpc.ocp.rti_qp, dict(loop.mpc._qp_solvers))
+        beta_twin = u.base.from_full(full_parameters(twin))
+        assert loop.apply_base_parameters(beta_twin, 1e-10 * np.eye(u.base.count)) == "unconverged"
+        _wait_for_fit(u, 0)
+        assert loop.apply_base_parameters(beta_twin) == "accepted" and loop.parameter_updates == 1
+        fit = u.worker.result[0]
+        n_in = 70
+        np.testing.assert_array_equal(loop.mpc.theta[:n_in], fit.theta[:n_in])
+        assert np.array_equal(loop.mpc.theta[n_in + 7:n_in + 14], np.zeros(7))
+        np.testing.assert_array_equal(loop.coulomb, fit.theta[n_in + 7:n_in + 14])
+        loop.mpc._w = None
+        loop.on_state(10.001, home, np.zeros(7))
+        second = loop.solve()[1]
+        assert (loop.mpc.ocp, loop.mpc.ocp.rti_qp) == functions[:2] and loop.mpc._qp_solvers == functions[2]
+        g_twin = rd.gravity_torque(twin, home) + twin.friction_offset
+        g_nominal = rd.gravity_torque(robot.model, home) + robot.model.friction_offset
+        g_after = loop.gravity(home)
+        print(f"\nMPC model's gravity at home: off the twin's by {np.abs(g_before - g_twin).max():.3f} N m before, "
+              f"{np.abs(g_after - g_twin).max():.3f} N m after the update")
+        np.testing.assert_allclose(g_before, g_nominal, atol=1e-9)
+        assert np.abs(g_after - g_twin).max() < 0.05 * np.abs(g_twin).max() < np.abs(g_before - g_twin).max()
+        assert np.all(np.isfinite(second.tau_ff)) and np.all(np.isfinite(second.K))
+    finally:
+        loop.close()

@@ -100,6 +100,12 @@ class BaseParameterUpdate:
         self.P = None                  # the estimator's latest covariance (r, r)
         self.payload = None            # (K_body (r, 10), π_p (10,)) of the latest payload estimate, or None
         self.beta_before = None        # β applied when the payload appeared
+        # θ = [π, f_v, f_c, f_o] (10 nb + 3 nv,): the consistent full parameters the applied β stands for (the
+        # MPC's NLP parameters); the nominal model's at first
+        self.theta_nominal = np.concatenate([model.inertial_parameters(), model.viscous, model.coulomb,
+                                             model.friction_offset])
+        self.theta = self.theta_nominal.copy()
+        self._theta_before = None
         self.rollbacks = 0
         self._t0, self._count = None, 0
         self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), consistent_period)
@@ -138,6 +144,8 @@ class BaseParameterUpdate:
         if self.worker.result is not None:
             fit, P = self.worker.result
             decision = self.gate.offer(fit.beta, P)
+            if decision.status == "accepted":
+                self.theta = np.array(fit.theta, dtype=float)
         else:   # no consistent set yet: nothing counts as converged
             self.gate.counts["unconverged"] += 1
             nan = float("nan")
@@ -145,8 +153,13 @@ class BaseParameterUpdate:
         if decision.status == "diverging":
             self.rollbacks += 1
         if decision.status != "accepted" and self.beta_before is not None:
-            K, pi_p = self.payload
+            K, pi_p, body = self.payload
             decision = self.gate.offer(self.beta_before + K @ pi_p)
+            if decision.status == "accepted":
+                self.theta = self._theta_before.copy()
+                self.theta[10 * body:10 * body + 10] += pi_p
+        if np.array_equal(decision.beta, self.beta_nominal):     # nothing accepted yet, or a fallback
+            self.theta = self.theta_nominal.copy()
         return decision
 
     def set_payload(self, body, pi_p):
@@ -157,9 +170,9 @@ class BaseParameterUpdate:
         had = self.beta_before is not None
         if abs(mass) >= self.payload_min_mass:
             if not had:
-                self.beta_before = self.gate.applied.copy()
+                self.beta_before, self._theta_before = self.gate.applied.copy(), self.theta.copy()
                 self.gate.clear_window(self.min_samples_after_change)
-            self.payload = (self.base.K[:, 10 * body:10 * body + 10], np.asarray(pi_p, dtype=float))
+            self.payload = (self.base.K[:, 10 * body:10 * body + 10], np.asarray(pi_p, dtype=float), body)
         elif had:
             self.beta_before = self.payload = None
             self.gate.clear_window(self.min_samples_after_change)

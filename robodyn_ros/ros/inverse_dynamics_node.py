@@ -30,6 +30,7 @@ from ..control.payload_update import ImplausiblePayload
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
+from .base_parameter_topics import BaseParameterTopics
 from .command_output import command_publisher, output_report
 from .latency import LatencyWindow
 
@@ -55,9 +56,7 @@ class InverseDynamicsNode(RobodynNode):
         if c["mode"] == "mpc":
             self.sub(Float64MultiArray, c["mpc_topic"], self._on_mpc, qos.ESTIMATE_QOS)
         if self.loop.base_update is not None:
-            self._covariance = None
-            self.sub(Float64MultiArray, c["base_parameters_topic"], self._on_base_parameters, qos.ESTIMATE_QOS)
-            self.sub(Float64MultiArray, c["base_covariance_topic"], self._on_base_covariance, qos.ESTIMATE_QOS)
+            self.base_topics = BaseParameterTopics(self, self.loop)
         self._state_cache = {}
         self._watchdog = None
         self.latency = LatencyWindow()
@@ -144,26 +143,6 @@ class InverseDynamicsNode(RobodynNode):
             self.warn_throttled("implausible_payload", f"{exc} ({self.loop.implausible_payloads} so far)")
         except ValueError as exc:
             self.reject("payload", rm.MessageRejected(f"InertiaStamped.header.frame_id: {exc}"))
-
-    def _on_base_parameters(self, msg):
-        names = self.loop.base_update.base.names
-        try:
-            beta = rm.float64_multiarray_to_array(msg, len(names))
-            if rm.float64_multiarray_labels(msg) not in (None, list(names)):
-                raise rm.MessageRejected("base parameter labels differ from this model's (another robot, joints "
-                                         "or coulomb_width?)")
-        except rm.MessageRejected as exc:
-            self.reject("base_parameters", exc)
-            return
-        self.loop.apply_base_parameters(beta, self._covariance)
-        self._covariance = None
-
-    def _on_base_covariance(self, msg):
-        r = self.loop.base_update.base.count
-        try:
-            self._covariance = rm.float64_multiarray_to_array(msg, r * r).reshape(r, r)
-        except rm.MessageRejected as exc:
-            self.reject("base_covariance", exc)
 
     def _on_mpc(self, msg):
         try:

@@ -49,6 +49,24 @@ ESTIMATE_TOPICS = (
       "covariance (r x r, row-major) of the base parameters (estimator: publish_covariance).", read_only=True),
 )
 
+# ---------------------------------------------------------------------- base parameters in controllers
+BASE_PARAMETER_USE = (
+    P("use_base_parameters", bool, False, "inverse_dynamics in computed_torque and slotine_li modes, and the mpc "
+      "node: control from the estimator's base parameters and friction (base_parameters_topic, "
+      "base_covariance_topic) through the parameter gate "
+      "(inverse dynamics Y_base(q, v, a) beta; the MPC: the consistent full parameters as its NLP parameters), the "
+      "payload (payload_topic) as a gated candidate on top.",
+      read_only=True),
+    P("base_parameters.coulomb_width", float, 1e-3, "use_base_parameters: the estimator's coulomb_width, rad/s.",
+      range=(1e-9, None), read_only=True),
+    P("base_parameters.effort_noise", float, 0.5, "use_base_parameters: joint torque noise std, N m (the "
+      "gate's sigma).", range=(1e-6, None), read_only=True),
+    P("base_parameters.effort_noise_per_joint", list[float], [], "use_base_parameters: the same per joint "
+      "(joint order); empty: base_parameters.effort_noise.", range=(1e-6, None), read_only=True),
+    P("base_parameters.cutoff", float, 20.0, "use_base_parameters: cutoff of the gate's filter of the joint "
+      "states, Hz (the estimator's filter.cutoff).", range=(0.1, 500.0), read_only=True),
+)
+
 # ------------------------------------------------------------------------------------------- simulator
 SIMULATOR = ROBOT + TOPICS + (
     P("rate", float, 1000.0, "Integration (and publishing) rate, Hz.", range=(1.0, 20000.0)),
@@ -138,19 +156,8 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "from their link are implausible: dropped with a warning, the last accepted model is kept.",
       range=(0.0, None), live=True),
     P("friction_compensation", bool, True, "Add the model's friction torque."),
-    P("use_base_parameters", bool, False, "computed_torque and slotine_li: control from the estimator's base "
-      "parameters and friction (base_parameters_topic, base_covariance_topic) through the parameter gate "
-      "(inverse dynamics Y_base(q, v, a) beta), the payload (payload_topic) as a gated candidate on top.",
-      read_only=True),
-    P("base_parameters.coulomb_width", float, 1e-3, "use_base_parameters: the estimator's coulomb_width, rad/s.",
-      range=(1e-9, None), read_only=True),
-    P("base_parameters.effort_noise", float, 0.5, "use_base_parameters: joint torque noise std, N m (the "
-      "gate's sigma).", range=(1e-6, None), read_only=True),
-    P("base_parameters.effort_noise_per_joint", list[float], [], "use_base_parameters: the same per joint "
-      "(joint order); empty: base_parameters.effort_noise.", range=(1e-6, None), read_only=True),
-    P("base_parameters.cutoff", float, 20.0, "use_base_parameters: cutoff of the gate's filter of the joint "
-      "states, Hz (the estimator's filter.cutoff).", range=(0.1, 500.0), read_only=True),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
+) + BASE_PARAMETER_USE + (
     P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
 )
 
@@ -241,7 +248,7 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("generator.period", float, 4.0, "Reference period, s.", range=(0.1, None)),
     P("generator.harmonics", int, 2, "Reference harmonics.", range=(1, 10)),
     P("use_estimates", bool, True, "Add the estimator's payload to the model live."),
-)
+) + BASE_PARAMETER_USE
 
 SCHEMAS = {"simulator": SIMULATOR, "inverse_dynamics": INVERSE_DYNAMICS, "estimator": ESTIMATOR, "mpc": MPC}
 NODE_NAMES = tuple(SCHEMAS)
