@@ -6,9 +6,9 @@
 from the start on joint torques only, and a 2 kg payload is attached halfway. Base parameters and friction
 are estimated online, gated (:class:`robodyn_ros.control.parameter_gate.ParameterGate`), made physically
 consistent and used by the controller; the same run without adaptation (same noise) gives
-``tracking_rms_nominal``. With computed_torque and slotine_li this scenario runs the ROS nodes over DDS
-(:mod:`robodyn_ros.cli.demo_twin_nodes`: the simulator node on the twin, the estimator on joint torques, the
-inverse_dynamics node with ``use_base_parameters``); with mpc, or with ``--library``, the library loop
+``tracking_rms_nominal``. This scenario runs the ROS nodes over DDS (:mod:`robodyn_ros.cli.demo_twin_nodes`:
+the simulator node on the twin, the estimator on joint torques, the inverse_dynamics node, or with mpc the
+mpc node, with ``use_base_parameters``); with ``--library`` the library loop
 (:mod:`robodyn_ros.simulation.adaptive_loop`), without ROS.
 
 ``--scenario payload``: the Panda (or another bundled robot) in the simulator follows the inverse_dynamics node's built-in
@@ -63,7 +63,7 @@ def _parse(argv):
                    help="twin scenario: the controller (default computed_torque)")
     p.add_argument("--seed", type=int, default=0, help="twin scenario: sensor-noise seed")
     p.add_argument("--library", action="store_true",
-                   help="twin scenario: the library loop instead of the ROS nodes (always for --controller mpc)")
+                   help="twin scenario: the library loop instead of the ROS nodes")
     p.add_argument("--duration", type=float, default=15.0, help="simulated seconds (default 15)")
     p.add_argument("--headless", action="store_true", help="no window (the plot is only written with --plot)")
     p.add_argument("--report", help="write the JSON report here")
@@ -360,7 +360,7 @@ def main(argv=None):
         if args.attach_time is not None and not 0 < args.attach_time < args.duration:
             print("robodyn demo: --attach-time must be inside the run (0, --duration)", file=sys.stderr)
             return 2
-        if args.library or args.controller == "mpc":
+        if args.library:
             report, series = run_twin(args.duration, args.attach_time, args.payload_mass, args.controller, args.seed)
         else:
             from .demo_twin_nodes import run_twin_nodes
