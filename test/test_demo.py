@@ -35,11 +35,12 @@ def test_demo_scenario_converges(tmp_path):
 
 
 def test_twin_scenario_report_and_plot(tmp_path):
-    """``robodyn demo --scenario twin`` (library loop), shortened to 6 s with the payload at 3 s: the report
-    holds the fields of the issue and the plot is written; the numbers themselves are checked on a longer
-    run in test_adaptive_twin.py."""
+    """``robodyn demo --scenario twin --library`` (the library loop), shortened to 6 s with the payload at 3 s:
+    the report holds the fields of the issue and the plot is written; the numbers themselves are checked on
+    longer runs in test_adaptive_twin.py (library loop) and test_twin_nodes.py (the nodes over DDS, the
+    demo's default)."""
     report_path, plot_path = tmp_path / "twin.json", tmp_path / "twin.png"
-    code = main(["--scenario", "twin", "--controller", "computed_torque", "--duration", "6", "--headless",
+    code = main(["--scenario", "twin", "--controller", "computed_torque", "--duration", "6", "--library", "--headless",
                  "--report", str(report_path), "--plot", str(plot_path)])
     report = json.loads(report_path.read_text())
     assert code == 0
@@ -47,6 +48,7 @@ def test_twin_scenario_report_and_plot(tmp_path):
                 "payload_mass_estimated", "payload_source", "payload_time_to_5_percent", "non_finite_commands"):
         assert key in report, key
     assert report["scenario"] == "twin" and report["controller"] == "computed_torque"
+    assert report["runtime"].startswith("library")
     assert report["payload_source"] == "joint_torques" and report["payload_mass_true"] == 2.0
     assert report["non_finite_commands"] == 0
     assert report["tracking_rms_adapted"] < report["tracking_rms_nominal"]

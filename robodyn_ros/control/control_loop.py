@@ -10,7 +10,11 @@ measured configuration by :class:`~robodyn_ros.control.trajectory_file.ApproachT
 measured configuration held; reference time is the joint-state stamp. Model updates: a payload estimate is added to the nominal
 parameters of its link's body from the next command on (certainty equivalence; in ``slotine_li`` mode it
 also resets the adapted estimate), unless :func:`~robodyn_ros.control.payload_update.check_payload_plausible`
-refuses it. Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
+refuses it. With ``use_base_parameters`` (modes ``computed_torque`` and ``slotine_li``) the law is the
+base-parameter one (:mod:`~robodyn_ros.control.base_parameter_control`, friction included) and its ``β`` the
+estimator's, as far as :class:`~robodyn_ros.control.base_parameter_update.BaseParameterUpdate` (the parameter
+gate on the measured joint torques) lets it through; the payload estimate is a gated candidate on top.
+Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
 after a time reset the reference and trajectory times are re-based so that the desired motion continues,
 and the Slotine-Li step and the MPC solution of the old time line are forgotten.
 """
@@ -21,6 +25,8 @@ import numpy as np
 from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
 from ..model.errors import ModelError
+from .base_parameter_control import BaseParameterComputedTorque, BaseParameterSlotineLi
+from .base_parameter_update import BaseParameterUpdate
 from .command_guard import effort_bounds
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
 from .kernel_dynamics import KernelDynamics
@@ -49,20 +55,43 @@ class ControlLoop:
         self.kernels = compile_kernels(model, register=False)
         self.functions = KernelDynamics(model, self.kernels)
         self.pi_nominal = model.inertial_parameters()
+        self.base_update = self._make_base_update()
         self.controller = self._make_controller()
         self.fast_law = FastComputedTorque(self.controller) \
             if isinstance(self.controller, ComputedTorqueController) else None
         self.reference = self._sampler = self.trajectory = self.mpc = None
         self.file_reference = self._load_trajectory_file()
         self.t0 = self._t_prev = None
-        self.payload_updates = 0
+        self.payload_updates = self.base_parameter_updates = 0
         self.implausible_payloads = 0   # payload estimates refused by check_payload_plausible
         gravity = None if config["gravity_compensated_by_robot"] else \
             (lambda q: self.functions.gravity(q, self.controller_parameters()))
         self.output = TorqueOutput(effort_bounds(model), gravity, config, publish, robot.command_order, report)
 
+    def _make_base_update(self):
+        """:class:`BaseParameterUpdate` with ``use_base_parameters`` in computed_torque / slotine_li, else None."""
+        c, model = self.config, self.robot.model
+        if not (c["use_base_parameters"] and c["mode"] in ("computed_torque", "slotine_li")):
+            return None
+        from ..identification.base_parameters import compute_base_parameters
+        per_joint = c["base_parameters.effort_noise_per_joint"]
+        if per_joint and len(per_joint) != model.nv:
+            raise ValueError(f"base_parameters.effort_noise_per_joint: {len(per_joint)} values for {model.nv} joints")
+        std = self.robot.from_command(np.asarray(per_joint)) if per_joint else c["base_parameters.effort_noise"]
+        base = compute_base_parameters(model, coulomb_width=c["base_parameters.coulomb_width"])
+        return BaseParameterUpdate(model, base, std, cutoff=c["base_parameters.cutoff"],
+                                   payload_min_mass=c["payload_min_mass"])
+
     def _make_controller(self):
         c, model = self.config, self.robot.model
+        if self.base_update is not None:
+            u = self.base_update
+            if c["mode"] == "computed_torque":
+                return BaseParameterComputedTorque(model, u.base, u.beta_nominal, c["kp"], c["kd"], dynamics=u.dynamics)
+            kd = c["slotine_li.kd"] if c["slotine_li.kd"] >= 0 else \
+                40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters()))
+            return BaseParameterSlotineLi(model, u.base, u.beta_nominal, Lambda=c["slotine_li.lambda"], kd=kd,
+                                          compiled=True)
         common = dict(functions=self.functions, gravity_compensated_by_robot=c["gravity_compensated_by_robot"])
         if c["mode"] == "gravity_compensation":
             return GravityCompensation(model, c["kp"], c["kd"], **common)
@@ -89,7 +118,9 @@ class ControlLoop:
             self.output.set_max_torque_rate(changed["max_torque_rate"])
 
     def controller_parameters(self):
-        """The inertial parameters (10 nb,) the control law uses now."""
+        """The inertial parameters (10 nb,) the control law uses now (the nominal ones for a base-parameter law)."""
+        if self.base_update is not None:
+            return self.pi_nominal
         return self.controller.pi_hat if hasattr(self.controller, "pi_hat") else self.controller.pi
 
     # ------------------------------------------------------------------------------------ reference
@@ -134,9 +165,10 @@ class ControlLoop:
         self.trajectory = (trajectory, start)
 
     # -------------------------------------------------------------------------------------- control
-    def on_state(self, t, q, v):
+    def on_state(self, t, q, v, effort=None):
         """One valid joint state: ``(tau, e)``, the published torque and the tracking error ``q - q_d`` (nv,
-        model order each), or None when the stamp gate drops the state."""
+        model order each), or None when the stamp gate drops the state. ``effort`` (nv,): the measured joint
+        torques, for the base-parameter gate's window (after the command is out)."""
         newest = self.output.gate.newest
         verdict = self.output.accept_state(t, q)
         if verdict is None:
@@ -159,13 +191,18 @@ class ControlLoop:
         else:
             tau, _ = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
-        return self.output.publish(tau, t), q - q_d
+        published = self.output.publish(tau, t)
+        if self.base_update is not None and effort is not None:
+            self.base_update.observe(t, q, v, effort)
+        return published, q - q_d
 
     def _rebase_time(self, jump):
         """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times, forget the
         Slotine-Li step and the MPC solution of the old time line."""
         if self.t0 is not None:
             self.t0 += jump
+        if self.base_update is not None:
+            self.base_update.restart()
         if self.trajectory is not None:
             self.trajectory = (self.trajectory[0], self.trajectory[1] + jump)
         self._t_prev = None
@@ -184,6 +221,10 @@ class ControlLoop:
         except ValueError:
             self.implausible_payloads += 1
             raise
+        if self.base_update is not None:     # a candidate for the gate (apply_base_parameters)
+            self.base_update.set_payload(body, pi_body)
+            self.payload_updates += 1
+            return
         pi = self.pi_nominal.copy()
         if abs(m) >= c["payload_min_mass"]:
             pi[10 * body:10 * body + 10] += pi_body
@@ -192,6 +233,23 @@ class ControlLoop:
         else:
             self.controller.set_parameters(pi)
         self.payload_updates += 1
+
+    def apply_base_parameters(self, beta, covariance=None):
+        """The estimator's base parameters ``β`` (r,) (and their covariance (r, r), else the last one received)
+        through the gate; the control law takes the decision's ``β``. Returns the gate's status."""
+        u = self.base_update
+        if covariance is not None:
+            u.set_covariance(covariance)
+        decision = u.offer(beta)
+        if not np.array_equal(decision.beta, self.controller.beta):
+            self.controller.set_parameters(decision.beta)
+            self.base_parameter_updates += 1
+        return decision.status
+
+    def close(self):
+        """Stop the base-parameter worker thread (if any)."""
+        if self.base_update is not None:
+            self.base_update.close()
 
     def set_mpc_solution(self, t0, solution):
         """Apply an MPC solution planned at joint-state time t0 from the next state on; False (dropped) when
@@ -203,6 +261,10 @@ class ControlLoop:
         return True
 
     def diagnostic_values(self):
-        return {**self.output.diagnostic_values(), "payload_updates": self.payload_updates,
-                "implausible_payloads": self.implausible_payloads}
+        values = {**self.output.diagnostic_values(), "payload_updates": self.payload_updates,
+                  "implausible_payloads": self.implausible_payloads}
+        if self.base_update is not None:
+            values.update(base_parameter_updates=self.base_parameter_updates, rollbacks=self.base_update.rollbacks,
+                          **{f"gate_{k}": n for k, n in self.base_update.gate.counts.items()})
+        return values
 

@@ -5,6 +5,15 @@ joint-state stamp), and, with ``output: commands``, the solution's torque ``tau_
 the joint-state rate through :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog
 with the MPC model's gravity hold, guard; no solves while stale; after a time reset the reference time is
 re-based so that it continues and the solution of the old time line is dropped).
+
+With ``use_base_parameters`` the estimator's base parameters reach the NLP as its parameters
+``θ = [π, f_v, f_c, f_o]`` without a rebuild (:meth:`ModelPredictiveController.set_parameters`): the consistent
+set a worker thread fits to each estimate, as far as the parameter gate on this loop's own joint-state
+samples lets it through (:class:`~robodyn_ros.control.base_parameter_update.BaseParameterUpdate`, as the
+inverse_dynamics node). With ``output: commands`` the Coulomb part is left out of the NLP and compensated at
+the joint-state rate, ``+ f_c tanh(v / coulomb_width)`` (as :class:`~robodyn_ros.control.adaptive_mpc.
+AdaptiveMPC`: a light wrist's smoothed Coulomb term is too stiff for the 10-ms intervals); with
+``output: feedforward`` it stays in the NLP.
 """
 from __future__ import annotations
 
@@ -30,10 +39,48 @@ class MpcLoop:
         self.pi_nominal = robot.model.inertial_parameters()
         self.reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
                                            c["generator.harmonics"])
-        self.solves = self.fallbacks = 0
+        self.solves = self.fallbacks = self.parameter_updates = 0
+        self.base_update = self._make_base_update(robot, c)
+        self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
         self.output = TorqueOutput(self.mpc.tau_max, self.gravity, config, publish, robot.command_order, report) \
             if c["output"] == "commands" else None
         self.start()
+
+    @staticmethod
+    def _make_base_update(robot, c):
+        if not c["use_base_parameters"]:
+            return None
+        from ..identification.base_parameters import compute_base_parameters
+        from .base_parameter_update import BaseParameterUpdate
+        per_joint = c["base_parameters.effort_noise_per_joint"]
+        if per_joint and len(per_joint) != robot.model.nv:
+            raise ValueError(f"base_parameters.effort_noise_per_joint: {len(per_joint)} values for {robot.model.nv} "
+                             "joints")
+        std = robot.from_command(np.asarray(per_joint)) if per_joint else c["base_parameters.effort_noise"]
+        base = compute_base_parameters(robot.model, coulomb_width=c["base_parameters.coulomb_width"])
+        return BaseParameterUpdate(robot.model, base, std, cutoff=c["base_parameters.cutoff"])
+
+    def close(self):
+        """Stop the base-parameter worker thread (if any)."""
+        if self.base_update is not None:
+            self.base_update.close()
+
+    def apply_base_parameters(self, beta, covariance=None):
+        """The estimator's base parameters ``β`` (r,) (and covariance (r, r)) through the gate; the consistent
+        parameters of the decision become the next solve's θ (no rebuild). Returns the gate's status."""
+        u = self.base_update
+        if covariance is not None:
+            u.set_covariance(covariance)
+        decision = u.offer(beta)
+        theta = u.theta.copy()
+        if self.output is not None:
+            n_in, nv = 10 * self.model.nbodies, self.model.nv
+            self.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
+            theta[n_in + nv:n_in + 2 * nv] = 0.0
+        if not np.array_equal(theta, self.mpc.theta):
+            self.mpc.set_parameters(theta)
+            self.parameter_updates += 1
+        return decision.status
 
     def start(self):
         self.state = self.t0 = self.solution = None
@@ -44,9 +91,12 @@ class MpcLoop:
         """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
         return self.mpc.gravity(q)
 
-    def on_state(self, t, q, v):
+    def on_state(self, t, q, v, effort=None):
         """A valid joint state: kept for the next solve; with ``output: commands`` returns the published
-        torque (nv,) once a solution exists, None otherwise or when the stamp gate drops the state."""
+        torque (nv,) once a solution exists, None otherwise or when the stamp gate drops the state.
+        ``effort`` (nv,): measured joint torques, for the base-parameter gate's samples."""
+        if self.base_update is not None and effort is not None:
+            self.base_update.observe(t, q, v, effort)
         if self.output is not None:
             newest = self.output.gate.newest
             verdict = self.output.accept_state(t, q)
@@ -60,6 +110,8 @@ class MpcLoop:
         self.state = (t, q, v)
         if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
+            if self.base_update is not None:
+                tau = tau + self.coulomb * np.tanh(v / self.base_update.base.coulomb_width)
             return self.output.publish(tau, t)
         return None
 
@@ -77,11 +129,18 @@ class MpcLoop:
     def apply_payload(self, link, m, com, I_c):
         """The payload estimate (as :meth:`ControlLoop.apply_payload`, unchecked) in the next solve's model."""
         body, pi_body = payload_body_parameters(self.model, link, m, com, I_c)
+        if self.base_update is not None:     # a candidate for the gate (apply_base_parameters)
+            self.base_update.set_payload(body, pi_body)
+            return
         pi = self.pi_nominal.copy()
         pi[10 * body:10 * body + 10] += pi_body
         self.mpc.set_inertial_parameters(pi)
 
     def diagnostic_values(self, solution):
-        return {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
-                "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
-                "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {})}
+        values = {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
+                  "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
+                  "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {})}
+        if self.base_update is not None:
+            values.update(parameter_updates=self.parameter_updates, rollbacks=self.base_update.rollbacks,
+                          **{f"gate_{k}": n for k, n in self.base_update.gate.counts.items()})
+        return values

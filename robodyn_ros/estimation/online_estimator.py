@@ -11,8 +11,12 @@ latest wrench goes through the same filter (same delay). Then
   CUSUM test on the innovations detects a payload change and re-opens the payload covariance
   (:class:`~robodyn_ros.estimation.recursive.RecursiveLeastSquares`);
 * base parameters (``base_parameters``): the same RLS on ``τ = Y_base(q, q̇, q̈) beta`` (Gautier-Khalil
-  base parameters incl. armature and friction); without the wrench the payload is the change of the last
-  body's parameters explaining the change of beta.
+  base parameters incl. armature and friction, the Coulomb sign ``tanh(v / coulomb_width)``, σ per joint
+  ``effort_noise_per_joint`` or ``effort_noise``); without the wrench the payload is the change of the last
+  body's parameters explaining the change of beta from the nominal one (``payload_reference: nominal``), or
+  (``before_change``, right when the model is not the robot) a 10-parameter RLS on the torque residual of
+  the estimate held just before the detected change, ``τ_f - Y_base β_ref = Y_last π_p`` (zero before the
+  first change; changes within ``payload_change_holdoff`` s of the first update are the estimate converging).
 
 Faults (README "Fault injection"):
 
@@ -48,8 +52,10 @@ from ..identification.signal_filters import CausalButterworthFilter
 from ..kernels import compile_kernels
 from .recursive import RecursiveLeastSquares
 
-COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction
+COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction (default coulomb_width)
 PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
+PAYLOAD_REFERENCE_WINDOW = 3.0  # s: payload_reference before_change keeps its reference through re-alarms this close
+PAYLOAD_REFERENCES = ("nominal", "before_change")
 
 #: The estimation parameters of the ``estimator`` node (ros/node_parameters.py ESTIMATOR, where each is
 #: described) and their defaults; a test checks that both agree.
@@ -66,6 +72,10 @@ DEFAULTS = {
     "force_noise": 0.5,
     "torque_noise": 0.05,
     "effort_noise": 0.5,
+    "effort_noise_per_joint": [],
+    "coulomb_width": COULOMB_WIDTH,
+    "payload_reference": "nominal",
+    "payload_change_holdoff": 0.0,
     "payload_mass_std": 10.0,
     "change_threshold": 25.0,
     "payload_publish_std.mass": 0.5,
@@ -79,13 +89,14 @@ DEFAULTS = {
     "time_jump_threshold": 0.5,
 }
 _POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "effort_noise",
-             "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold")
+             "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold", "coulomb_width")
 
 
 def estimator_config(config=None):
     """The estimator configuration ``{name: value}``: :data:`DEFAULTS` updated by ``config``, a dict with
     dotted names (``"filter.cutoff"``) or nested as in the node's YAML section (``filter: {cutoff: }``,
     optionally under ``ros__parameters``). Names of other node parameters (robot, topics) are ignored.
+    ``effort_noise`` may also be a list (one σ per joint, N m): it then becomes ``effort_noise_per_joint``.
     ValueError naming the parameter on a wrong type or an out-of-range value."""
     flat = {}
 
@@ -99,11 +110,16 @@ def estimator_config(config=None):
 
     config = dict(config or {})
     flatten(config.get("ros__parameters", config), "")
+    if isinstance(flat.get("effort_noise"), (list, tuple, np.ndarray)):
+        flat["effort_noise_per_joint"] = flat.pop("effort_noise")
     values = dict(DEFAULTS)
     for name, value in flat.items():
         if name not in DEFAULTS:
             continue
         kind = type(DEFAULTS[name])
+        if kind is list:
+            values[name] = _positive_list(name, value)
+            continue
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -117,7 +133,21 @@ def estimator_config(config=None):
         raise ValueError(f"estimator parameter forgetting: {values['forgetting']!r} is not in (0, 1]")
     if values["filter.order"] < 2:
         raise ValueError(f"estimator parameter filter.order: {values['filter.order']!r} is below 2")
+    if values["payload_reference"] not in PAYLOAD_REFERENCES:
+        raise ValueError(f"estimator parameter payload_reference: {values['payload_reference']!r} is not one of "
+                         f"{', '.join(PAYLOAD_REFERENCES)}")
     return values
+
+
+def _positive_list(name, value):
+    """``value`` as a list of positive finite floats, else ValueError naming the parameter."""
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"estimator parameter {name}: expected a list of numbers, got {value!r}") from None
+    if array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(array <= 0.0):
+        raise ValueError(f"estimator parameter {name}: {value!r} is not a list of finite positive numbers")
+    return [float(x) for x in array]
 
 
 def point_mass_parameters(m, mc):
@@ -146,8 +176,10 @@ class OnlineEstimate:
     base-parameter estimate (None when ``base_parameters`` is off); friction, friction_std: ``{"viscous",
     "coulomb", "offset": (nv,)}`` from the base parameters and their std (None without them); payload: the payload (10,) about
     ``payload_frame`` last published (None before the first converged one); payload_estimate and
-    payload_std (10,): the live estimate (std None without the wrench); status: ``(level, message,
-    values)`` as in the node's /diagnostics."""
+    payload_std (10,): the live estimate (std None without the wrench, except with payload_reference
+    before_change after a change); status: ``(level, message, values)`` as in the node's /diagnostics;
+    base_parameters_covariance (r, r): the base-parameter RLS
+    covariance P, on published estimates only (None otherwise and without base parameters)."""
 
     t: float
     updated: bool
@@ -162,6 +194,7 @@ class OnlineEstimate:
     payload_std: np.ndarray | None
     payload_frame: str
     status: tuple
+    base_parameters_covariance: np.ndarray | None = None
 
 
 class OnlineEstimator:
@@ -198,8 +231,10 @@ class OnlineEstimator:
         if c["base_parameters"]:
             self._setup_base_parameters()
         self.payload_frame = self.wrist_link if c["use_wrench"] else model.body_names[-1]
+        self.base_started_at = None     # joint-state time of the first base-parameter update
         self.samples = self.updates = 0
         self.filtered, self.base_updated = None, False
+        self.base_sample = None          # (Y_base (nv, r), τ_f (nv,)) of this step's base-parameter update, or None
         self.payload_events = []         # (time, payload mass before) of detected payload changes
         self._converged_payload = None   # the last payload estimate within payload_publish_std
         self.unconverged_publishes = 0   # publishes at which the estimate was not converged
@@ -219,7 +254,8 @@ class OnlineEstimator:
 
     def _setup_base_parameters(self):
         model, c = self.model, self.config
-        self.base = compute_base_parameters(model, coulomb_width=COULOMB_WIDTH)
+        self.coulomb_width = c["coulomb_width"]
+        self.base = compute_base_parameters(model, coulomb_width=self.coulomb_width)
         n_rigid = 10 * model.nbodies
         self._Y_rigid = np.empty((model.nv, n_rigid))
         self._Y_full = np.zeros((model.nv, n_rigid + 4 * model.nv))
@@ -231,10 +267,32 @@ class OnlineEstimator:
         moved = np.flatnonzero(np.abs(self.base.K[:, 10 * last:10 * last + 10]).sum(axis=1) > 1e-9)
         P0 = (0.2 * np.abs(self.beta_nominal) + 0.01) ** 2
         P0[moved] += 0.25
+        self.effort_std = self._effort_std()
         self.base_rls = RecursiveLeastSquares(
-            self.beta_nominal, P0, c["effort_noise"], forgetting=c["forgetting"], trace_max=10.0 * P0.sum(),
+            self.beta_nominal, P0, self.effort_std, forgetting=c["forgetting"], trace_max=10.0 * P0.sum(),
             boost_indices=moved, detector=PayloadChangeDetector(threshold=c["change_threshold"]))
         self._friction_index = self._pure_base_columns(n_rigid)
+        # payload_reference before_change: the load on the last body explaining the torque residual of the
+        # base estimate held just before the detected change, ``τ_f - Y_base β_ref = Y_last π_p``
+        self.last_body_columns = slice(10 * last, 10 * last + 10)
+        self._beta_ref = None
+        self._payload_ref = np.zeros(10)
+        self._reference_t = None
+        self.payload_references = []     # times at which a detected change became the payload's reference
+        self.payload_rls = RecursiveLeastSquares(
+            np.zeros(10), payload_prior_variance(c["payload_mass_std"]), self.effort_std, forgetting=1.0,
+            detector=None)
+
+    def _effort_std(self):
+        """σ of the joint torques assumed by the RLS: ``effort_noise_per_joint`` (nv,) when given, else the
+        scalar ``effort_noise``. ValueError when the list's length is not nv."""
+        per_joint = self.config["effort_noise_per_joint"]
+        if not per_joint:
+            return self.config["effort_noise"]
+        if len(per_joint) != self.model.nv:
+            raise ValueError(f"estimator parameter effort_noise_per_joint: {len(per_joint)} values for "
+                             f"{self.model.nv} joints ({', '.join(self.model.joint_names)})")
+        return np.array(per_joint, dtype=float)
 
     def _pure_base_columns(self, n_rigid):
         """Base-parameter index (or -1) of each joint's viscous, Coulomb and offset columns: (3, nv), for the
@@ -339,7 +397,7 @@ class OnlineEstimator:
         self.last_update_t = t
         q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
         self.filtered = (q_f, v_f, a_f, tau_f)   # what this step estimated from (a replay keeps them)
-        self.base_updated = False
+        self.base_updated, self.base_sample = False, None
         settled = t >= self._settled_at and t >= self._dense_at
         if self.wrench_rls is not None and self.latest_wrench is not None:
             t_w, w = self.latest_wrench
@@ -358,10 +416,18 @@ class OnlineEstimator:
         if self.base is not None and settled and t >= self._effort_clean_at:
             Y_full = self._full_regressor(q_f, v_f, a_f)
             mass_before = self.payload_parameters()[0] if self.wrench_rls is None else None
-            result = self.base_rls.update(self.base.reduce(Y_full), tau_f)
-            self.base_updated = result.accepted
+            Y_base = self.base.reduce(Y_full)
+            beta_before = self.base_rls.beta.copy() if self._referenced else None
+            result = self.base_rls.update(Y_base, tau_f)
+            self.base_updated, self.base_sample = result.accepted, (Y_base, tau_f)
+            if self.base_started_at is None:
+                self.base_started_at = t
             if result.change_detected and self.wrench_rls is None:
+                if self._referenced:
+                    self._reference_payload(t, beta_before)
                 self._payload_changed(t, mass_before, "joint torques")
+            if self._referenced and self._beta_ref is not None:
+                self.payload_rls.update(Y_full[:, self.last_body_columns], tau_f - Y_base @ self._beta_ref)
         self.updates += 1
         start, count = self._rate_window
         now = time.monotonic()
@@ -373,9 +439,29 @@ class OnlineEstimator:
             return True
         return False
 
+    @property
+    def _referenced(self):
+        """Whether the payload from joint torques is referenced to the estimate before the change."""
+        return self.wrench_rls is None and self.config["payload_reference"] == "before_change"
+
+    def _reference_payload(self, t, beta_before):
+        """A change detected at t (payload_reference before_change): unless it falls within
+        ``payload_change_holdoff`` s of the first base-parameter update (the estimate still converging) or within
+        PAYLOAD_REFERENCE_WINDOW of the last reference (the same change re-alarming), the payload so far
+        becomes the reference, ``β_ref`` the estimate before this sample and the payload RLS restarts."""
+        if t - self.base_started_at < self.config["payload_change_holdoff"]:
+            return
+        if self._reference_t is not None and t - self._reference_t <= PAYLOAD_REFERENCE_WINDOW:
+            return
+        self._payload_ref = self.payload_parameters()
+        self._beta_ref = beta_before
+        self._reference_t = t
+        self.payload_references.append(float(t))
+        self.payload_rls.reset()
+
     def _full_regressor(self, q_f, v_f, a_f):
         """``Y_full`` (nv, 10 nb + 4 nv): the rigid-body regressor (compiled kernel) and the joint columns
-        ``[a_j, v_j, tanh(v_j / COULOMB_WIDTH), 1]`` (armature, viscous, Coulomb, offset) of
+        ``[a_j, v_j, tanh(v_j / coulomb_width), 1]`` (armature, viscous, Coulomb, offset) of
         :func:`~robodyn_ros.identification.base_parameters.batch_joint_parameter_regressor`, written into
         one preallocated array."""
         Y = self._Y_full
@@ -384,7 +470,7 @@ class OnlineEstimator:
         rows, col = self._joint_columns
         Y[rows, col] = a_f
         Y[rows, col + 1] = v_f
-        Y[rows, col + 2] = smooth_sign(v_f, COULOMB_WIDTH)
+        Y[rows, col + 2] = smooth_sign(v_f, self.coulomb_width)
         return Y
 
     def _update_payload(self, t, q_f, v_f, a_f, w_f):
@@ -407,9 +493,14 @@ class OnlineEstimator:
 
     # ---------------------------------------------------------------------------------------- estimates
     def payload_parameters(self):
-        """Live payload parameters (10,) about ``payload_frame`` (the wrist link, or the last body)."""
+        """Live payload parameters (10,) about ``payload_frame`` (the wrist link, or the last body). From joint
+        torques: the change of the last body's parameters from the nominal ones (``payload_reference``
+        nominal), or the load explaining the torque residual of the estimate held before the last detected
+        change (before_change; zero before the first change: the robot starts without one)."""
         if self.wrench_rls is not None:
             return self.wrench_rls.beta[:10].copy()
+        if self._referenced:
+            return self._payload_ref + (self.payload_rls.beta if self._beta_ref is not None else 0.0)
         return body_parameter_change(self.base, self.beta_nominal, self.base_rls.beta, self.model.nbodies - 1)
 
     def converged_payload(self):
@@ -477,8 +568,10 @@ class OnlineEstimator:
             base_parameter_names=self.base.names if base else None, friction=self.friction(),
             friction_std=self.friction(std=True),
             payload=None if last is None else physical_payload(last), payload_estimate=self.payload_parameters(),
-            payload_std=self.wrench_rls.std[:10] if self.wrench_rls is not None else None,
-            payload_frame=self.payload_frame, status=self.status(t))
+            payload_std=(self.wrench_rls.std[:10] if self.wrench_rls is not None else
+                         self.payload_rls.std if base and self._referenced and self._beta_ref is not None else None),
+            payload_frame=self.payload_frame, status=self.status(t),
+            base_parameters_covariance=self.base_rls.P.copy() if base and published else None)
 
     def status(self, t, rejected=None, skipped_overload=0):
         """``(level, message, values)`` of the estimator's diagnostics at joint-state time t; ``rejected``:

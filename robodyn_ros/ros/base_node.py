@@ -169,17 +169,18 @@ class RobodynNode(LifecycleNode):
         reason = error.reason if isinstance(error, MessageRejected) else str(error)
         self.warn_throttled(kind, f"dropped {kind} message ({self.rejected[kind]} so far): {reason}")
 
-    def joint_state_with_velocity(self, msg, cache, user):
-        """``(t, q, v)`` of a JointState mapped by name to the model's joints, or None after rejecting it
-        (counted, warned about) when it is malformed or carries no velocities, which ``user`` needs."""
+    def joint_state_with_velocity(self, msg, cache, user, effort=False):
+        """``(t, q, v)`` (``effort``: ``(t, q, v, tau or None)``) of a JointState mapped by name to the model's
+        joints, or None after rejecting it (counted, warned about) when it is malformed or carries no
+        velocities, which ``user`` needs."""
         try:
-            t, q, v, _ = joint_state_to_arrays(msg, self.robot.model.joint_names, cache)
+            t, q, v, tau = joint_state_to_arrays(msg, self.robot.model.joint_names, cache)
             if v is None:
                 raise MessageRejected(f"JointState.velocity is empty (the {user} needs velocities)")
         except MessageRejected as exc:
             self.reject("joint_states", exc)
             return None
-        return t, q, v
+        return (t, q, v, tau) if effort else (t, q, v)
 
     def warn_throttled(self, kind, text):
         now = time.monotonic()

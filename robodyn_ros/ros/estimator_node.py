@@ -1,6 +1,5 @@
-"""``estimator`` lifecycle node: :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` (online
-payload and base-parameter estimation, its faults and publishing schedule) on ``/joint_states`` and the
-wrist wrench.
+"""``estimator`` lifecycle node: :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` (payload and
+base-parameter estimation, its faults and publishing schedule) on ``/joint_states`` and the wrist wrench.
 
 Input: with ``input_poll_rate`` > 0 (the default, 200 Hz) the joint-state and wrench subscriptions are
 polled (:meth:`RobodynNode.polled_sub`): a steady timer takes what waits in their 50-deep keep-last queues
@@ -8,8 +7,8 @@ and estimates from every due joint state in arrival order, each with the newest 
 before it, so a 1 kHz pair of streams costs 200 executor wake-ups a second instead of 2 000.
 ``input_poll_rate`` 0: one executor callback per message. Publishes ``payload_topic``
 (geometry_msgs/InertiaStamped, ``frame_id`` the wrist link, or the last body's link without the wrench),
-``base_parameters_topic`` (Float64MultiArray, one labelled layout dimension per base parameter) and
-``/diagnostics`` (at ``diagnostics_rate``).
+``base_parameters_topic`` (Float64MultiArray, one labelled layout dimension per base parameter), with
+``publish_covariance`` their covariance (``base_covariance_topic``, r x r row-major) and ``/diagnostics``.
 """
 from __future__ import annotations
 
@@ -39,10 +38,13 @@ class EstimatorNode(RobodynNode):
     def setup(self):
         c = self.config
         self.estimator = OnlineEstimator(self.robot.model, c, wrist_link=self.robot.wrist_link, report=self._report)
-        self.skipped_overload = 0    # due samples superseded by a newer due one in the same wake-up
-        self._cache, self._base_msg = {}, None
+        self.skipped_overload, self._cache, self._base_msg = 0, {}, None  # skipped: due samples superseded
         self.payload_pub = self.pub(InertiaStamped, c["payload_topic"], qos.ESTIMATE_QOS)
         self.base_pub = self.pub(Float64MultiArray, c["base_parameters_topic"], qos.ESTIMATE_QOS)
+        self.covariance_pub = None   # the base parameters' covariance (r x r), for base-parameter controllers
+        if c["publish_covariance"] and self.estimator.base is not None:
+            self.covariance_pub = self.pub(Float64MultiArray, c["base_covariance_topic"], qos.ESTIMATE_QOS)
+            self._covariance_msg = rm.SerializedFloat64MultiArray(self.estimator.base_rls.P, dim_label="covariance")
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
         # the middleware's receive threads allocate the message buffers this thread frees: bursts ratchet
         # glibc's arenas up; trimming every HEAP_TRIM_PERIOD s gives the free pages back (ros.heap_trim)
@@ -175,18 +177,18 @@ class EstimatorNode(RobodynNode):
     def publish(self, stamp):
         self.heap_trimmer.maybe_trim()
         est = self.estimator
-        published = est.publish()
-        if published is None:
-            pass            # nothing converged yet: no payload message rather than a guess
-        elif abs(published[0]) > 1e-6:
+        published = est.publish()   # None: nothing converged yet, no payload message rather than a guess
+        if published is not None and abs(published[0]) > 1e-6:
             self.payload_pub.publish(rm.inertial_parameters_to_inertia_stamped(stamp, est.payload_frame, published))
-        else:
+        elif published is not None:
             self.payload_pub.publish(rm.make_inertia_stamped(stamp, est.payload_frame, published[0], np.zeros(3),
                                                              np.zeros((3, 3))))
         if est.base is not None:
             if self._base_msg is None:  # the labelled layout (one dimension per parameter) is serialized once
                 self._base_msg = rm.SerializedFloat64MultiArray(est.base_rls.beta, labels=est.base.names)
             self.base_pub.publish(self._base_msg.serialize(est.base_rls.beta))
+            if self.covariance_pub:
+                self.covariance_pub.publish(self._covariance_msg.serialize(est.base_rls.P))
         if est.diagnostics_due():
             level, text, values = self.diagnostic_status(est.last_t)
             self.diag_pub.publish(rm.make_diagnostic_array(stamp, f"{self.get_name()}: online estimation", level,

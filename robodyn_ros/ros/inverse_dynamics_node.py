@@ -5,7 +5,9 @@ payload updates and the output stage) on ``/joint_states``, one command per mess
 Inputs: ``joint_states_topic``; ``~/joint_trajectory`` (trajectory_msgs/JointTrajectory, sampled like
 joint_trajectory_controller) with ``reference: trajectory``; the estimator's payload (``payload_topic``,
 geometry_msgs/InertiaStamped, ``frame_id`` a link of the robot) with ``use_estimates``; the mpc node's
-solutions (``mpc_topic``) in mode ``mpc``. Outputs: ``command_topic`` (every torque clamped to the URDF
+solutions (``mpc_topic``) in mode ``mpc``; with ``use_base_parameters`` the estimator's base parameters and
+their covariance (``base_parameters_topic``, ``base_covariance_topic``, Float64MultiArray). Outputs:
+``command_topic`` (every torque clamped to the URDF
 effort limits, rate limited to ``max_torque_rate``, a non-finite torque replaced by the last safe command;
 without a valid joint state for ``state_timeout`` wall seconds ``g(q_last)`` (``gravity_hold``) or zeros:
 :class:`~robodyn_ros.control.torque_output.TorqueOutput`), ``~/tracking_error`` (Float64MultiArray
@@ -28,6 +30,7 @@ from ..control.payload_update import ImplausiblePayload
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
+from .base_parameter_topics import BaseParameterTopics
 from .command_output import command_publisher, output_report
 from .latency import LatencyWindow
 
@@ -38,6 +41,8 @@ class InverseDynamicsNode(RobodynNode):
     def setup(self):
         c, robot = self.config, self.robot
         self.command_pub, publish = command_publisher(self)
+        if getattr(self, "loop", None) is not None:
+            self.loop.close()        # a reconfigure: the previous loop's worker thread
         self.loop = ControlLoop(robot, c, publish, output_report(self))
         self.kernels, self.output = self.loop.kernels, self.loop.output
         self.error_pub = self.pub(Float64MultiArray, "~/tracking_error", qos.ESTIMATE_QOS)
@@ -50,6 +55,8 @@ class InverseDynamicsNode(RobodynNode):
             self.sub(InertiaStamped, c["payload_topic"], self._on_payload, qos.ESTIMATE_QOS, group=self.service_group)
         if c["mode"] == "mpc":
             self.sub(Float64MultiArray, c["mpc_topic"], self._on_mpc, qos.ESTIMATE_QOS)
+        if self.loop.base_update is not None:
+            self.base_topics = BaseParameterTopics(self, self.loop)
         self._state_cache = {}
         self._watchdog = None
         self.latency = LatencyWindow()
@@ -63,6 +70,11 @@ class InverseDynamicsNode(RobodynNode):
     non_finite_commands = property(lambda self: self.output.non_finite)
     payload_updates = property(lambda self: self.loop.payload_updates)
     implausible_payloads = property(lambda self: self.loop.implausible_payloads)
+
+    def destroy_node(self):
+        if getattr(self, "loop", None) is not None:
+            self.loop.close()        # the base-parameter worker thread
+        return super().destroy_node()
 
     def apply_live(self, changed):
         self.loop.apply_live(changed)
@@ -84,11 +96,11 @@ class InverseDynamicsNode(RobodynNode):
         if not self.active:
             return
         start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
-        state = self.joint_state_with_velocity(msg, self._state_cache, "controller")
+        state = self.joint_state_with_velocity(msg, self._state_cache, "controller", effort=True)
         if state is None:
             return
-        t, q, v = state
-        result = self.loop.on_state(t, q, v)
+        t, q, v, effort = state
+        result = self.loop.on_state(t, q, v, effort)
         if result is None:
             return
         # this thread's CPU time over the same span: a wall latency far above it was preemption

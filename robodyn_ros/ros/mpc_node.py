@@ -7,7 +7,8 @@ node (time from the first joint-state stamp).
 mode ``mpc``, which applies ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate between solves;
 ``output: commands`` does that here and publishes the torques itself. Also ``~/solve_time``
 (std_msgs/Float64, s) and ``/diagnostics`` (solve time, iterations, status). The estimator's payload
-updates the model of the next solve.
+updates the model of the next solve; with ``use_base_parameters`` the estimator's base parameters do, as
+consistent full parameters through the parameter gate (:class:`~robodyn_ros.control.mpc_loop.MpcLoop`).
 
 The loop is :class:`~robodyn_ros.control.mpc_loop.MpcLoop`. ``output: commands`` goes through the same
 output stage as the inverse_dynamics node (:class:`~robodyn_ros.control.torque_output.TorqueOutput`): effort clamp, ``max_torque_rate``, the
@@ -32,6 +33,7 @@ from ..control.mpc_loop import MpcLoop
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
+from .base_parameter_topics import BaseParameterTopics
 from .command_output import command_publisher, output_report
 
 
@@ -48,6 +50,8 @@ class MpcNode(RobodynNode):
     def setup(self):
         c = self.config
         publish = None
+        if getattr(self, "loop", None) is not None:
+            self.loop.close()        # a reconfigure: the previous loop's worker thread
         if c["output"] == "commands":
             self.command_pub, publish = command_publisher(self)
         self.loop = MpcLoop(self.robot, c, publish, output_report(self))
@@ -59,6 +63,8 @@ class MpcNode(RobodynNode):
         self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
         if c["use_estimates"]:
             self.sub(InertiaStamped, c["payload_topic"], self._on_payload, qos.ESTIMATE_QOS, group=self.service_group)
+        if self.loop.base_update is not None:
+            self.base_topics = BaseParameterTopics(self, self.loop)
         self._timer = self._watchdog = None
 
     # the loop's state, read by tests
@@ -79,6 +85,11 @@ class MpcNode(RobodynNode):
                 self.destroy_entity(getattr(self, name))
                 setattr(self, name, None)
 
+    def destroy_node(self):
+        if getattr(self, "loop", None) is not None:
+            self.loop.close()
+        return super().destroy_node()
+
     def apply_live(self, changed):
         if "max_torque_rate" in changed and self.output is not None:
             self.output.set_max_torque_rate(changed["max_torque_rate"])
@@ -90,7 +101,7 @@ class MpcNode(RobodynNode):
     def _on_state(self, msg):
         if not self.active:
             return
-        state = self.joint_state_with_velocity(msg, self._cache, "MPC")
+        state = self.joint_state_with_velocity(msg, self._cache, "MPC", effort=True)
         if state is not None:
             self.loop.on_state(*state)
 

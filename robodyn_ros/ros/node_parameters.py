@@ -45,6 +45,26 @@ ESTIMATE_TOPICS = (
     P("payload_topic", str, "/estimator/payload", "geometry_msgs/InertiaStamped payload estimate.", read_only=True),
     P("base_parameters_topic", str, "/estimator/base_parameters", "std_msgs/Float64MultiArray base "
       "parameters with labelled layout.", read_only=True),
+    P("base_covariance_topic", str, "/estimator/base_parameters_covariance", "std_msgs/Float64MultiArray "
+      "covariance (r x r, row-major) of the base parameters (estimator: publish_covariance).", read_only=True),
+)
+
+# ---------------------------------------------------------------------- base parameters in controllers
+BASE_PARAMETER_USE = (
+    P("use_base_parameters", bool, False, "inverse_dynamics in computed_torque and slotine_li modes, and the mpc "
+      "node: control from the estimator's base parameters and friction (base_parameters_topic, "
+      "base_covariance_topic) through the parameter gate "
+      "(inverse dynamics Y_base(q, v, a) beta; the MPC: the consistent full parameters as its NLP parameters), the "
+      "payload (payload_topic) as a gated candidate on top.",
+      read_only=True),
+    P("base_parameters.coulomb_width", float, 1e-3, "use_base_parameters: the estimator's coulomb_width, rad/s.",
+      range=(1e-9, None), read_only=True),
+    P("base_parameters.effort_noise", float, 0.5, "use_base_parameters: joint torque noise std, N m (the "
+      "gate's sigma).", range=(1e-6, None), read_only=True),
+    P("base_parameters.effort_noise_per_joint", list[float], [], "use_base_parameters: the same per joint "
+      "(joint order); empty: base_parameters.effort_noise.", range=(1e-6, None), read_only=True),
+    P("base_parameters.cutoff", float, 20.0, "use_base_parameters: cutoff of the gate's filter of the joint "
+      "states, Hz (the estimator's filter.cutoff).", range=(0.1, 500.0), read_only=True),
 )
 
 # ------------------------------------------------------------------------------------------- simulator
@@ -141,6 +161,7 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       range=(0.0, None), live=True),
     P("friction_compensation", bool, True, "Add the model's friction torque."),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
+) + BASE_PARAMETER_USE + (
     P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
 )
 
@@ -160,6 +181,20 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("torque_noise", float, 0.05, "F/T torque noise std assumed by the RLS, N m.", range=(1e-6, None)),
     P("effort_noise", float, 0.5, "Joint torque noise std assumed by the base-parameter RLS, N m.",
       range=(1e-6, None)),
+    P("effort_noise_per_joint", list[float], [], "Joint torque noise std per joint (joint order), N m; empty: "
+      "effort_noise for every joint (the Panda twin's measured levels are its sensor_noise.effort).",
+      range=(1e-6, None)),
+    P("coulomb_width", float, 1e-3, "Velocity scale of the Coulomb friction's sign tanh(v / width) in the "
+      "base-parameter regressor, rad/s (the simulator's 1e-3, the Panda twin's 0.05).", range=(1e-9, None)),
+    P("payload_reference", str, "nominal", "Payload from joint torques (use_wrench false): the change of the last "
+      "body's parameters from the nominal model (nominal), or the load explaining the torque residual of the "
+      "base-parameter estimate held just before the detected change (before_change; right when the model is "
+      "not the robot, e.g. the Panda twin).", choices=("nominal", "before_change")),
+    P("payload_change_holdoff", float, 0.0, "payload_reference before_change: changes detected within this many "
+      "seconds of the first base-parameter update are the estimate converging, not a payload.",
+      range=(0.0, None)),
+    P("publish_covariance", bool, False, "Also publish the base parameters' covariance (base_covariance_topic) "
+      "at publish_rate, for controllers with use_base_parameters.", read_only=True),
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
     P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
     P("payload_publish_std.mass", float, 0.5, "Publishing the payload: while the wrench estimate's mass std "
@@ -217,7 +252,7 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("generator.period", float, 4.0, "Reference period, s.", range=(0.1, None)),
     P("generator.harmonics", int, 2, "Reference harmonics.", range=(1, 10)),
     P("use_estimates", bool, True, "Add the estimator's payload to the model live."),
-)
+) + BASE_PARAMETER_USE
 
 SCHEMAS = {"simulator": SIMULATOR, "inverse_dynamics": INVERSE_DYNAMICS, "estimator": ESTIMATOR, "mpc": MPC}
 NODE_NAMES = tuple(SCHEMAS)

@@ -1,8 +1,9 @@
 """The adaptive loop on a plant that is not the model, without ROS: what ``robodyn demo --scenario twin`` runs.
 
 At 1 kHz: the plant (e.g. the Panda twin, :mod:`robodyn_ros.simulation.plant`) is measured with noise; the
-estimator (:class:`JointTorqueEstimator`: causal Butterworth filter -> base regressor -> recursive least
-squares on ``τ = Y_base β``, the estimator node's pipeline) takes every joint state, joint torques only.
+estimator node's :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` (causal Butterworth filter
+-> base regressor -> recursive least squares on ``τ = Y_base β``; :func:`joint_torque_estimator`: joint
+torques only, the plant's per-joint noise as σ and its Coulomb width) takes every joint state.
 Every ``1 / consistent_rate`` s its estimate is mapped to the closest physically consistent full parameter
 set (:class:`robodyn_ros.control.consistent_parameters.ConsistentParameters`); at ``publish_rate`` that
 candidate is offered to the :class:`~robodyn_ros.control.parameter_gate.ParameterGate`, whose applied
@@ -15,11 +16,11 @@ parameters the controller uses from the next step on:
   rebuilt).
 
 A payload attached at ``attach_time`` is estimated from the joint torques as a load on the last body that
-explains the torque residual of the estimate from just before the change detector fired
-(:class:`JointTorqueEstimator`; the robot starts without one: until ``CONVERGED_AFTER`` s after the gate
-first accepted an estimate, detected changes are convergence, not a payload); the controller gets that
-model plus the payload, through the gate, once the payload mass is known to 0.05 kg. With ``adapt=False``
-the same loop (same noise) runs on the nominal model.
+explains the torque residual of the estimate from just before the change detector fired (the estimator's
+``payload_reference: before_change``; the robot starts without one: changes detected within
+``CONVERGED_AFTER`` s of the first update are the estimate converging, not a payload); the controller gets the
+parameters applied before the change plus the payload, through the gate, once the payload mass is known to
+0.05 kg. With ``adapt=False`` the same loop (same noise) runs on the nominal model.
 """
 from __future__ import annotations
 
@@ -32,16 +33,14 @@ from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseP
                                               BaseParameterSlotineLi, InertiaPlausibility)
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices
-from ..estimation.recursive import RecursiveLeastSquares
-from ..identification.base_parameters import compute_base_parameters, full_parameters
-from ..identification.payload import PayloadChangeDetector
-from ..identification.signal_filters import CausalButterworthFilter
+from ..estimation.online_estimator import OnlineEstimator
+from ..identification.base_parameters import compute_base_parameters
 from ..model.errors import ModelError
 from .simulation_step import CompiledStep
 from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
 
 CONTROLLERS = ("computed_torque", "slotine_li", "mpc")
-CONVERGED_AFTER = 1.0   # s after the gate first accepts a base estimate from which a detected change is a payload
+CONVERGED_AFTER = 2.0   # s after the first estimator update from which a detected change is a payload
 
 
 @dataclass
@@ -87,87 +86,28 @@ class AdaptiveLoopConfig:
             raise ModelError(f"attach_time must be inside (0, duration = {self.duration}), got {self.attach_time}")
 
 
-def _payload_prior_variance(mass_std, length=0.2):
-    """Prior variances (10,) of a payload's parameters: mass ``mass_std``², first moments ``(mass_std length)²``,
-    inertias ``(mass_std length²)²`` (the estimator node's prior, a load within ``length`` of the flange)."""
-    return np.array([mass_std ** 2] + [(mass_std * length) ** 2] * 3 + [(mass_std * length ** 2) ** 2] * 6)
+def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=0.5, coulomb_width=1e-3, holdoff=CONVERGED_AFTER):
+    """The estimator node's :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` on joint torques
+    only (``use_wrench`` false): causal filter (``cutoff``, ``order``), base regressor with the Coulomb sign
+    ``tanh(v / coulomb_width)``, RLS with σ ``effort_std`` (scalar or (nv,)), payload referenced to the
+    estimate held just before a detected change (``payload_reference`` before_change; changes within
+    ``holdoff`` s of the first update are convergence)."""
+    std = np.broadcast_to(np.asarray(effort_std, dtype=float), (model.nv,))
+    return OnlineEstimator(model, {"use_wrench": False, "base_parameters": True, "filter.cutoff": float(cutoff),
+                                   "filter.order": int(order), "effort_noise_per_joint": [float(x) for x in std],
+                                   "coulomb_width": float(coulomb_width), "payload_reference": "before_change",
+                                   "payload_change_holdoff": float(holdoff), "effort_saturation": 0.0})
 
 
-class JointTorqueEstimator:
-    """The estimator node's base-parameter pipeline, joint torques only: causal filter (``cutoff``,
-    ``order``), ``Y_base`` of the filtered signals, RLS with the node's prior (``β_nominal``, variance
-    ``(0.2 |β| + 0.01)²``, plus 0.25 on the parameters a payload moves) and change detection.
-
-    Payload from joint torques: when a change is detected (after the base estimate has converged:
-    ``converged``, set by the caller when the gate first accepts an estimate), ``β_ref`` is frozen at the
-    estimate just before it and a 10-parameter RLS estimates the load ``π_p`` on the last body from the
-    residual of that model: ``τ_f - Y_base β_ref = Y_last(q, v, a) π_p`` (``Y_last`` the rigid regressor's
-    columns of the last body, as :func:`robodyn_ros.identification.payload.payload_from_joint_torques` in
-    batch). Alarms within ``event_window`` s of the previous event are the same change."""
-
-    def __init__(self, model, base, dynamics, cutoff=20.0, order=2, effort_std=0.5, change_threshold=25.0,
-                 payload_mass_std=10.0, event_window=3.0):
-        self.model, self.base, self.dynamics = model, base, dynamics
-        self.filter = CausalButterworthFilter(model.nv, cutoff, order)
-        self.settle_time = 3.0 / cutoff
-        self.beta_nominal = base.from_full(full_parameters(model))
-        last = model.nbodies - 1
-        self._last = slice(10 * last, 10 * last + 10)
-        moved = np.flatnonzero(np.abs(base.K[:, self._last]).sum(axis=1) > 1e-9)
-        P0 = (0.2 * np.abs(self.beta_nominal) + 0.01) ** 2
-        P0[moved] += 0.25
-        self.rls = RecursiveLeastSquares(self.beta_nominal, P0, effort_std, forgetting=1.0, trace_max=10.0 * P0.sum(),
-                                         boost_indices=moved, detector=PayloadChangeDetector(threshold=change_threshold))
-        Pp = _payload_prior_variance(payload_mass_std)
-        self.payload_rls = RecursiveLeastSquares(np.zeros(10), Pp, effort_std, forgetting=1.0, detector=None)
-        self.event_window = float(event_window)
-        self._t0 = None
-        self._beta_ref = None
-        self._payload_ref = np.zeros(10)
-        self.payload_events = []
-        self.converged = False      # set by the caller once an estimate has passed the gate
-        self.last_sample = None     # (Y_base, tau_f) of the last update
-
-    def update(self, t, q, v, tau):
-        """One joint state; returns True when the RLS was updated."""
-        q_f, v_f, a_f, tau_f = self.filter.update(t, q, v, tau)
-        if self._t0 is None:
-            self._t0 = t
-        if t - self._t0 < self.settle_time:
-            return False
-        Y_full = self.dynamics.full_regressor(np.asarray(self.dynamics.rigid_regressor(q_f, v_f, a_f)), v_f, a_f)
-        Y = Y_full[:, self.base.independent]
-        before = self.rls.beta.copy()
-        result = self.rls.update(Y, tau_f)
-        if self.converged and result.change_detected and not (
-                self.payload_events and t - self.payload_events[-1] <= self.event_window):
-            self._payload_ref = self.payload_parameters()
-            self._beta_ref = before
-            self.payload_rls.reset()
-            self.payload_events.append(float(t))
-        if self._beta_ref is not None:
-            self.payload_rls.update(Y_full[:, self._last], tau_f - Y @ self._beta_ref)
-        self.last_sample = (Y, tau_f)
-        return True
-
-    def payload_parameters(self):
-        """Payload (10,) about the last body's frame (zero before the first change: the robot starts without one)."""
-        if self._beta_ref is None:
-            return np.zeros(10)
-        return self._payload_ref + self.payload_rls.beta
-
-    def payload_candidate(self, beta_before, mass_std_limit=0.05):
-        """``(β, P)``: ``beta_before`` (the parameters applied before the change) plus the payload estimate,
-        ``β_before + K_last π_p`` with ``P = K_last P_p K_lastᵀ``, once the payload mass is known to
-        ``mass_std_limit`` kg; else None."""
-        if self._beta_ref is None or self.payload_rls.std[0] > mass_std_limit:
-            return None
-        K = self.base.K[:, self._last]
-        return beta_before + K @ self.payload_rls.beta, K @ self.payload_rls.P @ K.T
-
-    def restore(self, beta):
-        """Continue from ``beta`` (a roll-back by the gate); the covariance is kept."""
-        self.rls.beta = np.array(beta, dtype=float)
+def payload_candidate(estimator, beta_before, mass_std_limit=0.05):
+    """``(β, P)``: ``beta_before`` (the parameters applied before the change) plus the estimator's payload
+    (its RLS on the residual of the estimate before the change), ``β_before + K_last π_p`` with
+    ``P = K_last P_p K_lastᵀ``, once the payload mass is known to ``mass_std_limit`` kg; else None."""
+    rls = estimator.payload_rls
+    if beta_before is None or not estimator.payload_references or rls.std[0] > mass_std_limit:
+        return None
+    K = estimator.base.K[:, estimator.last_body_columns]
+    return beta_before + K @ rls.beta, K @ rls.P @ K.T
 
 
 def time_to_within(t, values, true_value, start, fraction=0.05):
@@ -218,7 +158,9 @@ class AdaptiveLoop:
             step = CompiledStep(plant.model, sim_config.integrator, compiled=False)
         self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=step)
         sigma = np.asarray(noise.effort, dtype=float) if c.effort_std is None else c.effort_std
-        self.estimator = JointTorqueEstimator(model, self.base, self.dynamics, c.cutoff, c.filter_order, sigma)
+        self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, sigma, width)
+        if not np.array_equal(self.estimator.base.independent, self.base.independent):
+            raise ModelError("the estimator's base parameters differ from the controllers'")
         self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window, torque_std=sigma,
                                   friction_indices=friction_indices(self.base),
                                   plausibility=InertiaPlausibility(self.dynamics, self.estimator.beta_nominal),
@@ -262,7 +204,7 @@ class AdaptiveLoop:
         nv = self.model.nv
         T, E = np.empty(steps), np.empty((steps, nv))
         t_est, mass, betas, statuses, coulomb = [], [], [], [], []
-        non_finite, rollbacks, attached, events, first_accept = 0, 0, False, 0, None
+        non_finite, rollbacks, attached, events = 0, 0, False, 0
         consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
         candidate, applied_before, theta_before = None, None, None
         wall = time.monotonic()
@@ -284,30 +226,30 @@ class AdaptiveLoop:
                 tau = np.zeros(nv)
             T[k], E[k] = t, sim.q - q_d
             sim.step(tau)
-            if c.adapt and est.update(meas.t, meas.q, meas.v, meas.tau) and k % 10 == 0:
-                gate.observe(*est.last_sample, q=meas.q)
-            if c.adapt and len(est.payload_events) > events:
-                events = len(est.payload_events)
+            if c.adapt and est.admit(meas.t, meas.q, meas.v, meas.tau):
+                est.step(meas.t, meas.q, meas.v, meas.tau)
+                if est.base_sample is not None and k % 10 == 0:
+                    gate.observe(*est.base_sample, q=meas.q)
+            if c.adapt and len(est.payload_references) > events:
+                events = len(est.payload_references)
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
                 gate.clear_window(min_samples=30)
-            if c.adapt and k % every == 0 and est.last_sample is not None:
+            if c.adapt and k % every == 0 and est.base_started_at is not None:
+                rls = est.base_rls
                 if candidate is None or k % consistent_every == 0:
-                    fit = self.consistent.fit(est.rls.beta, est.rls.P)
-                    candidate = (fit.beta, est.rls.P, fit.theta) if fit.success else (est.rls.beta, est.rls.P, None)
+                    fit = self.consistent.fit(rls.beta, rls.P)
+                    candidate = (fit.beta, rls.P, fit.theta) if fit.success else (rls.beta, rls.P, None)
                 offered = candidate
                 decision = gate.offer(*candidate[:2])
                 if decision.restore is not None:
-                    est.restore(decision.restore)
+                    rls.beta = np.array(decision.restore, dtype=float)   # roll back; the covariance is kept
                     rollbacks += 1
-                payload_candidate = (est.payload_candidate(applied_before)
-                                     if decision.status != "accepted" and events else None)
-                if payload_candidate is not None:
-                    offered = payload_candidate + (self._with_payload(theta_before, est.payload_rls.beta),)
-                    decision = gate.offer(*payload_candidate)
-                if decision.status == "accepted" and first_accept is None:
-                    first_accept = t
-                est.converged = first_accept is not None and t >= first_accept + CONVERGED_AFTER
+                with_payload = (payload_candidate(est, applied_before)
+                                if decision.status != "accepted" and events else None)
+                if with_payload is not None:
+                    offered = with_payload + (self._with_payload(theta_before, est.payload_rls.beta),)
+                    decision = gate.offer(*with_payload)
                 if not np.array_equal(decision.beta, self.controller.beta):
                     if c.controller != "mpc":
                         self.controller.set_parameters(decision.beta)
@@ -324,7 +266,8 @@ class AdaptiveLoop:
                 progress(t)
         return {"t": T, "error": E, "t_estimate": np.array(t_est), "payload_mass": np.array(mass),
                 "beta": np.array(betas), "coulomb": np.array(coulomb), "gate": statuses, "non_finite_commands": non_finite,
-                "rollbacks": rollbacks, "gate_counts": dict(gate.counts), "payload_events": list(est.payload_events),
+                "rollbacks": rollbacks, "gate_counts": dict(gate.counts),
+                "payload_events": list(est.payload_references),
                 "wall_seconds": time.monotonic() - wall}
 
 

@@ -1,0 +1,166 @@
+"""``robodyn demo --scenario twin`` through the ROS nodes over DDS (computed_torque and slotine_li).
+
+The in-process bringup of ``launch/simulation.launch.py`` with ``config/panda.yaml`` (private domain, as fast
+as possible, lockstep, ``/clock``), changed only where the twin scenario needs it:
+
+* simulator: ``plant: panda_twin`` (its per-joint torque noise), ``substeps: 10``, the payload at
+  ``attach_time``;
+* estimator: joint torques only (``use_wrench: false``), the twin's noise as ``effort_noise_per_joint``, its
+  ``coulomb_width`` 0.05 rad/s, ``payload_reference: before_change`` (changes within the first 2 s are
+  convergence), ``publish_covariance: true``;
+* inverse_dynamics: the nominal panda model and the base-parameter law (``use_base_parameters``) with the
+  same noise and Coulomb width; in the paired nominal run the same law with no estimates (its estimate
+  topics point where nothing is published, ``use_estimates`` false), so it keeps the nominal parameters (for
+  slotine_li the node's own gradient adaptation, ``slotine_li.gamma``, would otherwise differ from the
+  library loop's law);
+* ``--controller mpc``: the mpc node instead of inverse_dynamics, ``output: commands`` (its solution's
+  ``tau_ff + K (x - x_plan)`` and the Coulomb compensation at the joint-state rate through the same output
+  stage), solves at its configured 100 Hz (RTI, N = 20, 10 ms) with ``time_limit`` 10 s because the run is
+  not in real time, ``use_base_parameters`` as above; the tracking error is taken from the joint states
+  against the node's reference.
+
+The nominal and the adapted run see the same noise (same seed). The report has the fields of the library
+loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+TWIN_COULOMB_WIDTH = 0.05   # rad/s: panda_twin.yaml's friction_model
+PAYLOAD_HOLDOFF = 2.0       # s: the estimator's payload_change_holdoff
+
+
+def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed=0):
+    """Per-node parameter overrides of one run (module docstring)."""
+    simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2, "clock_rate": 100.0,
+                 "plant": "panda_twin", "substeps": 10, "noise.seed": int(seed)}
+    if attach_time is not None:
+        simulator.update({"payload.mass": float(payload_mass), "payload.attach_time": float(attach_time)})
+    sigma = [float(x) for x in effort_noise]
+    return {
+        "simulator": simulator,
+        "estimator": {"use_wrench": False, "decimation": 1, "coulomb_width": TWIN_COULOMB_WIDTH,
+                      "effort_noise_per_joint": sigma, "payload_reference": "before_change",
+                      "payload_change_holdoff": PAYLOAD_HOLDOFF, "publish_covariance": True},
+        "mpc": {"output": "commands", "state_timeout": 0.5, "time_limit": 10.0, "use_base_parameters": True,
+                "use_estimates": bool(adapt), "base_parameters.coulomb_width": TWIN_COULOMB_WIDTH,
+                "base_parameters.effort_noise_per_joint": sigma,
+                **({} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
+                                     "base_covariance_topic": "/nominal_run/base_covariance"})},
+        "inverse_dynamics": {"state_timeout": 0.5, "mode": controller, "use_base_parameters": True,
+                             "use_estimates": bool(adapt), "base_parameters.coulomb_width": TWIN_COULOMB_WIDTH,
+                             "base_parameters.effort_noise_per_joint": sigma,
+                             **({} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
+                                                  "base_covariance_topic": "/nominal_run/base_covariance"})},
+    }
+
+
+def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0):
+    """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "non_finite_commands",
+    "diagnostics", "wall_seconds", "completed"}``."""
+    from std_msgs.msg import Float64MultiArray
+
+    from ..control.parameter_gate import friction_from_base
+    from ..ros import qos
+    from ..ros.bringup import Bringup
+    from ..ros.launch_description_data import NodeEntry, config_file
+    from ..ros.testing import ros_context
+    from .demo_recorder import DemoRecorder
+
+    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed)
+    entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
+               NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
+               NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
+    with ros_context() as context:
+        with Bringup(entries, context, config_file("panda"), overrides=overrides, use_sim_time=True) as up:
+            recorder_node = up.plain_node("twin_recorder")
+            sim = up.nodes["simulator"]
+            up.activate()
+            nv = sim.robot.model.nv
+            estimator = up.nodes["estimator"]
+            recorder = DemoRecorder(recorder_node, sim.config["command_topic"], estimator.config["payload_topic"], nv)
+            if controller == "mpc":       # no inverse_dynamics node: q - q_d from the joint states
+                _record_mpc_tracking(recorder_node, up.nodes["mpc"].loop, sim.robot, recorder.errors)
+            coulomb = []     # (time of the last tracking error, the estimator's Coulomb coefficients (nv,))
+            recorder_node.create_subscription(
+                Float64MultiArray, estimator.config["base_parameters_topic"],
+                lambda m: coulomb.append((recorder.t, friction_from_base(estimator.estimator.base, np.array(m.data))
+                                          ["coulomb"])), qos.ESTIMATE_QOS)
+            start = time.monotonic()
+            completed = up.spin_until(lambda: recorder.t >= duration, timeout)
+            wall = time.monotonic() - start
+            controller_node = up.nodes["mpc" if controller == "mpc" else "inverse_dynamics"]
+            loop = controller_node.loop
+            diagnostics = loop.diagnostic_values(loop.solution[1]) if controller == "mpc" else loop.diagnostic_values()
+            non_finite = loop.output.non_finite
+    errors = np.array(recorder.errors) if recorder.errors else np.zeros((0, 1 + nv))
+    payload = np.array(recorder.payload) if recorder.payload else np.zeros((0, 2))
+    return {"t": errors[:, 0], "error": errors[:, 1:], "t_estimate": payload[:, 0], "payload_mass": payload[:, 1],
+            "t_coulomb": np.array([c[0] for c in coulomb]), "coulomb": np.array([c[1] for c in coulomb]).reshape(-1, nv),
+            "non_finite_commands": int(non_finite + recorder.non_finite_commands),
+            "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed)}
+
+
+def _record_mpc_tracking(node, loop, robot, errors):
+    """Append ``[t, q - q_d]`` of every joint state to ``errors``, ``q_d`` the mpc loop's reference."""
+    from sensor_msgs.msg import JointState
+
+    from ..ros import messages as rm
+    from ..ros import qos
+
+    cache = {}
+
+    def on_state(msg):
+        if loop.t0 is None:
+            return
+        t, q, _, _ = rm.joint_state_to_arrays(msg, robot.model.joint_names, cache)
+        errors.append(np.concatenate([[t], robot.to_command(q - loop.reference.evaluate(t - loop.t0)[0])]))
+
+    node.create_subscription(JointState, "/joint_states", on_state, qos.SENSOR_INPUT_QOS)
+
+
+def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
+                   timeout=1200.0):
+    """The paired runs (nominal, adapted) over DDS; returns ``(report, {"adapted", "nominal"})``."""
+    from ..model.model import Model
+    from ..robots import bundled_robot_info
+    from ..simulation.adaptive_loop import rms, time_to_within
+    from ..simulation.plant import load_plant
+
+    if controller not in ("computed_torque", "slotine_li", "mpc"):
+        raise ValueError(f"the twin scenario over the nodes runs computed_torque, slotine_li or mpc, not {controller!r}")
+    info = bundled_robot_info("panda")
+    model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
+    plant = load_plant("panda_twin", model)
+    attach_time = duration / 2.0 if attach_time is None else attach_time
+    runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, plant.effort_noise, seed,
+                                 timeout) for name, adapt in (("nominal", False), ("adapted", True))}
+    nominal, adapted = runs["nominal"], runs["adapted"]
+    lo = attach_time * 2.0 / 3.0
+    r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
+    diag = adapted["diagnostics"]
+    settle = time_to_within(adapted["t_estimate"], adapted["payload_mass"], payload_mass, attach_time)
+    report = {
+        "scenario": "twin", "robot": "panda", "plant": "panda_twin (identified from a real Panda's log)",
+        "model": "nominal bundled panda.urdf", "runtime": "ROS nodes over DDS (in-process bringup)",
+        "controller": controller, "duration": float(duration), "simulated_time": float(duration),
+        "tracking_window": [float(lo), float(attach_time)],
+        "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,
+        "tracking_ratio": r_nom / r_ad if r_ad > 0 else float("inf"),
+        "payload_attach_time": float(attach_time), "payload_mass_true": float(payload_mass),
+        "payload_mass_estimated": float(adapted["payload_mass"][-1]) if len(adapted["payload_mass"]) else float("nan"),
+        "payload_source": "joint_torques", "payload_time_to_5_percent": settle,
+        "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], attach_time + 3.0, np.inf),
+        "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], attach_time + 3.0, np.inf),
+        "non_finite_commands": int(adapted["non_finite_commands"] + nominal["non_finite_commands"]),
+        "gate": {k[len("gate_"):]: int(v) for k, v in diag.items() if k.startswith("gate_")},
+        "rollbacks": int(diag.get("rollbacks", 0)),
+        "base_parameter_updates": int(diag.get("base_parameter_updates", diag.get("parameter_updates", 0))),
+        "completed": bool(nominal["completed"] and adapted["completed"]),
+        "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
+        "coulomb_true": [float(x) for x in plant.model.coulomb],
+        "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
+    }
+    return report, runs
