@@ -124,6 +124,8 @@ def test_mpc_loop_takes_the_gated_consistent_parameters_without_a_rebuild():
     twin, sigma = plant.model, np.asarray(plant.effort_noise)
     loop = MpcLoop(robot, config, publish=lambda command: None)
     try:
+        assert loop.mpc.wait(600.0), loop.mpc.error            # built in the background
+        mpc = loop.mpc.controller
         u = loop.base_update
         t = np.arange(3000) / 1000.0
         Q, V, A = exciting_trajectory(robot.home, t)
@@ -136,7 +138,7 @@ def test_mpc_loop_takes_the_gated_consistent_parameters_without_a_rebuild():
         loop.on_state(10.0, home, np.zeros(7))
         loop.solve()
         g_before = loop.gravity(home)
-        functions = (loop.mpc.ocp, loop.mpc.ocp.rti_qp, dict(loop.mpc._qp_solvers))
+        functions = (mpc.ocp, mpc.ocp.rti_qp, dict(mpc._qp_solvers))
         beta_twin = u.base.from_full(full_parameters(twin))
         assert loop.apply_base_parameters(beta_twin, 1e-10 * np.eye(u.base.count)) == "unconverged"
         _wait_for_fit(u, 0)
@@ -146,10 +148,10 @@ def test_mpc_loop_takes_the_gated_consistent_parameters_without_a_rebuild():
         np.testing.assert_array_equal(loop.mpc.theta[:n_in], fit.theta[:n_in])
         assert np.array_equal(loop.mpc.theta[n_in + 7:n_in + 14], np.zeros(7))
         np.testing.assert_array_equal(loop.coulomb, fit.theta[n_in + 7:n_in + 14])
-        loop.mpc._w = None
+        mpc._w = None
         loop.on_state(10.001, home, np.zeros(7))
         second = loop.solve()[1]
-        assert (loop.mpc.ocp, loop.mpc.ocp.rti_qp) == functions[:2] and loop.mpc._qp_solvers == functions[2]
+        assert (mpc.ocp, mpc.ocp.rti_qp) == functions[:2] and mpc._qp_solvers == functions[2]
         g_twin = rd.gravity_torque(twin, home) + twin.friction_offset
         g_nominal = rd.gravity_torque(robot.model, home) + robot.model.friction_offset
         g_after = loop.gravity(home)

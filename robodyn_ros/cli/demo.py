@@ -42,6 +42,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..simulation.adaptive_loop import rms, time_to_within
 from .demo_recorder import DemoRecorder
 
 ADAPTATION_DELAY = 3.0      # s after attachment at which "after adaptation" starts
@@ -94,27 +95,6 @@ def demo_overrides(attach_time, payload_mass):
         "estimator": {"decimation": 1, "estimate_bias": False},
         "inverse_dynamics": {"state_timeout": 0.5},
     }
-
-
-def time_to_within(t, values, true_value, start, fraction=0.05):
-    """Seconds after ``start`` from which ``values`` (at times ``t``) stay within ``fraction`` of
-    ``true_value``; None if the last sample is outside."""
-    t, values = np.asarray(t), np.asarray(values)
-    after = t >= start
-    t, values = t[after], values[after]
-    if len(t) == 0:
-        return None
-    bad = np.flatnonzero(np.abs(values - true_value) > fraction * abs(true_value))
-    if len(bad) == 0:
-        return float(t[0] - start)
-    if bad[-1] == len(t) - 1:
-        return None
-    return float(t[bad[-1] + 1] - start)
-
-
-def rms(errors, t, lo, hi):
-    rows = errors[(t >= lo) & (t < hi)]
-    return float(np.sqrt(np.mean(rows ** 2))) if len(rows) else float("nan")
 
 
 def peak(errors, t, lo, hi):
