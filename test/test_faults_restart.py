@@ -97,7 +97,12 @@ def kill_and_restart(kind, procs, listener, spin):
     return back
 
 
-def test_killed_estimator_and_controller_restart_while_the_others_keep_running():
+def test_killed_estimator_and_controller_restart_while_the_others_keep_running(monkeypatch):
+    # Over UDP only. With the default transports, some full-suite runs on a loaded 2-core machine saw the
+    # simulator and the controller publish nothing for the second after the estimator was SIGKILLed; Fast
+    # DDS's shared-memory transport is known to stall the peers of a killed process (eProsima/Fast-DDS#5469),
+    # which we suspect but have not confirmed here. This test is about the nodes surviving and resynchronising.
+    monkeypatch.setenv("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")
     robot = load_robot(resolve_node_config("inverse_dynamics", {"robot": "panda"}))
     limit = np.abs(robot.to_command(robot.model.effort_limit))
     procs = {}
