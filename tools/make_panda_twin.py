@@ -45,23 +45,13 @@ from robodyn_ros.identification.signal_filters import filter_joint_signals  # no
 from robodyn_ros.model.model import Model  # noqa: E402
 from robodyn_ros.robots import bundled_robot_info  # noqa: E402
 
+sys.path.insert(0, HERE)
+from panda_log_to_bag import JOINTS, load_log  # noqa: E402  (the same reading of the log)
+
 DEFAULT_OUT = os.path.join(HERE, os.pardir, "robodyn_ros", "robots", "panda_twin.yaml")
-JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 TRAIN_FRACTION = 0.7
 CUTOFF_HZ = 5.0
 COULOMB_WIDTH = 0.05
-
-
-def load_log(directory):
-    """``(t (N,), q, v, tau (N, 7))`` of the Gaz et al. log in ``directory``."""
-    def load(name):
-        path = os.path.join(directory, f"exciting_traj_{name}.txt")
-        if not os.path.isfile(path):
-            raise SystemExit(f"make_panda_twin: {path}: no such file (DATA_DIR must hold the Gaz et al. 2019 log)")
-        return np.loadtxt(path)
-    t = load("time")
-    q, v, tau = (load(n).reshape(len(t), 7) for n in ("positions", "velocity", "torques"))
-    return t, q, v, tau
 
 
 def relative(err, ref, axis=None):
@@ -91,7 +81,10 @@ def torque_noise(t, q, v, tau):
 
 def make_twin(data_dir):
     """The twin's YAML document (dict)."""
-    t, q, v, tau = load_log(data_dir)
+    try:
+        t, q, v, tau = load_log(data_dir)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"make_panda_twin: {exc}") from None
     n = int(TRAIN_FRACTION * len(t))
     info = bundled_robot_info("panda")
     locks = [f"--lock-joint={name}={value}" for name, value in info["locked_joints"].items()]

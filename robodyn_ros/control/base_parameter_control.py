@@ -28,7 +28,6 @@ import numpy as np
 from ..identification.base_parameters import smooth_sign
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
 from .computed_torque import _gain
-from .reference import clip_reference
 
 
 def _rigid_regressor(model):
@@ -135,12 +134,10 @@ class BaseParameterComputedTorque:
         """Torque ``τ`` (nv,) and :class:`ControlStatus` for the state ``(q, v)`` and reference
         ``(q_d, v_d, a_d)`` (nv,) each."""
         status = ControlStatus()
-        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+        inputs = self.guard.checked_inputs(status, self.model, self.limit_margin, q, v, q_d, v_d, a_d)
+        if inputs is None:
             return self.guard.hold(), status
-        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
-            return self.guard.hold(), status
-        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
-        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        q, v, q_d, v_d, a_d = inputs
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         return self.guard.accept(self.dynamics.torque(q, v, a_cmd, self.beta), status), status
 
@@ -181,12 +178,10 @@ class BaseParameterSlotineLi:
         """Torque ``τ`` (nv,) and status; with ``gamma`` > 0 then one Euler step ``β += dt β̇`` of the
         gradient law (``dt``: the control period, s). On a fault β is not changed."""
         status = ControlStatus()
-        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+        inputs = self.guard.checked_inputs(status, self.model, self.limit_margin, q, v, q_d, v_d, a_d)
+        if inputs is None:
             return self.guard.hold(), status
-        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
-            return self.guard.hold(), status
-        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
-        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        q, v, q_d, v_d, a_d = inputs
         e, de = q - q_d, v - v_d
         v_r, a_r = v_d - self.Lambda * e, a_d - self.Lambda * de
         s = v - v_r

@@ -79,6 +79,19 @@ class CommandGuard:
         self.last_safe = np.zeros_like(self.tau_max) if initial is None else np.asarray(initial, dtype=float).copy()
         self.has_previous = False
 
+    def checked_inputs(self, status, model, limit_margin, q, v, q_d, v_d, a_d):
+        """The control law's inputs as float arrays ``(q, v, q_d, v_d, a_d)`` (nv,) each, the reference clipped
+        into the joint limits less ``limit_margin`` (:func:`~robodyn_ros.control.reference.clip_reference`,
+        ``status.reference_clipped``); None after a non-finite state or reference, recorded in ``status``
+        (the caller holds :meth:`hold`)."""
+        from .reference import clip_reference
+        if not self.check_finite(status, "nonfinite_state", q=q, v=v):
+            return None
+        if not self.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
+            return None
+        q_d, v_d, a_d, status.reference_clipped = clip_reference(model, q_d, v_d, a_d, limit_margin, stacklevel=4)
+        return np.asarray(q, dtype=float), np.asarray(v, dtype=float), q_d, v_d, a_d
+
     def check_finite(self, status, fault, **arrays):
         """``False`` (and the fault written into ``status``) when any of ``arrays`` is not finite."""
         for name, x in arrays.items():

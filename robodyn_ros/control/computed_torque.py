@@ -67,12 +67,10 @@ class ComputedTorqueController:
         """Torque command ``τ`` (nv,) and :class:`ControlStatus` for the state ``(q, v)`` and reference
         ``(q_d, v_d, a_d)``, all (nv,)."""
         status = ControlStatus()
-        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+        inputs = self.guard.checked_inputs(status, self.model, self.limit_margin, q, v, q_d, v_d, a_d)
+        if inputs is None:
             return self.guard.hold(), status
-        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
-            return self.guard.hold(), status
-        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
-        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
+        q, v, q_d, v_d, a_d = inputs
         return self.guard.accept(self.torque(q, v, q_d, v_d, a_d), status), status
 
     def torque(self, q, v, q_d, v_d, a_d):

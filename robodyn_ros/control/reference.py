@@ -76,7 +76,7 @@ def fourier_reference(q0, amplitudes, period, harmonics=1):
     return FourierTrajectory(q0=q0, a=a, b=np.zeros_like(a), period=period)
 
 
-def clip_reference(model, q, v, a, margin=0.0, warn=True):
+def clip_reference(model, q, v, a, margin=0.0, warn=True, stacklevel=3):
     """Clip a reference sample ``(q, v, a)`` (nv,) to ``[lower + margin, upper - margin]``.
 
     Clipped joints get zero reference velocity and acceleration (the reference stops at the limit).
@@ -92,7 +92,7 @@ def clip_reference(model, q, v, a, margin=0.0, warn=True):
         if warn:
             names = [model.joint_names[i] for i in np.flatnonzero(clipped)]
             warnings.warn(f"reference outside the joint limits clipped for {', '.join(names)}",
-                          ReferenceClippedWarning, stacklevel=3)
+                          ReferenceClippedWarning, stacklevel=stacklevel)
     return q, v, a, clipped
 
 

@@ -41,7 +41,6 @@ import numpy as np
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
 from ..kernels.compiled_functions import DynamicsFunctions
 from ..identification.physical_consistency import project_parameters, pseudo_inertia_metric
-from .reference import clip_reference
 
 
 def consistent_adaptation_gains(nbodies, gamma, length=0.1):
@@ -130,16 +129,14 @@ class SlotineLiController:
         one explicit-Euler step ``π̂ += dt π̂̇`` of the adaptation (followed by the projection). ``dt``:
         the control period (s). On a fault the estimate is not changed."""
         status = ControlStatus()
-        if not self.guard.check_finite(status, "nonfinite_state", q=q, v=v):
+        inputs = self.guard.checked_inputs(status, self.model, self.limit_margin, q, v, q_d, v_d, a_d)
+        if inputs is None:
             return self.guard.hold(), status
-        if not self.guard.check_finite(status, "nonfinite_reference", q_d=q_d, v_d=v_d, a_d=a_d):
-            return self.guard.hold(), status
+        q, v, q_d, v_d, a_d = inputs
         if prediction_error is not None and not self.guard.check_finite(
                 status, "nonfinite_prediction", prediction_error=prediction_error):
             prediction_error = None
             status.ok, status.fault = True, ""
-        q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
-        q_d, v_d, a_d, status.reference_clipped = clip_reference(self.model, q_d, v_d, a_d, self.limit_margin)
         tau, s, Y = self.control_law(q, v, q_d, v_d, a_d)
         tau = self.guard.accept(tau, status)
         if status.ok:
