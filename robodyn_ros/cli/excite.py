@@ -17,6 +17,7 @@ import sys
 import numpy as np
 
 from ..model.errors import ModelError
+from .file_command import file_command_main, png_bytes
 
 
 def build_parser():
@@ -69,10 +70,7 @@ def _plot(model, t, q, v, tau, margin):
     axes[0].legend(fontsize=6, ncol=4, loc="upper right")
     axes[-1].set_xlabel("t (s)")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def _start_configuration(args, model, bundled):
@@ -144,15 +142,7 @@ def run(args):
 
 def main(argv=None):
     """Entry point of ``robodyn excite``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
-    from ..identification.blas_threads import limit_blas_threads
-    from .file_command import run_file_command
-    limit_blas_threads()
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return run_file_command("excite", lambda: run(args))
+    return file_command_main("excite", build_parser(), argv, run)
 
 
 if __name__ == "__main__":

@@ -52,3 +52,29 @@ def run_file_command(command, produce, close=lambda: None):
         print(line)
     print(f"wrote {', '.join(files)} in {time.perf_counter() - start:.2f} s")
     return 0
+
+
+def file_command_main(command, parser, argv, run, make_progress=None):
+    """A file-writing command's ``main``: one BLAS thread, ``argv`` parsed by ``parser`` (``--help`` and usage
+    errors return argparse's exit code), then :func:`run_file_command` of ``run(args)``, or of
+    ``run(args, progress)`` with ``progress = make_progress(args)`` (closed before anything is printed)."""
+    from ..identification.blas_threads import limit_blas_threads
+    limit_blas_threads()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    if make_progress is None:
+        return run_file_command(command, lambda: run(args))
+    progress = make_progress(args)
+    return run_file_command(command, lambda: run(args, progress), progress.close)
+
+
+def png_bytes(fig, dpi=90):
+    """The matplotlib figure ``fig`` as PNG bytes (written with the other files, all or nothing); closes it."""
+    import io
+    import matplotlib.pyplot as plt
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    plt.close(fig)
+    return buffer.getvalue()

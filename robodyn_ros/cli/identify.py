@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ..model.errors import ModelError
-from .file_command import run_file_command
+from .file_command import file_command_main, png_bytes
 
 
 class ProgressBar:
@@ -185,7 +185,6 @@ LABELS = {"identified": "identified", "least_squares": "least squares", "nominal
 def _plot(validation, title, cutoff_hz):
     """PNG bytes: per joint, measured (raw and filtered), nominal and identified torques (left) and the
     residuals model - measured (right), each panel titled with its relative errors."""
-    import io
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -215,10 +214,7 @@ def _plot(validation, title, cutoff_hz):
                  f"{100 * errors['identified'][1]:.2f} % / {100 * raw['identified']:.2f} %, nominal URDF "
                  f"{100 * errors['nominal'][1]:.2f} % / {100 * raw['nominal']:.2f} %", fontsize=9)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def _validation_lines(validation, where):
@@ -329,15 +325,7 @@ def run(args, progress):
 
 def main(argv=None):
     """Entry point of ``robodyn identify``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
-    from ..identification.blas_threads import limit_blas_threads
-    limit_blas_threads()
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    progress = ProgressBar(quiet=args.quiet)
-    return run_file_command("identify", lambda: run(args, progress), progress.close)
+    return file_command_main("identify", build_parser(), argv, run, lambda args: ProgressBar(quiet=args.quiet))
 
 
 if __name__ == "__main__":

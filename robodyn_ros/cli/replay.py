@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 from ..model.errors import ModelError
-from .file_command import run_file_command
+from .file_command import file_command_main, png_bytes
 from .identify import ProgressBar, _check_output_path, _parse_locks, _read_joint_states
 
 
@@ -165,7 +165,6 @@ def check_converged(identified, estimator, fit, regression, min_mass=1e-6, max_c
 
 
 def _plot(history, names, payload_frame):
-    import io
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -182,10 +181,7 @@ def _plot(history, names, payload_frame):
     axes[1].set_ylabel(f"payload mass at\n{payload_frame} (kg)", fontsize=8)
     axes[1].set_xlabel("t (s, bag time)")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def run(args, progress):
@@ -247,14 +243,7 @@ def run(args, progress):
 
 def main(argv=None):
     """Entry point of ``robodyn replay``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
-    from ..identification.blas_threads import limit_blas_threads
-    limit_blas_threads()
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    progress = ProgressBar(quiet=args.quiet)
-    return run_file_command("replay", lambda: run(args, progress), progress.close)
+    return file_command_main("replay", build_parser(), argv, run, lambda args: ProgressBar(quiet=args.quiet))
 
 
 if __name__ == "__main__":
