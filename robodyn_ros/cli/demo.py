@@ -347,12 +347,7 @@ def main(argv=None):
             report, series = run_twin_nodes(args.duration, args.attach_time, args.payload_mass, args.controller,
                                             args.seed, max(args.timeout, 1200.0))
             report["acceptance"] = twin_acceptance(report)
-        print(summary_twin(report))
-        if args.report:
-            with open(args.report, "w", encoding="utf-8") as fh:
-                json.dump(report, fh, indent=1)
-        if args.plot:
-            plot_twin(series, report, args.plot)
+        _print_and_write(report, series, args, summary_twin, plot_twin)
         return 0
     if args.attach_time is None:
         args.attach_time = 5.0
@@ -361,13 +356,18 @@ def main(argv=None):
         return 2
     report, series = run_demo(args.duration, args.robot, args.attach_time, args.payload_mass, args.timeout,
                               realtime=not args.no_realtime)
-    print(summary(report))
+    _print_and_write(report, series, args, summary, plot)
+    return 0 if report["completed"] else 1
+
+
+def _print_and_write(report, series, args, summary_of, plot_to):
+    """Print the run's summary, write its JSON report (``--report``) and its plot (``--plot``)."""
+    print(summary_of(report))
     if args.report:
         with open(args.report, "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=1)
     if args.plot:
-        plot(series, report, args.plot)
-    return 0 if report["completed"] else 1
+        plot_to(series, report, args.plot)
 
 
 if __name__ == "__main__":
