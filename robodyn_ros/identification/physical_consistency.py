@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.mesh_inertia import pseudo_inertia_from_parameters
+
 
 def pseudo_inertia(pi_b):
-    """Pseudo-inertia ``J`` (4, 4) of one body's 10 parameters ``pi_b`` (Wensing et al. eq. 9)."""
-    m, h = pi_b[0], np.asarray(pi_b[1:4])
-    ixx, ixy, iyy, ixz, iyz, izz = pi_b[4:10]
-    I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
-    J = np.empty((4, 4))
-    J[:3, :3] = 0.5 * np.trace(I) * np.eye(3) - I
-    J[:3, 3] = J[3, :3] = h
-    J[3, 3] = m
-    return J
+    """Pseudo-inertia ``J`` (4, 4) of one body's 10 parameters ``pi_b`` (Wensing et al. eq. 9; the model
+    layer's :func:`~robodyn_ros.model.mesh_inertia.pseudo_inertia_from_parameters`)."""
+    return pseudo_inertia_from_parameters(pi_b)
 
 
 def params_from_pseudo_inertia(J):
