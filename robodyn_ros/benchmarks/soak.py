@@ -52,7 +52,6 @@ from __future__ import annotations
 import json as _json
 import os
 import platform
-import signal
 import struct
 import subprocess
 import sys

@@ -72,7 +72,6 @@ class ConsistentParameters:
 
     def fit(self, beta_hat, P):
         """:class:`ConsistentEstimate` for the estimate ``beta_hat`` (r,) with covariance ``P`` (r, r)."""
-        r = self.base.count
         P = 0.5 * (np.asarray(P, dtype=float) + np.asarray(P, dtype=float).T)
         w, V = np.linalg.eigh(P)
         L = V / np.sqrt(np.maximum(w, 1e-12 * max(w.max(), 1e-300)))      # L Lᵀ = P⁻¹
