@@ -29,7 +29,7 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
-        ("share/" + package_name + "/config", glob("config/*.yaml")),
+        ("share/" + package_name + "/config", glob("config/*.yaml") + glob("config/*.xml")),
     ],
     python_requires=">=3.10",
     install_requires=["numpy>=1.24", "scipy>=1.10", "casadi>=3.6", "urdfdom-py>=1.2", "rosbags>=0.10",

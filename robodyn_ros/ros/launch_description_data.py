@@ -81,11 +81,21 @@ def config_dirs():
 
 def config_file(robot):
     """Path of ``config/<robot>.yaml``; FileNotFoundError listing where it was looked for."""
+    return _config_path(f"{robot}.yaml")
+
+
+def udp_transport_profile():
+    """Path of ``config/fastdds_udp.xml``, the Fast DDS profile without shared memory (its comment says
+    when and how to use it); FileNotFoundError listing where it was looked for."""
+    return _config_path("fastdds_udp.xml")
+
+
+def _config_path(name):
     for d in config_dirs():
-        path = os.path.join(d, f"{robot}.yaml")
+        path = os.path.join(d, name)
         if os.path.isfile(path):
             return path
-    raise FileNotFoundError(f"no {robot}.yaml in {', '.join(config_dirs())}")
+    raise FileNotFoundError(f"no {name} in {', '.join(config_dirs())}")
 
 
 def launch_nodes(launch):

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
+from .launch_description_data import udp_transport_profile
+
 # Domain ids 1..101 are safe on Linux: higher ids map to UDP ports that can collide with the kernel's
 # ephemeral range (32768+); 0 is everybody's default domain.
 DOMAIN_IDS = range(1, 102)
@@ -27,10 +29,17 @@ _LOCK_DIR = os.path.join(tempfile.gettempdir(), "robodyn_ros_domains")
 
 
 @contextmanager
-def isolated_ros_domain():
+def isolated_ros_domain(udp_only=False):
     """Claim a ROS domain id no other cooperating process on this machine holds, and set
     ``ROS_DOMAIN_ID`` and ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST`` for this process (and the
     subprocesses it starts) while inside; the previous environment is restored on exit.
+
+    ``udp_only``: Fast DDS without its shared-memory transport instead (``config/fastdds_udp.xml`` as
+    ``FASTDDS_DEFAULT_PROFILES_FILE``, discovery range ``SYSTEM_DEFAULT`` so that rmw_fastrtps_cpp keeps the
+    profile's transports), for tests that SIGKILL a node: a process killed while writing into a peer's
+    shared-memory port stalls the other writers to that port. Fast DDS reads the profile once per process:
+    it takes effect in the subprocesses started inside, and in this process only if no participant was
+    created before; a peer that has shared memory talks UDP to one that has not.
 
     The search starts at a pid-derived id and probes upward; an id is held through an exclusive
     ``flock`` on a file in the temp dir, released automatically if the process dies. Must be entered
@@ -52,9 +61,11 @@ def isolated_ros_domain():
     if lock is None:
         raise RuntimeError(f"all ROS domain ids {DOMAIN_IDS.start}..{DOMAIN_IDS.stop - 1} are held by other processes")
     saved = {name: os.environ.get(name) for name in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE",
-                                                    "ROS_LOCALHOST_ONLY")}
+                                                    "ROS_LOCALHOST_ONLY", "FASTDDS_DEFAULT_PROFILES_FILE")}
     os.environ["ROS_DOMAIN_ID"] = str(domain_id)
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SYSTEM_DEFAULT" if udp_only else "LOCALHOST"
+    if udp_only:
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = udp_transport_profile()
     os.environ.pop("ROS_LOCALHOST_ONLY", None)  # deprecated since Jazzy; rcl warns if both are set
     try:
         yield domain_id
@@ -118,9 +129,10 @@ def plain_node(name, context):
 
 
 @contextmanager
-def ros_context():
-    """An initialised private ``rclpy.Context`` in an isolated domain; always shut down. Yields it."""
-    with isolated_ros_domain() as domain_id:
+def ros_context(udp_only=False):
+    """An initialised private ``rclpy.Context`` in an isolated domain (:func:`isolated_ros_domain`, with
+    ``udp_only``); always shut down. Yields it."""
+    with isolated_ros_domain(udp_only) as domain_id:
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain_id)
         try:
