@@ -155,7 +155,7 @@ def _interpreted(model, key, start, register):
     log.warning("no C compiler found (set CC or install gcc): robodyn_ros kernels for '%s' fall back to "
                 "interpreted CasADi evaluation, which is orders of magnitude slower", model.name)
     kernel_set = build_kernel_set(model)
-    kernels = Kernels(model, InterpretedKernels(kernel_set), compiled=False, from_cache=False,
+    kernels = Kernels(model, InterpretedKernels(kernel_set, model), compiled=False, from_cache=False,
                       sources=kernel_set.sources, instruction_counts=_counts(kernel_set),
                       seconds=time.perf_counter() - start, compile_times={}, key=key)
     if register:

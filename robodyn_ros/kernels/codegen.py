@@ -29,10 +29,11 @@ import re
 
 import casadi as ca
 
+from . import loops
 from .symbolic import flop_count
 
 # Bump when the generated code or the binding changes: it is part of the disk-cache key.
-GENERATOR_VERSION = "7"
+GENERATOR_VERSION = "8"
 
 _PRELUDE = r"""
 #define PY_SSIZE_T_CLEAN
@@ -561,7 +562,8 @@ def _evaluator(spec):
     output written densely in C order (structural zeros included). Scratch space on the C stack, so it
     is reentrant (the batch loops run without the GIL)."""
     if spec.composite is not None:
-        body = COMPOSITE_BODIES[spec.composite].format(n=spec.outputs[0][0])
+        body = (f"    {loops.LOOP_FUNCTIONS[spec.name]}(in, out);" if spec.composite == "loops"
+                else COMPOSITE_BODIES[spec.composite].format(n=spec.outputs[0][0]))
         return f"static void rdk_{spec.name}_eval(const double **in, double **out)\n{{\n{body}\n}}\n"
     F, nin, nout = spec.function, len(spec.inputs), len(spec.outputs)
     lines = [f"static void rdk_{spec.name}_eval(const double **in, double **out)", "{",
@@ -740,6 +742,7 @@ def module_source(kernel_set, module_name, attributes):
     parts.append(f"static const int rdk_lambda[{max(len(kernel_set.dof_parents), 1)}] = "
                  f"{{{', '.join(map(str, kernel_set.dof_parents)) or '0'}}};")
     parts.append(_LTDL)
+    parts.append(kernel_set.c_source)    # the model tables and loops of kernels.loops ("" without them)
     parts += [_evaluator(spec) for spec in kernel_set.specs]  # composites come after what they call
     parts += [_vector_rows(spec) for spec in kernel_set.specs if vectorised(spec)]
     methods = []

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dynamics.crba import crba
+from ..dynamics.dynamic_matrices import coriolis_matrix
+from ..dynamics.regressor import regressor
+from ..dynamics.rnea_derivatives import rnea_derivatives
+
 
 def _as_input(fname, name, x, n, rows=None):
     arr = np.ascontiguousarray(x, dtype=float)
@@ -17,7 +22,8 @@ def _as_input(fname, name, x, n, rows=None):
 class InterpretedKernels:
     """Attributes named like the compiled module's functions (``rnea``, ``rnea_batch``, ...)."""
 
-    def __init__(self, kernel_set):
+    def __init__(self, kernel_set, model):
+        self.model = model
         for spec in kernel_set.specs:
             if spec.function is None:
                 spec = self._composite(spec)
@@ -26,14 +32,20 @@ class InterpretedKernels:
                 setattr(self, spec.name + "_batch", self._batch(spec))
 
     def _composite(self, spec):
-        """The C composite ``aba_derivatives`` in NumPy, from the interpreted ABA and RNEA derivatives."""
+        """The C composites in NumPy: ``aba_derivatives`` from the interpreted ABA and RNEA derivatives, the
+        loop forms of :mod:`robodyn_ros.kernels.loops` as the NumPy functions of the same algorithms."""
         def evaluate(q, v, tau):
             acc = self.aba(q, v, tau)
             dtau_dq, dtau_dv, M = self.rnea_derivatives(q, v, acc)
             Minv = np.linalg.inv(M)
             return [-Minv @ dtau_dq, -Minv @ dtau_dv, Minv]
+
+        numpy_forms = {"rnea_derivatives": lambda q, v, a: list(rnea_derivatives(self.model, q, v, a)),
+                       "crba": lambda q: [crba(self.model, q)],
+                       "coriolis_matrix": lambda q, v: [coriolis_matrix(self.model, q, v)],
+                       "regressor": lambda q, v, a: [regressor(self.model, q, v, a)]}
         self._composites = getattr(self, "_composites", {})
-        self._composites[spec.name] = evaluate
+        self._composites[spec.name] = numpy_forms[spec.name] if spec.composite == "loops" else evaluate
         return spec
 
     def _evaluate(self, spec, args):

@@ -17,6 +17,11 @@ reverse-mode AD (one adjoint sweep per row) and the analytical IDSVA recursion o
 choice and every candidate's count are recorded in ``KernelSet.sources`` / ``instruction_counts``.
 Measured (flops): UR5 forward 4 548, reverse 3 739, IDSVA 5 183 (reverse AD kept); Panda 17 536,
 14 707, 9 385 and Talos (44 DoF) 119 181, 93 659, 59 998 (IDSVA kept).
+For models of at least ``loops.LOOP_MIN_NV`` degrees of freedom made of 1-DoF joints, ``rnea_derivatives``
+(no candidate built), ``crba``, ``coriolis_matrix`` and ``regressor`` are C loops over the model's tables
+(:mod:`robodyn_ros.kernels.loops`), whose size does not grow with the model; unrolled, these kernels grow
+with the (ancestor, descendant) pairs (48-joint chain: 734 433 instructions for ``coriolis_matrix``, 402 054
+for ``regressor``, minutes of gcc).
 ``aba_derivatives`` is a C composite (:func:`_aba_derivatives_composite`).
 """
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..dynamics.dynamic_matrices import coriolis_matrix, gravity_torque, nonline
 from ..model.joints import FreeFlyerJoint, SphericalJoint
 from ..dynamics.regressor import regressor
 from ..dynamics.rnea import rnea
+from . import loops
 
 # Operation codes that are bookkeeping, not arithmetic, in a CasADi SX algorithm.
 _NON_ARITHMETIC = {ca.OP_INPUT, ca.OP_OUTPUT, ca.OP_CONST, ca.OP_ASSIGN, ca.OP_PARAMETER}
@@ -49,7 +55,7 @@ class KernelSpec:
     function: ca.Function
     batch: bool            # whether a ``<name>_batch`` form over (N, n) arrays is generated
     scatter: tuple = ()    # per output: None when dense, else the C-order index of each nonzero CasADi writes
-    composite: str = None  # a composite of other kernels written in C by codegen (then ``function`` is None)
+    composite: str = None  # C by codegen, ``function`` None: "aba_derivatives" (of other kernels), "loops" (kernels.loops)
 
 
 @dataclasses.dataclass
@@ -58,6 +64,7 @@ class KernelSet:
     sources: dict          # derivative kernel name -> "ad" or "idsva"
     instruction_counts: dict   # "<kernel>:<source>" -> (n_instructions, flops) for every candidate built
     dof_parents: tuple = ()    # λ(k) per degree of freedom, for the L^T D L solves in C
+    c_source: str = ""         # C the composites call (the model tables and loops of kernels.loops), or ""
 
 
 def flop_count(function):
@@ -154,6 +161,15 @@ def _aba_derivatives_composite(model, inputs):
                       (None, None, None), composite="aba_derivatives")
 
 
+def _loop_spec(model, name, inputs, batch):
+    """Kernel ``name`` as the C loops of :mod:`robodyn_ros.kernels.loops` (no CasADi function); its
+    outputs' shapes are those of the unrolled kernel."""
+    n = model.nv
+    shapes = {"regressor": ((n, 10 * model.nbodies),), "rnea_derivatives": ((n, n),) * 3}.get(name, ((n, n),))
+    return KernelSpec(name, tuple((k, x.numel()) for k, x in inputs), shapes, None, batch,
+                      (None,) * len(shapes), composite="loops")
+
+
 def ltdl_flops(model):
     """Operations of the numeric ``L^T D L`` factorisation plus ``3 nv`` solves (C composite)."""
     lam, n = dof_parents(model), model.nv
@@ -203,29 +219,41 @@ def build_kernel_set(model):
     q, v, a = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("a", model.nv)
     tau, jerk = ca.SX.sym("tau", model.nv), ca.SX.sym("jerk", model.nv)
     qva, qvt = (("q", q), ("v", v), ("a", a)), (("q", q), ("v", v), ("tau", tau))
+    sources, counts, in_loops = {}, {}, loops.uses_loops(model)
+
+    def kernel(name, inputs, build, batch):
+        if in_loops and name in loops.LOOP_FUNCTIONS:
+            sources[name] = "loops"
+            counts[f"{name}:loops"] = (None, loops.loop_flops(model, name))
+            return _loop_spec(model, name, inputs, batch)
+        return _spec(model, name, inputs, [build()], batch)
+
     specs = [
         _spec(model, "rnea", qva, [rnea(model, q, v, a)], True),
         _spec(model, "aba", qvt, [aba(model, q, v, tau)], True),
-        _spec(model, "crba", (("q", q),), [crba(model, q)], True),
+        kernel("crba", (("q", q),), lambda: crba(model, q), True),
         _spec(model, "nonlinear_effects", (("q", q), ("v", v)), [nonlinear_effects(model, q, v)], False),
         _spec(model, "gravity_torque", (("q", q),), [gravity_torque(model, q)], False),
-        _spec(model, "coriolis_matrix", (("q", q), ("v", v)), [coriolis_matrix(model, q, v)], False),
-        _spec(model, "regressor", qva, [regressor(model, q, v, a)], True),
+        kernel("coriolis_matrix", (("q", q), ("v", v)), lambda: coriolis_matrix(model, q, v), False),
+        kernel("regressor", qva, lambda: regressor(model, q, v, a), True),
     ]
-    sources, counts = {}, {}
-    rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
-    idsva = _analytical("rnea_derivatives", "rnea_derivatives")
-    if idsva is not None:
-        rnea_candidates["idsva"] = idsva
-    sources["rnea_derivatives"], spec = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
+    if in_loops:
+        spec = kernel("rnea_derivatives", qva, None, True)
+    else:
+        rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
+        idsva = _analytical("rnea_derivatives", "rnea_derivatives")
+        if idsva is not None:
+            rnea_candidates["idsva"] = idsva
+        sources["rnea_derivatives"], spec = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
     specs.append(spec)
     specs.append(_aba_derivatives_composite(model, qvt))
     sources["aba_derivatives"] = f"aba + {sources['rnea_derivatives']} rnea_derivatives + LTDL solves (C)"
-    counts["aba_derivatives:composite"] = (None, flop_count(specs[1].function) + flop_count(spec.function)
-                                           + ltdl_flops(model))
+    rnea_flops = counts[f"rnea_derivatives:{sources['rnea_derivatives']}"][1]
+    counts["aba_derivatives:composite"] = (None, flop_count(specs[1].function) + rnea_flops + ltdl_flops(model))
     specs.append(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
                        [_rnea_time_derivative(model, q, v, a, jerk)], False))
-    return KernelSet(specs, sources, counts, tuple(dof_parents(model)))
+    return KernelSet(specs, sources, counts, tuple(dof_parents(model)),
+                     loops.loop_source(model) if in_loops else "")
 
 
 def _rnea_time_derivative(model, q, v, a, jerk):
