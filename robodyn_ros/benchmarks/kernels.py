@@ -24,6 +24,11 @@ a loaded machine.
 Ratio ``ours / pinocchio`` (below 1: we are faster); batch ``speedup = pinocchio / ours``.
 Pinocchio is optional: without it, our times alone and a note. ``robots`` (or ``$ROBODYN_BENCH_ROBOTS``,
 comma-separated) restricts the robots measured.
+Generated serial chains: a robot named ``chain<N>`` (``chain48`` is measured by default; ``chain96`` with
+``$ROBODYN_BENCH_ROBOTS``) is an arm of ``N`` revolute joints written as a URDF (:func:`chain_urdf`) and then
+measured like the others: each joint turns about its frame's z axis (Pinocchio's fastest joint model,
+``JointModelRZ``), the frames alternate by ±90° about x like a typical arm's, offsets and inertias are
+seeded random.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ ROBOTS = {
     "ur5": "ur_description/urdf/ur5_robot.urdf",
     "talos": "talos_data/robots/talos_full_v2.urdf",
 }
+CHAINS = ("chain48",)   # generated chains measured by default (module docstring)
 PER_CALL = ("rnea", "aba", "crba", "nonlinear_effects", "gravity_torque", "coriolis_matrix", "regressor",
             "rnea_derivatives", "aba_derivatives", "rnea_time_derivatives")
 BATCH = ("rnea", "regressor", "rnea_derivatives")
@@ -61,6 +67,25 @@ def robots_root():
         if os.path.isdir(path):
             return path
     return None
+
+
+def chain_urdf(n, seed=0):
+    """URDF text of a serial arm of ``n`` revolute joints (module docstring)."""
+    rng = np.random.default_rng(seed)
+    parts = ['<?xml version="1.0"?>', f'<robot name="chain{n}">', '  <link name="link0"/>']
+    for i in range(1, n + 1):
+        mass, com = rng.uniform(0.5, 2.0), rng.uniform(-0.05, 0.05, size=3)
+        x, y, z = rng.uniform(0.05, 0.3, size=3)       # a solid box: physical principal moments
+        ixx, iyy, izz = mass / 12 * (y * y + z * z), mass / 12 * (x * x + z * z), mass / 12 * (x * x + y * y)
+        xyz, roll = rng.uniform(-0.1, 0.1, size=3) + (0.0, 0.0, 0.1), (np.pi / 2) * (1 if i % 2 else -1)
+        parts += [f'  <link name="link{i}"><inertial><mass value="{mass:.6f}"/>'
+                  f'<origin xyz="{com[0]:.6f} {com[1]:.6f} {com[2]:.6f}"/>'
+                  f'<inertia ixx="{ixx:.6f}" ixy="0" ixz="0" iyy="{iyy:.6f}" iyz="0" izz="{izz:.6f}"/></inertial></link>',
+                  f'  <joint name="joint{i}" type="revolute"><parent link="link{i - 1}"/><child link="link{i}"/>'
+                  f'<origin xyz="{xyz[0]:.6f} {xyz[1]:.6f} {xyz[2]:.6f}" rpy="{roll:.17g} 0 0"/><axis xyz="0 0 1"/>'
+                  f'<limit lower="-3.14" upper="3.14" effort="100" velocity="3"/></joint>']
+    parts.append("</robot>")
+    return "\n".join(parts) + "\n"
 
 
 def _pinocchio():
@@ -275,19 +300,23 @@ def run(json: bool = False, robots=None, fresh=None) -> dict:
         result["notes"].append("pinocchio is not installed: our times only (pip install pin)")
     root = robots_root()
     if root is None:
-        result["notes"].append("example-robot-data is not installed: no robots to measure")
-        if not json:
-            print("\n".join(result["notes"]))
-        return result
+        result["notes"].append("example-robot-data is not installed: generated chains only")
     rng = np.random.default_rng(0)
+    chains = [r for r in (robots or CHAINS) if r.startswith("chain") and r[5:].isdigit()]
     for name, rel in ROBOTS.items():
-        if robots is not None and name not in robots:
+        if (robots is not None and name not in robots) or root is None:
             continue
         path = os.path.join(root, rel)
         if not os.path.isfile(path):
             result["notes"].append(f"{name}: {path} missing")
             continue
         result["robots"][name] = bench_robot(name, path, pin, rng, fresh=name in fresh)
+    with tempfile.TemporaryDirectory(prefix="robodyn-bench-chains-") as folder:
+        for name in chains:
+            path = os.path.join(folder, name + ".urdf")
+            with open(path, "w") as fh:
+                fh.write(chain_urdf(int(name[5:])))
+            result["robots"][name] = bench_robot(name, path, pin, rng, fresh=name in fresh)
     if not json:
         print(format_table(result))
     return result

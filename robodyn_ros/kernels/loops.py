@@ -36,9 +36,20 @@ import numpy as np
 
 from ..model.joints import PrismaticJoint, RevoluteJoint, ScrewJoint
 
-# Models of at least this many degrees of freedom get the loop form of the kernels of LOOP_FUNCTIONS;
-# below it they are unrolled (symbolic.py), where constants fold and the fewest operations win.
+# kernel name -> the C function of LOOPS that computes it (signature of an evaluator: in, out)
+LOOP_FUNCTIONS = {"crba": "rdl_crba", "coriolis_matrix": "rdl_coriolis", "regressor": "rdl_regressor",
+                  "rnea_derivatives": "rdl_idsva"}
+
+# When a kernel is loops rather than unrolled: at least LOOP_MIN_NV degrees of freedom, and for crba and the
+# regressor at least LOOP_MIN_PAIRS (ancestor, descendant) pairs, the count their unrolled size grows with.
+# Measured per call against Pinocchio (benchmarks: robodyn bench kernels): loops beat the unrolled
+# rnea_derivatives from 16 joints on (16-joint chain 0.70 of Pinocchio; Talos, 44 DoF in 282 pairs, 0.68
+# against 0.83 unrolled) and the unrolled coriolis_matrix is the largest kernel (734 433 instructions on a
+# 48-joint chain); unrolled crba and regressor stay far ahead on short trees (Talos: 0.37 and 0.29 against
+# 0.96 and 1.00 as loops) and build in seconds there, while on a 48-joint chain (1 176 pairs) the loops are
+# 0.58 and 0.39 of Pinocchio and the unrolled regressor alone is 402 054 instructions.
 LOOP_MIN_NV = 16
+LOOP_MIN_PAIRS = {"crba": 600, "regressor": 600}
 
 
 def supports_loops(model):
@@ -46,21 +57,22 @@ def supports_loops(model):
     return all(isinstance(j, (RevoluteJoint, PrismaticJoint, ScrewJoint)) for j in model.joints)
 
 
-def uses_loops(model):
-    """Whether the kernels of ``LOOP_FUNCTIONS`` are built as loops for ``model`` (:data:`LOOP_MIN_NV`,
+def pair_count(model):
+    """The (ancestor, descendant) pairs of ``model``'s tree, a body with itself included."""
+    return sum(len(model.ancestors(i)) for i in range(model.nbodies))
+
+
+def uses_loops(model, name):
+    """Whether kernel ``name`` of ``model`` is built as loops (:data:`LOOP_MIN_NV`, :data:`LOOP_MIN_PAIRS`,
     :func:`supports_loops`)."""
-    return model.nv >= LOOP_MIN_NV and supports_loops(model)
-
-
-# kernel name -> the C function of LOOPS that computes it (signature of an evaluator: in, out)
-LOOP_FUNCTIONS = {"crba": "rdl_crba", "coriolis_matrix": "rdl_coriolis", "regressor": "rdl_regressor",
-                  "rnea_derivatives": "rdl_idsva"}
+    return (name in LOOP_FUNCTIONS and model.nv >= LOOP_MIN_NV and pair_count(model) >= LOOP_MIN_PAIRS.get(name, 0)
+            and supports_loops(model))
 
 
 def loop_flops(model, name):
     """Arithmetic operations of one call of kernel ``name``: a count per body and per (ancestor,
     descendant) pair read off the C below."""
-    pairs = sum(len(model.ancestors(i)) for i in range(model.nbodies))   # each body's ancestors and itself
+    pairs = pair_count(model)
     per_body, per_pair = {"crba": (350, 24), "coriolis_matrix": (900, 48), "regressor": (2200, 120),
                           "rnea_derivatives": (1100, 96)}[name]
     return per_body * model.nbodies + per_pair * pairs
@@ -206,19 +218,24 @@ static void rdl_ground_inertia(int i, const double *R, const double *p, double *
         for (int c = 0; c < 3; c++) I6[6 * (3 + r) + 3 + c] = Ig[3 * r + c];
 }
 
-/* B = (v x*) I - I (v x) + ((I v) xbar*), column by column: B e_c = v x* (I e_c) - I (v x e_c) + e_c x* (I v). */
+/* B = (v x*) I - I (v x) + ((I v) xbar*) = X + X^T + G(I v) with X = (v x*) I, since I (v x) = -((v x*) I)^T for
+   a symmetric I, and G(f) (G(f) u = u x* f) = -[[0, [f_lin]], [[f_lin], [f_ang]]]. */
 static void rdl_body_coriolis(const double *I6, const double *v, double *B)
 {
-    double Iv[6], e[6], Ie[6], t1[6], ve[6], t2[6], t3[6];
-    rdl_mat6_vec(I6, v, Iv);
+    double X[36], col[6], Xc[6], Iv[6];
     for (int c = 0; c < 6; c++) {
-        for (int k = 0; k < 6; k++) { e[k] = (k == c); Ie[k] = I6[6 * k + c]; }
-        rdl_crf(v, Ie, t1);
-        rdl_crm(v, e, ve);
-        rdl_mat6_vec(I6, ve, t2);
-        rdl_crf(e, Iv, t3);
-        for (int r = 0; r < 6; r++) B[6 * r + c] = t1[r] - t2[r] + t3[r];
+        for (int k = 0; k < 6; k++) col[k] = I6[6 * k + c];
+        rdl_crf(v, col, Xc);
+        for (int r = 0; r < 6; r++) X[6 * r + c] = Xc[r];
     }
+    for (int r = 0; r < 6; r++)
+        for (int c = 0; c < 6; c++) B[6 * r + c] = X[6 * r + c] + X[6 * c + r];
+    rdl_mat6_vec(I6, v, Iv);
+    const double *f = Iv, *n = Iv + 3;
+    /* subtract [[0, [f]], [[f], [n]]]: [a] = [[0, -a2, a1], [a2, 0, -a0], [-a1, a0, 0]] */
+    B[4] += f[2];  B[5] -= f[1];  B[9] -= f[2];  B[11] += f[0]; B[15] += f[1]; B[16] -= f[0];
+    B[19] += f[2]; B[20] -= f[1]; B[24] -= f[2]; B[26] += f[0]; B[30] += f[1]; B[31] -= f[0];
+    B[22] += n[2]; B[23] -= n[1]; B[27] -= n[2]; B[29] += n[0]; B[33] += n[1]; B[34] -= n[0];
 }
 
 static const double rdl_zero6[6] = {0, 0, 0, 0, 0, 0};

@@ -17,11 +17,11 @@ reverse-mode AD (one adjoint sweep per row) and the analytical IDSVA recursion o
 choice and every candidate's count are recorded in ``KernelSet.sources`` / ``instruction_counts``.
 Measured (flops): UR5 forward 4 548, reverse 3 739, IDSVA 5 183 (reverse AD kept); Panda 17 536,
 14 707, 9 385 and Talos (44 DoF) 119 181, 93 659, 59 998 (IDSVA kept).
-For models of at least ``loops.LOOP_MIN_NV`` degrees of freedom made of 1-DoF joints, ``rnea_derivatives``
-(no candidate built), ``crba``, ``coriolis_matrix`` and ``regressor`` are C loops over the model's tables
-(:mod:`robodyn_ros.kernels.loops`), whose size does not grow with the model; unrolled, these kernels grow
-with the (ancestor, descendant) pairs (48-joint chain: 734 433 instructions for ``coriolis_matrix``, 402 054
-for ``regressor``, minutes of gcc).
+On larger trees of 1-DoF joints (``loops.uses_loops``: ``rnea_derivatives``, with no candidate built, and
+``coriolis_matrix`` from 16 DoF on; ``crba`` and ``regressor`` on deep trees) these kernels are C loops over
+the model's tables (:mod:`robodyn_ros.kernels.loops`), whose size does not grow with the model; unrolled,
+they grow with the (ancestor, descendant) pairs (48-joint chain: 734 433 instructions for
+``coriolis_matrix``, 402 054 for ``regressor``, minutes of gcc).
 ``aba_derivatives`` is a C composite (:func:`_aba_derivatives_composite`).
 """
 from __future__ import annotations
@@ -219,10 +219,10 @@ def build_kernel_set(model):
     q, v, a = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("a", model.nv)
     tau, jerk = ca.SX.sym("tau", model.nv), ca.SX.sym("jerk", model.nv)
     qva, qvt = (("q", q), ("v", v), ("a", a)), (("q", q), ("v", v), ("tau", tau))
-    sources, counts, in_loops = {}, {}, loops.uses_loops(model)
+    sources, counts = {}, {}
 
     def kernel(name, inputs, build, batch):
-        if in_loops and name in loops.LOOP_FUNCTIONS:
+        if loops.uses_loops(model, name):
             sources[name] = "loops"
             counts[f"{name}:loops"] = (None, loops.loop_flops(model, name))
             return _loop_spec(model, name, inputs, batch)
@@ -237,7 +237,7 @@ def build_kernel_set(model):
         kernel("coriolis_matrix", (("q", q), ("v", v)), lambda: coriolis_matrix(model, q, v), False),
         kernel("regressor", qva, lambda: regressor(model, q, v, a), True),
     ]
-    if in_loops:
+    if loops.uses_loops(model, "rnea_derivatives"):
         spec = kernel("rnea_derivatives", qva, None, True)
     else:
         rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
@@ -253,7 +253,7 @@ def build_kernel_set(model):
     specs.append(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
                        [_rnea_time_derivative(model, q, v, a, jerk)], False))
     return KernelSet(specs, sources, counts, tuple(dof_parents(model)),
-                     loops.loop_source(model) if in_loops else "")
+                     loops.loop_source(model) if any(x.composite == "loops" for x in specs) else "")
 
 
 def _rnea_time_derivative(model, q, v, a, jerk):
