@@ -1,9 +1,10 @@
-"""Compiled kernels against Pinocchio on Panda, UR5 and Talos (44 DoF): per call and per sample in batch.
+"""Compiled kernels against Pinocchio on Panda, UR5, Talos (44 DoF) and a generated 48-joint arm: per call
+and per sample in batch.
 
-    python benchmarks/bench_kernels.py [--json] [--robots panda,ur5] [--fresh panda,ur5|all|none]
+    python benchmarks/bench_kernels.py [--json] [--robots panda,ur5,chain96] [--fresh panda,ur5,chain96|all|none]
 
 Same as ``robodyn bench kernels [--json]`` (robodyn_ros.benchmarks.kernels.run); ``--robots`` (or
-``$ROBODYN_BENCH_ROBOTS``) restricts the robots measured, ``--fresh`` (or ``$ROBODYN_BENCH_FRESH_BUILD``)
+``$ROBODYN_BENCH_ROBOTS``) restricts the robots measured (``chain<N>``: a generated arm of N joints), ``--fresh`` (or ``$ROBODYN_BENCH_FRESH_BUILD``)
 the robots whose first build is timed in a fresh process with an empty cache. Batch threads: ``$ROBODYN_THREADS``."""
 import json
 import sys

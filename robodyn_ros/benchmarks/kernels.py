@@ -1,5 +1,6 @@
 """``robodyn bench kernels``: our compiled kernels against Pinocchio, per call and per sample in batch,
-on Panda, UR5 and Talos (fixed base, 44 DoF: ``talos_full_v2.urdf``), all measured in one run.
+on Panda, UR5, Talos (fixed base, 44 DoF: ``talos_full_v2.urdf``) and a generated 48-joint arm, all
+measured in one run.
 
 Per call: the best of 7 interleaved repeats (ours, Pinocchio's, ours, ...) of a timed loop of each function from Python on one random state
 (ours: ``Kernels.<name>(q, v, a)``; Pinocchio: ``pinocchio.<algorithm>(model, data, q, v, a)``).
