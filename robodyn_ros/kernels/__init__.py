@@ -68,8 +68,8 @@ class Kernels:
     """The compiled functions of one model (see the module docstring for their signatures).
 
     Attributes: ``model``; ``compiled`` (False on the interpreted fallback); ``from_cache`` (loaded
-    without compiling); ``sources`` (derivative kernel -> ``"ad"``, ``"ad_via_rnea"`` or the analytical
-    module); ``instruction_counts``; ``seconds`` (wall time of :func:`compile_kernels`); ``compile_times``
+    without compiling); ``sources`` (kernel -> how it is built: ``"ad"``, ``"ad_reverse"``, ``"idsva"``,
+    ``"loops"`` (:mod:`robodyn_ros.kernels.loops`) or the composite's parts; kernels not listed are unrolled); ``instruction_counts``; ``seconds`` (wall time of :func:`compile_kernels`); ``compile_times``
     (gcc seconds per translation unit, empty when loaded from the cache); ``build_report`` (of the build
     that made the cached library, whenever and under whatever load that was: ``symbolic_seconds`` and
     ``symbolic_cpu_seconds``, ``compile_times`` and ``compile_cpu_times`` per translation unit,

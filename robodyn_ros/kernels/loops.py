@@ -48,6 +48,7 @@ LOOP_FUNCTIONS = {"crba": "rdl_crba", "coriolis_matrix": "rdl_coriolis", "regres
 # 48-joint chain); unrolled crba and regressor stay far ahead on short trees (Talos: 0.37 and 0.29 against
 # 0.96 and 1.00 as loops) and build in seconds there, while on a 48-joint chain (1 176 pairs) the loops are
 # 0.58 and 0.39 of Pinocchio and the unrolled regressor alone is 402 054 instructions.
+# They decide what is generated: bump codegen.GENERATOR_VERSION (the cache key) when they change.
 LOOP_MIN_NV = 16
 LOOP_MIN_PAIRS = {"crba": 600, "regressor": 600}
 

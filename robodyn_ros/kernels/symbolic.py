@@ -61,7 +61,7 @@ class KernelSpec:
 @dataclasses.dataclass
 class KernelSet:
     specs: list
-    sources: dict          # derivative kernel name -> "ad" or "idsva"
+    sources: dict          # kernel -> how it is built: "ad", "ad_reverse", "idsva", "loops" (unrolled kernels not listed)
     instruction_counts: dict   # "<kernel>:<source>" -> (n_instructions, flops) for every candidate built
     dof_parents: tuple = ()    # λ(k) per degree of freedom, for the L^T D L solves in C
     c_source: str = ""         # C the composites call (the model tables and loops of kernels.loops), or ""
