@@ -1,5 +1,7 @@
-"""The IDSVA recursion (Singh, Russell, Wensing 2022, Algorithm 1, eqs. 30-32; shared/papers/001) as C
-loops over a model's constant tables, for models whose unrolled expression graph grows too large.
+"""Four kernels as C loops over a model's constant tables, for models whose unrolled expression graph grows
+too large: ``rnea_derivatives`` by the IDSVA recursion (Singh, Russell, Wensing 2022, Algorithm 1, eqs.
+30-32; shared/papers/001), ``crba``, ``coriolis_matrix`` and ``regressor`` (their algorithms at the C
+functions below).
 
 The unrolled kernels (:mod:`robodyn_ros.kernels.symbolic`) emit one straight-line instruction per
 operation of the recursion for one particular model: fastest for arms of a few joints, whose constants
@@ -8,7 +10,8 @@ factor of the spatial algebra, and gcc's time with it (a 48-joint chain took min
 Here the same recursion is a fixed C text, a few hundred lines whatever the model, reading the model from
 ``static const`` tables (parents, joint twists, placements, inertial parameters, armature, gravity): its
 operation count is that of the algorithm, O(n) spatial operations per body plus O(1) per (ancestor,
-descendant) pair, O(n·d) in all for depth d, and it compiles in well under a second.
+descendant) pair, O(n·d) in all for depth d, and its size, hence gcc's time on it, does not depend on the
+model.
 
 Scope: trees of 1-DoF joints with a constant twist ``S = [v; w]`` in the child frame (revolute, prismatic,
 screw), which is every robot built from a URDF without a floating base. The joint placement is the
@@ -16,7 +19,7 @@ screw motion ``exp([S] θ)``: ``R = Rot(w, θ)``, ``p = (1 - R)(w × v) + w (w·
 (revolute: ``v = 0``, so ``p = 0``), ``R = 1``, ``p = v θ`` for ``w = 0`` (prismatic); see
 :mod:`robodyn_ros.model.joints`.
 
-The algorithm is that of :func:`robodyn_ros.dynamics.rnea_derivatives.rnea_derivatives` (its docstring has the
+The IDSVA algorithm is that of :func:`robodyn_ros.dynamics.rnea_derivatives.rnea_derivatives` (its docstring has the
 derivation), for 1-DoF joints, with every quantity in ground coordinates (``[lin; ang]`` order):
 
 forward pass, body ``i`` with parent ``λ``:
@@ -80,16 +83,15 @@ def loop_flops(model, name):
 
 
 def _table(name, ctype, rows):
-    """``static const ctype name[n][k] = {...};`` of a 2-D sequence (17 significant digits: exact doubles)."""
+    """``static const ctype name[n][k] = {...};`` of a 2-D sequence (``repr``: each double read back exactly;
+    the model's values are finite, as Model checks)."""
     body = ",\n    ".join("{" + ", ".join(_literal(x) for x in row) + "}" for row in rows)
     k = len(rows[0]) if len(rows) else 1
     return f"static const {ctype} {name}[{max(len(rows), 1)}][{k}] = {{\n    {body}\n}};\n"
 
 
 def _literal(x):
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    return repr(float(x)) if np.isfinite(x) else "0.0"
+    return str(int(x)) if isinstance(x, (int, np.integer)) else repr(float(x))
 
 
 def model_tables(model):
@@ -190,13 +192,34 @@ static void rdl_parent_placement(int i, double theta, double *R, double *p)
     }
 }
 
-/* Ground-frame 6x6 inertia [[m 1, -[h]], [[h], I]] of body i placed at (R, p). */
+/* (m, h, Ib) of the 10 inertial parameters pi = [m, hx, hy, hz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz], Ib row-major
+   (not "I": complex.h, which NumPy's headers include, defines it). */
+static void rdl_params(const double *pi, double *m, double *h, double *Ib)
+{
+    *m = pi[0];
+    h[0] = pi[1]; h[1] = pi[2]; h[2] = pi[3];
+    Ib[0] = pi[4]; Ib[1] = pi[5]; Ib[2] = pi[7];
+    Ib[3] = pi[5]; Ib[4] = pi[6]; Ib[5] = pi[8];
+    Ib[6] = pi[7]; Ib[7] = pi[8]; Ib[8] = pi[9];
+}
+
+/* The 6x6 spatial inertia [[m 1, -[h]], [[h], Ib]]. */
+static void rdl_inertia6(double m, const double *h, const double *Ib, double *I6)
+{
+    for (int k = 0; k < 36; k++) I6[k] = 0.0;
+    I6[0] = I6[7] = I6[14] = m;
+    /* -[h] top right, [h] bottom left */
+    I6[4] = h[2];  I6[5] = -h[1]; I6[9] = -h[2]; I6[11] = h[0]; I6[15] = h[1]; I6[16] = -h[0];
+    I6[19] = -h[2]; I6[20] = h[1]; I6[24] = h[2]; I6[26] = -h[0]; I6[30] = -h[1]; I6[31] = h[0];
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) I6[6 * (3 + r) + 3 + c] = Ib[3 * r + c];
+}
+
+/* Ground-frame 6x6 inertia of body i placed at (R, p): h' = R h + m p, I' = R I R^T - m [p]^2 - [R h][p] - [p][R h]. */
 static void rdl_ground_inertia(int i, const double *R, const double *p, double *I6)
 {
-    const double *pi = rdl_pi[i];
-    double m = pi[0], hb[3] = {pi[1], pi[2], pi[3]};
-    double Ib[9] = {pi[4], pi[5], pi[7], pi[5], pi[6], pi[8], pi[7], pi[8], pi[9]};
-    double Rh[3], h[3], RI[9], Ig[9];
+    double m, hb[3], Ib[9], Rh[3], h[3], RI[9], Ig[9];
+    rdl_params(rdl_pi[i], &m, hb, Ib);
     for (int r = 0; r < 3; r++) Rh[r] = R[3 * r] * hb[0] + R[3 * r + 1] * hb[1] + R[3 * r + 2] * hb[2];
     for (int r = 0; r < 3; r++) h[r] = Rh[r] + m * p[r];
     for (int r = 0; r < 3; r++)
@@ -210,13 +233,7 @@ static void rdl_ground_inertia(int i, const double *R, const double *p, double *
     for (int r = 0; r < 3; r++)
         for (int c = 0; c < 3; c++)
             Ig[3 * r + c] += -m * (p[c] * p[r] - (r == c) * pp) - (p[r] * Rh[c] + Rh[r] * p[c] - 2.0 * (r == c) * hp);
-    for (int k = 0; k < 36; k++) I6[k] = 0.0;
-    I6[0] = I6[7] = I6[14] = m;
-    /* -[h] top right, [h] bottom left */
-    I6[4] = h[2];  I6[5] = -h[1]; I6[9] = -h[2]; I6[11] = h[0]; I6[15] = h[1]; I6[16] = -h[0];
-    I6[19] = -h[2]; I6[20] = h[1]; I6[24] = h[2]; I6[26] = -h[0]; I6[30] = -h[1]; I6[31] = h[0];
-    for (int r = 0; r < 3; r++)
-        for (int c = 0; c < 3; c++) I6[6 * (3 + r) + 3 + c] = Ig[3 * r + c];
+    rdl_inertia6(m, h, Ig, I6);
 }
 
 /* B = (v x*) I - I (v x) + ((I v) xbar*) = X + X^T + G(I v) with X = (v x*) I, since I (v x) = -((v x*) I)^T for
@@ -435,15 +452,10 @@ static void rdl_regressor(const double **in, double **out)
         }
         double Yg[10][6];
         for (int c = 0; c < 10; c++) {
-            double I6[36] = {0}, f[6], t1[6], Iv[6], fl[3];
-            double e[10] = {0};
+            double e[10] = {0}, m, h[3], Ib[9], I6[36], f[6], t1[6], Iv[6], fl[3];
             e[c] = 1.0;
-            double h[3] = {e[1], e[2], e[3]}, Ib[9] = {e[4], e[5], e[7], e[5], e[6], e[8], e[7], e[8], e[9]};
-            I6[0] = I6[7] = I6[14] = e[0];
-            I6[4] = h[2];  I6[5] = -h[1]; I6[9] = -h[2]; I6[11] = h[0]; I6[15] = h[1]; I6[16] = -h[0];
-            I6[19] = -h[2]; I6[20] = h[1]; I6[24] = h[2]; I6[26] = -h[0]; I6[30] = -h[1]; I6[31] = h[0];
-            for (int r = 0; r < 3; r++)
-                for (int k = 0; k < 3; k++) I6[6 * (3 + r) + 3 + k] = Ib[3 * r + k];
+            rdl_params(e, &m, h, Ib);
+            rdl_inertia6(m, h, Ib, I6);
             rdl_mat6_vec(I6, ab, f);
             rdl_mat6_vec(I6, vb, Iv);
             rdl_crf(vb, Iv, t1);
