@@ -26,7 +26,7 @@ from robodyn_ros.control.command_guard import CommandGuard, ControlStatus, effor
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
 from robodyn_ros.control.reference import FourierSampler, ReferenceClippedWarning, fourier_reference
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
-from robodyn_ros.ros import qos
+from robodyn_ros.ros import estimator_node, qos
 from robodyn_ros.ros.bringup import Bringup
 from robodyn_ros.ros.estimator_node import PENDING_LIMIT
 from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
@@ -152,14 +152,17 @@ def _stamp(msg):
 
 
 @pytest.mark.parametrize("decimation", [1, 3])
-def test_estimator_burst_keeps_backlog_bounded_and_uses_newest_sample(bringup, decimation):
+@pytest.mark.parametrize("budget", [float("inf"), 0.0])
+def test_estimator_burst_keeps_backlog_bounded_and_uses_newest_sample(bringup, decimation, budget, monkeypatch):
     """20 000 joint states arrive in chunks of 50 per wake-up (50 times faster than the node wakes up;
     the subscription keeps the newest 10). A wake-up whose delivered sample is skipped costs one sample;
-    one whose sample is due takes everything waiting and estimates once, from the newest due sample."""
+    one whose sample is due takes everything waiting and estimates from every due sample in arrival order
+    while its time budget lasts (``CALLBACK_BUDGET``), and from the newest due one once it is spent."""
+    monkeypatch.setattr(estimator_node, "CALLBACK_BUDGET", budget)
     node, queue, used = _estimator_with_backlog(bringup, decimation)
     names = list(node.robot.joints)
     q, v, tau = node.robot.home, np.zeros(7), np.zeros(7)
-    chunk, wakeups, admitted, last_admitted, due_wakeups = 50, 400, 0, None, 0
+    chunk, wakeups, admitted, last_admitted, due_wakeups, due_total = 50, 400, 0, None, 0, 0
     for w in range(wakeups):
         for t in 1.0 + (w * chunk + np.arange(chunk)) * 1e-3:
             queue.append(make_joint_state(float(t), names, q, v, tau))
@@ -170,30 +173,37 @@ def test_estimator_burst_keeps_backlog_bounded_and_uses_newest_sample(bringup, d
             due = [t for i, t in enumerate(waiting) if (admitted + i) % decimation == 0]
             node._on_state(delivered)
             assert len(queue) == 0, f"wake-up {w}: {len(queue)} messages left waiting"
-            assert len(used) - before == 1 and used[-1] == pytest.approx(due[-1], abs=1e-9)
+            if budget > 0:
+                assert used[before:] == pytest.approx(due, abs=1e-9), "every due sample, in arrival order"
+            else:
+                assert len(used) - before == 1 and used[-1] == pytest.approx(due[-1], abs=1e-9)
             admitted += len(waiting)
             last_admitted = waiting[-1]
             due_wakeups += 1
+            due_total += len(due)
         else:                                         # skipped: nothing estimated, nothing taken
             node._on_state(delivered)
             assert len(used) == before and len(queue) == qos.SENSOR_INPUT_QOS.depth - 1
             admitted += 1
             last_admitted = _stamp(delivered)
     assert node.estimator.samples == admitted
-    assert node.estimator.updates == len(used) == due_wakeups <= wakeups
+    assert node.estimator.updates == len(used) == (due_total if budget > 0 else due_wakeups)
     assert decimation == 1 or due_wakeups < wakeups, "the skipped-wake-up branch must be exercised"
     assert node.skipped_overload == -(-admitted // decimation) - len(used)
+    assert node.skipped_overload == (0 if budget > 0 else due_total - due_wakeups) and due_total > due_wakeups
     assert node.estimator.last_t == pytest.approx(last_admitted, abs=1e-9)
     assert PENDING_LIMIT >= qos.SENSOR_INPUT_QOS.depth
 
 
-@pytest.mark.parametrize("poll_rate", [0.0, 200.0])
-def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate):
+@pytest.mark.parametrize("poll_rate,budget", [(0.0, 0.0), (0.0, float("inf")), (200.0, 0.0)])
+def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate, budget, monkeypatch):
     """A burst of 300 joint states published while the estimator is not spinning. Callbacks
     (``input_poll_rate`` 0): the subscription keeps the newest 10; the first wake-up takes them all
-    (take_pending on the real rclpy subscription), estimates once from the newest, and the executor's
-    remaining events find nothing to take. Polled: the 50-deep queue keeps the newest 50, one poll takes
-    them, estimates in order while its time budget lasts and then from the newest."""
+    (take_pending on the real rclpy subscription) and estimates from each in order (an unlimited
+    ``CALLBACK_BUDGET``) or, its budget spent (0), once from the newest; the executor's remaining events
+    find nothing to take. Polled: the 50-deep queue keeps the newest 50, one poll takes them, estimates in
+    order while its time budget lasts and then from the newest."""
+    monkeypatch.setattr(estimator_node, "CALLBACK_BUDGET", budget)
     node, up = bringup("estimator", decimation=1, base_parameters=False, input_poll_rate=poll_rate)
     from rclpy.node import Node
     talker = Node("burst_talker", context=up.context)
@@ -212,6 +222,9 @@ def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate):
         assert node.estimator.samples == qos.POLLED_SENSOR_INPUT_QOS.depth
     else:
         assert 2 <= node.estimator.samples <= qos.SENSOR_INPUT_QOS.depth + PENDING_LIMIT
-        assert node.estimator.updates < node.estimator.samples, "one wake-up must have taken several waiting messages"
+        if budget > 0:
+            assert node.estimator.updates == node.estimator.samples, "every waiting message, in order"
+        else:
+            assert node.estimator.updates < node.estimator.samples, "one wake-up must have taken several waiting messages"
     assert node.skipped_overload == node.estimator.samples - node.estimator.updates
     talker.destroy_node()

@@ -14,7 +14,8 @@ def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
     report, _ = run_twin_nodes(duration=10.0, attach_time=6.0, controller="computed_torque")
     print("\n" + ", ".join(f"{k} {report[k]}" for k in ("tracking_rms_nominal", "tracking_rms_adapted", "tracking_ratio",
                                                           "payload_mass_estimated", "payload_time_to_5_percent",
-                                                          "non_finite_commands", "gate", "wall_seconds")))
+                                                          "non_finite_commands", "gate", "first_parameter_update",
+                                                          "consistent_fits", "estimator", "wall_seconds")))
     assert report["completed"]
     assert report["tracking_ratio"] >= 5.0
     assert report["base_parameter_updates"] > 0 and report["gate"]["accepted"] > 0
@@ -31,7 +32,8 @@ def test_mpc_node_adapts_to_the_twin_over_dds():
     report, _ = run_twin_nodes(duration=10.0, attach_time=6.0, controller="mpc")
     print("\n" + ", ".join(f"{k} {report[k]}" for k in ("tracking_rms_nominal", "tracking_rms_adapted", "tracking_ratio",
                                                           "payload_mass_estimated", "payload_time_to_5_percent",
-                                                          "non_finite_commands", "gate", "wall_seconds")))
+                                                          "non_finite_commands", "gate", "first_parameter_update",
+                                                          "consistent_fits", "estimator", "wall_seconds")))
     assert report["completed"]
     assert report["tracking_ratio"] >= 3.0
     assert report["base_parameter_updates"] > 0 and report["gate"]["accepted"] > 0

@@ -10,7 +10,9 @@ as possible, lockstep, ``/clock``), changed only where the twin scenario needs i
   convergence), ``publish_covariance: true``, and one callback per joint state (``input_poll_rate: 0``):
   the simulation runs faster than real time, and a wall-clock poll at 200 Hz would find more states waiting
   than its 50-deep queue keeps (measured on a loaded machine: states lost, the estimator paused as
-  "falling behind" and nothing was applied before the payload);
+  "falling behind" and nothing was applied before the payload); a callback that finds several states
+  waiting estimates from all of them in order (measured in a full test run: with the newest only, half the
+  states were skipped and the first parameters came later, or not before the payload);
 * inverse_dynamics: the nominal panda model and the base-parameter law (``use_base_parameters``) with the
   same noise and Coulomb width; in the paired nominal run the same law with no estimates (its estimate
   topics point where nothing is published, ``use_estimates`` false), so it keeps the nominal parameters (for
@@ -61,8 +63,10 @@ def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, s
 
 
 def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0):
-    """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "non_finite_commands",
-    "diagnostics", "wall_seconds", "completed"}``."""
+    """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
+    "non_finite_commands", "diagnostics", "wall_seconds", "completed", "first_parameter_update"}`` (the
+    simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
+    ``samples``, ``updates``, ``skipped_overload`` and ``payload_events`` times)."""
     from std_msgs.msg import Float64MultiArray
 
     from ..control.parameter_gate import friction_from_base
@@ -91,19 +95,30 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
                 Float64MultiArray, estimator.config["base_parameters_topic"],
                 lambda m: coulomb.append((recorder.t, friction_from_base(estimator.estimator.base, np.array(m.data))
                                           ["coulomb"])), qos.ESTIMATE_QOS)
+            loop = up.nodes["mpc" if controller == "mpc" else "inverse_dynamics"].loop
+            first_update = []   # the simulated time at which the first gated base-parameter set was applied
+
+            def done():
+                if not first_update and (loop.parameter_updates if controller == "mpc" else loop.base_parameter_updates):
+                    first_update.append(recorder.t)
+                return recorder.t >= duration
+
             start = time.monotonic()
-            completed = up.spin_until(lambda: recorder.t >= duration, timeout)
+            completed = up.spin_until(done, timeout)
             wall = time.monotonic() - start
-            controller_node = up.nodes["mpc" if controller == "mpc" else "inverse_dynamics"]
-            loop = controller_node.loop
             diagnostics = loop.diagnostic_values(loop.solution[1]) if controller == "mpc" else loop.diagnostic_values()
             non_finite = loop.output.non_finite
+            est = estimator.estimator
+            estimator_counts = {"samples": est.samples, "updates": est.updates,
+                                "skipped_overload": estimator.skipped_overload,
+                                "payload_events": [round(t, 3) for t, _ in est.payload_events]}
     errors = np.array(recorder.errors) if recorder.errors else np.zeros((0, 1 + nv))
     payload = np.array(recorder.payload) if recorder.payload else np.zeros((0, 2))
     return {"t": errors[:, 0], "error": errors[:, 1:], "t_estimate": payload[:, 0], "payload_mass": payload[:, 1],
             "t_coulomb": np.array([c[0] for c in coulomb]), "coulomb": np.array([c[1] for c in coulomb]).reshape(-1, nv),
             "non_finite_commands": int(non_finite + recorder.non_finite_commands),
-            "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed)}
+            "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed),
+            "first_parameter_update": first_update[0] if first_update else None, "estimator": estimator_counts}
 
 
 def _record_mpc_tracking(node, loop, robot, errors):
@@ -161,6 +176,10 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "gate": {k[len("gate_"):]: int(v) for k, v in diag.items() if k.startswith("gate_")},
         "rollbacks": int(diag.get("rollbacks", 0)),
         "base_parameter_updates": int(diag.get("base_parameter_updates", diag.get("parameter_updates", 0))),
+        "first_parameter_update": adapted["first_parameter_update"],
+        "consistent_fits": int(diag.get("consistent_fits", 0)),
+        "consistent_failures": int(diag.get("consistent_failures", 0)),
+        "estimator": adapted["estimator"],
         "completed": bool(nominal["completed"] and adapted["completed"]),
         "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
         "coulomb_true": [float(x) for x in plant.model.coulomb],

@@ -114,6 +114,12 @@ class BaseParameterUpdate:
         """Stop the worker thread."""
         self.worker.close()
 
+    def diagnostic_values(self):
+        """``rollbacks``, the gate's decisions (``gate_<status>``) and the worker's ``consistent_fits`` and
+        ``consistent_failures`` so far (the controllers' /diagnostics)."""
+        return {"rollbacks": self.rollbacks, **{f"gate_{k}": n for k, n in self.gate.counts.items()},
+                "consistent_fits": self.worker.fits, "consistent_failures": self.worker.failures}
+
     def restart(self):
         """A new activation or a time reset: the filter starts again (the gate's window is kept)."""
         self.filter.reset()

@@ -264,7 +264,6 @@ class ControlLoop:
         values = {**self.output.diagnostic_values(), "payload_updates": self.payload_updates,
                   "implausible_payloads": self.implausible_payloads}
         if self.base_update is not None:
-            values.update(base_parameter_updates=self.base_parameter_updates, rollbacks=self.base_update.rollbacks,
-                          **{f"gate_{k}": n for k, n in self.base_update.gate.counts.items()})
+            values.update(base_parameter_updates=self.base_parameter_updates, **self.base_update.diagnostic_values())
         return values
 

@@ -141,6 +141,5 @@ class MpcLoop:
                   "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
                   "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {})}
         if self.base_update is not None:
-            values.update(parameter_updates=self.parameter_updates, rollbacks=self.base_update.rollbacks,
-                          **{f"gate_{k}": n for k, n in self.base_update.gate.counts.items()})
+            values.update(parameter_updates=self.parameter_updates, **self.base_update.diagnostic_values())
         return values

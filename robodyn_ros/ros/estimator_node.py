@@ -5,7 +5,8 @@ Input: with ``input_poll_rate`` > 0 (the default, 200 Hz) the joint-state and wr
 polled (:meth:`RobodynNode.polled_sub`): a steady timer takes what waits in their 50-deep keep-last queues
 and estimates from every due joint state in arrival order, each with the newest clean wrench stamped at or
 before it, so a 1 kHz pair of streams costs 200 executor wake-ups a second instead of 2 000.
-``input_poll_rate`` 0: one executor callback per message. Publishes ``payload_topic``
+``input_poll_rate`` 0: one executor callback per message, which also takes the joint states waiting behind
+it and estimates from them in order (:meth:`EstimatorNode._on_state`). Publishes ``payload_topic``
 (geometry_msgs/InertiaStamped, ``frame_id`` the wrist link, or the last body's link without the wrench),
 ``base_parameters_topic`` (Float64MultiArray, one labelled layout dimension per base parameter), with
 ``publish_covariance`` their covariance (``base_covariance_topic``, r x r row-major) and ``/diagnostics``.
@@ -28,6 +29,7 @@ from .heap_trim import HeapTrimmer
 
 HEAP_TRIM_PERIOD = 10.0    # wall s between two malloc_trim calls
 PENDING_LIMIT = 20  # messages taken per wake-up beyond the one delivered (2 x the input QoS depth)
+CALLBACK_BUDGET = 0.004  # wall s per callback wake-up estimating in arrival order (the poll's at its default 200 Hz)
 POLL_LIMIT = 100    # messages taken per poll and topic (2 x the polled queues' depth)
 POLL_BUDGET = 0.8   # fraction of the poll period spent on in-order updates before skipping to the newest
 
@@ -92,24 +94,36 @@ class EstimatorNode(RobodynNode):
         return self.estimator.admit_wrench(t, w)
 
     def _on_state(self, msg):
-        """Joint-state callback: a due sample first takes the joint states already waiting (at most
-        PENDING_LIMIT) and estimates from the newest due one of this wake-up, the others counting as
-        ``skipped_overload``: a node that falls behind uses the newest data."""
+        """Joint-state callback: a due sample takes the joint states already waiting (at most PENDING_LIMIT)
+        and estimates from every due one in arrival order while CALLBACK_BUDGET lasts; past it, from the
+        newest due one only, the others counting as ``skipped_overload``: a node that falls behind uses the
+        newest data, one that is merely woken late loses nothing (the RLS wants every sample)."""
         if not self.active:
             return
         due = self._admit(msg)
         if due is None:
             return
-        for newer in self.take_pending(self.state_sub, PENDING_LIMIT):
+        deadline = time.monotonic() + CALLBACK_BUDGET
+        pending = None
+        waiting = iter(self.take_pending(self.state_sub, PENDING_LIMIT))
+        sample = due
+        while True:
+            if sample is not None:
+                if time.monotonic() < deadline:
+                    self._estimate(sample)
+                else:
+                    self.skipped_overload += pending is not None
+                    pending = sample
+            newer = next(waiting, None)
+            if newer is None:
+                break
             restarts = self.estimator.time_jumps
             sample = self._admit(newer)
-            if due is not None and (sample is not None or self.estimator.time_jumps != restarts):
-                self.skipped_overload += 1     # superseded, or from before a time jump
-                due = None
-            if sample is not None:
-                due = sample
-        if due is not None:
-            self._estimate(due)
+            if self.estimator.time_jumps != restarts and pending is not None:
+                self.skipped_overload += 1     # from before a time jump: never estimated
+                pending = None
+        if pending is not None:
+            self._estimate(pending)
 
     def _poll_inputs(self):
         """Timer callback (``input_poll_rate``): the waiting wrenches, then every due joint state in arrival
