@@ -97,7 +97,8 @@ def run(args):
     from ..identification.batch import predict_torques
     from ..identification.excitation import design_for_model
     from ..model.model import Model
-    from .identify import _check_output_path, _parse_locks
+    from .command_inputs import parse_locks
+    from .file_command import check_output_path
     from .main import resolve_urdf
 
     urdf = resolve_urdf(args.urdf)
@@ -105,12 +106,12 @@ def run(args):
         raise ModelError(f"--urdf {args.urdf}: no such file")
     for path, option in ((args.output, "--output"), (args.plot, "--plot")):
         if path:
-            _check_output_path(path, option)
+            check_output_path(path, option)
     if not args.period > 0 or args.harmonics < 1 or args.iterations < 0:
         raise ModelError("--period must be positive, --harmonics and --iterations at least 1 and 0")
     if not 0.0 <= args.margin < 0.5:
         raise ModelError(f"--margin {args.margin}: must lie in [0, 0.5)")
-    locks = _parse_locks(args.lock_joint)
+    locks = parse_locks(args.lock_joint)
     if not locks and urdf != args.urdf:
         from ..robots import bundled_robot_info
         locks = dict(bundled_robot_info(args.urdf).get("locked_joints") or {})

@@ -3,6 +3,7 @@ produced in memory, then written all or nothing with the user's umask; any failu
 and leaves nothing behind."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -12,6 +13,15 @@ from ..model.errors import ModelError
 def one_line(exc):
     """The error on one line: causes quoted from other libraries (YAML, sqlite) may span several."""
     return " ".join(str(exc).split())
+
+
+def check_output_path(path, option):
+    """Raise ModelError (naming ``option``) unless ``path``'s directory exists and is writable."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ModelError(f"{option} {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise ModelError(f"{option} {path}: directory {directory} is not writable")
 
 
 def write_files(files):

@@ -14,36 +14,8 @@ import warnings
 import numpy as np
 
 from ..model.errors import ModelError
-from .file_command import file_command_main, png_bytes
-
-
-class ProgressBar:
-    """A one-line text progress bar on stderr: ``reading bag   [##########----------]  50%``."""
-
-    def __init__(self, stream=None, width=30, quiet=False):
-        self.stream, self.width, self.quiet = stream or sys.stderr, width, quiet
-        self._last = None
-        self._open = False
-
-    def __call__(self, stage, done, total):
-        if self.quiet:
-            return
-        fraction = 1.0 if total <= 0 else min(1.0, done / total)
-        filled = int(round(self.width * fraction))
-        text = f"\r{stage:<14} [{'#' * filled}{'-' * (self.width - filled)}] {100 * fraction:5.1f}%"
-        if text != self._last:
-            self.stream.write(text + ("\n" if fraction >= 1.0 else ""))
-            self.stream.flush()
-            self._last, self._open = text, fraction < 1.0
-
-    def close(self):
-        """End an unfinished bar's line (before an error message)."""
-        if self._open:
-            self.stream.write("\n")
-            self._open = False
-
-    def stage(self, name):
-        return lambda done, total: self(name, done, total)
+from .command_inputs import ProgressBar, parse_locks, read_repaired_joint_states
+from .file_command import check_output_path, file_command_main, png_bytes
 
 
 def build_parser():
@@ -75,27 +47,6 @@ def build_parser():
                         "D = diag(10, 10, 10, 1) (default 1e-3: rms thickness >= 3 mm)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
-
-
-def _parse_locks(items):
-    locks = {}
-    for text in items:
-        name, sep, value = text.partition("=")
-        if not sep or not name:
-            raise ModelError(f"--lock-joint expects NAME=VALUE, got '{text}'")
-        try:
-            locks[name] = float(value)
-        except ValueError:
-            raise ModelError(f"--lock-joint {name}: '{value}' is not a number") from None
-    return locks
-
-
-def _check_output_path(path, option):
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise ModelError(f"{option} {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK):
-        raise ModelError(f"{option} {path}: directory {directory} is not writable")
 
 
 DATA_MAGNITUDE = 1e50
@@ -138,23 +89,8 @@ def _samples(args, model, bag, progress):
             problems.append(f"{scan.duplicates} sample(s) with a repeated stamp")
         raise ModelError(f"{args.joint_states} in {bag} has {', '.join(problems)}; "
                          "rerun with --repair to drop or sort them")
-    series, q, v, tau = _read_joint_states(args, model, bag, progress)
+    series, q, v, tau = read_repaired_joint_states(args, model, bag, progress)
     return ArraySamples(series.t, q, v, tau), series.t0_ns
-
-
-def _read_joint_states(args, model, bag, progress):
-    """The whole topic in memory, NaN samples dropped and stamps sorted (--repair)."""
-    from ..bags.bag_io import read_joint_states
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        series = read_joint_states(bag, args.joint_states, joint_names=model.joint_names, progress=progress)
-    columns = list(range(len(model.joint_names)))
-    if series.tau is None or np.isnan(series.tau[:, columns]).all(axis=0).any():
-        raise ModelError(f"{args.joint_states} has no effort (torque) values: nothing to identify from")
-    v = None
-    if series.v is not None and not np.isnan(series.v[:, columns]).any():
-        v = series.v[:, columns]
-    return series, series.q[:, columns], v, series.tau[:, columns]
 
 
 def _payload_section(args, model, bag, t0_ns, blocks):
@@ -245,7 +181,7 @@ def run(args, progress):
         raise ModelError(f"--urdf {args.urdf}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
-            _check_output_path(path, option)
+            check_output_path(path, option)
     if args.wrench and not args.wrench_link:
         raise ModelError("--wrench needs --wrench-link LINK (the URDF link of the sensor frame)")
     if args.cutoff <= 0 or args.coulomb_width < 0:
@@ -256,7 +192,7 @@ def run(args, progress):
         raise ModelError(f"--inertia-margin {margin}: must lie in [0, 0.25)")
     if args.holdout is not None and not 0.0 < args.holdout < 1.0:
         raise ModelError(f"--holdout {args.holdout}: the held-out fraction must lie in (0, 1)")
-    locks = _parse_locks(args.lock_joint)
+    locks = parse_locks(args.lock_joint)
     if not locks and args.urdf != bundled:   # a bundled robot: its usual locks (the Panda's fingers at 0)
         from ..robots import bundled_robot_info
         locks = dict(bundled_robot_info(bundled).get("locked_joints") or {})

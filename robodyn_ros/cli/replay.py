@@ -24,8 +24,8 @@ import sys
 import numpy as np
 
 from ..model.errors import ModelError
-from .file_command import file_command_main, png_bytes
-from .identify import ProgressBar, _check_output_path, _parse_locks, _read_joint_states
+from .command_inputs import ProgressBar, parse_locks, read_repaired_joint_states
+from .file_command import check_output_path, file_command_main, png_bytes
 
 
 def build_parser():
@@ -193,15 +193,15 @@ def run(args, progress):
 
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
-            _check_output_path(path, option)
+            check_output_path(path, option)
     config = estimator_configuration(args.config, args.node_name)
     if not config["base_parameters"]:
         raise ModelError("the configuration has base_parameters: false: the estimator would estimate no "
                          "inertial parameters to write")
-    model, urdf, locks, info = load_model(args.urdf, _parse_locks(args.lock_joint))
+    model, urdf, locks, info = load_model(args.urdf, parse_locks(args.lock_joint))
     wrist = config["wrist_link"] or (info["wrist_link"] if info else None)
     args.repair = False
-    series, q, v, tau = _read_joint_states(args, model, args.bag, progress.stage("reading bag"))
+    series, q, v, tau = read_repaired_joint_states(args, model, args.bag, progress.stage("reading bag"))
     wrenches = _wrenches(args, config, series)
     estimator = OnlineEstimator(model, config, wrist_link=wrist)
     history, regression = replay(estimator, series.t, q, v, tau, wrenches, progress.stage("replaying"))

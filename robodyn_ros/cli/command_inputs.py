@@ -1,0 +1,70 @@
+"""What the file commands (``identify``, ``replay``, ``excite``) read besides their own options: the
+``--lock-joint`` values, a bag's joint states repaired, and the progress bar they show while reading."""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+
+from ..model.errors import ModelError
+
+
+class ProgressBar:
+    """A one-line text progress bar on stderr: ``reading bag   [##########----------]  50%``."""
+
+    def __init__(self, stream=None, width=30, quiet=False):
+        self.stream, self.width, self.quiet = stream or sys.stderr, width, quiet
+        self._last = None
+        self._open = False
+
+    def __call__(self, stage, done, total):
+        if self.quiet:
+            return
+        fraction = 1.0 if total <= 0 else min(1.0, done / total)
+        filled = int(round(self.width * fraction))
+        text = f"\r{stage:<14} [{'#' * filled}{'-' * (self.width - filled)}] {100 * fraction:5.1f}%"
+        if text != self._last:
+            self.stream.write(text + ("\n" if fraction >= 1.0 else ""))
+            self.stream.flush()
+            self._last, self._open = text, fraction < 1.0
+
+    def close(self):
+        """End an unfinished bar's line (before an error message)."""
+        if self._open:
+            self.stream.write("\n")
+            self._open = False
+
+    def stage(self, name):
+        return lambda done, total: self(name, done, total)
+
+
+def parse_locks(items):
+    """``{joint: value}`` of the ``--lock-joint NAME=VALUE`` options; a malformed one raises ModelError."""
+    locks = {}
+    for text in items:
+        name, sep, value = text.partition("=")
+        if not sep or not name:
+            raise ModelError(f"--lock-joint expects NAME=VALUE, got '{text}'")
+        try:
+            locks[name] = float(value)
+        except ValueError:
+            raise ModelError(f"--lock-joint {name}: '{value}' is not a number") from None
+    return locks
+
+
+def read_repaired_joint_states(args, model, bag, progress):
+    """``(series, q, v, tau)`` of the ``--joint-states`` topic of ``bag`` in the joint order of ``model``: the
+    whole topic in memory, NaN samples dropped and stamps sorted (``--repair``); ``v`` None when the bag has
+    no complete velocities."""
+    from ..bags.bag_io import read_joint_states
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        series = read_joint_states(bag, args.joint_states, joint_names=model.joint_names, progress=progress)
+    columns = list(range(len(model.joint_names)))
+    if series.tau is None or np.isnan(series.tau[:, columns]).all(axis=0).any():
+        raise ModelError(f"{args.joint_states} has no effort (torque) values: nothing to identify from")
+    v = None
+    if series.v is not None and not np.isnan(series.v[:, columns]).any():
+        v = series.v[:, columns]
+    return series, series.q[:, columns], v, series.tau[:, columns]
