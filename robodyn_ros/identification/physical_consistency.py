@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.mesh_inertia import pseudo_inertia_from_parameters
+from ..model.mesh_inertia import parameters_from_pseudo_inertia, pseudo_inertia_from_parameters
 
 
 def pseudo_inertia(pi_b):
@@ -22,10 +22,10 @@ def pseudo_inertia(pi_b):
 
 
 def params_from_pseudo_inertia(J):
-    """Inverse of :func:`pseudo_inertia`: the 10 parameters (10,) of ``J`` (4, 4)."""
-    S = 0.5 * (J[:3, :3] + J[:3, :3].T)
-    I = np.trace(S) * np.eye(3) - S
-    return np.array([J[3, 3], *J[:3, 3], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
+    """Inverse of :func:`pseudo_inertia`: the 10 parameters (10,) of the symmetric part of ``J`` (4, 4) (the
+    model layer's :func:`~robodyn_ros.model.mesh_inertia.parameters_from_pseudo_inertia`)."""
+    J = np.asarray(J, dtype=float)
+    return parameters_from_pseudo_inertia(0.5 * (J + J.T))
 
 
 def is_consistent(pi_b, eps=0.0):
