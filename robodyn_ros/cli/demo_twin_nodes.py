@@ -84,7 +84,12 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
         with Bringup(entries, context, config_file("panda"), overrides=overrides, use_sim_time=True) as up:
             recorder_node = up.plain_node("twin_recorder")
             sim = up.nodes["simulator"]
-            up.activate()
+            up.activate(order=[name for name in up.nodes if name != "simulator"])
+            if controller == "mpc":   # both runs compare solved MPCs, not the gravity hold served while it builds
+                mpc = up.nodes["mpc"].mpc
+                if not mpc.wait(timeout):
+                    raise RuntimeError(f"the MPC was not built within {timeout} s: {mpc.error or 'still building'}")
+            up.activate(order=["simulator"])
             nv = sim.robot.model.nv
             estimator = up.nodes["estimator"]
             recorder = DemoRecorder(recorder_node, sim.config["command_topic"], estimator.config["payload_topic"], nv)
@@ -99,7 +104,8 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
             first_update = []   # the simulated time at which the first gated base-parameter set was applied
 
             def done():
-                if not first_update and (loop.parameter_updates if controller == "mpc" else loop.base_parameter_updates):
+                updates = loop.parameter_updates if controller == "mpc" else loop.base_parameter_updates
+                if updates and not first_update:
                     first_update.append(recorder.t)
                 return recorder.t >= duration
 

@@ -118,7 +118,7 @@ class MPCSolution:
     ``status`` ('solved', 'rti', 'fallback_shifted', 'fallback_gravity'), the solver's own
     ``solver_status`` string, ``solve_time`` (s: for RTI the preparation and the feedback phase of this
     iteration), ``feedback_time`` (s: the part of ``solve_time`` spent after the measurement arrived, the
-    delay of the command), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
+    delay of the command; all of it for fatrop, ipopt and the fallbacks), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
 
     tau_ff: np.ndarray
     x_pred: np.ndarray
@@ -870,7 +870,7 @@ class ModelPredictiveController:
         Ks = np.asarray(K).reshape(nu, N, nx).transpose(1, 0, 2) if K is not None else np.zeros((N, nu, nx))
         return MPCSolution(tau_ff=np.clip(U, -self.tau_max, self.tau_max), x_pred=X, K=Ks, status=status,
                            solver_status=solver_status, solve_time=elapsed, iterations=iters, dt=self.config.dt,
-                           tau_max=self.tau_max)
+                           tau_max=self.tau_max, feedback_time=elapsed)
 
     def _fallback(self, x0, reason, elapsed):
         """The previous accepted solution shifted to now, else gravity compensation at the measured
@@ -881,7 +881,8 @@ class ModelPredictiveController:
             sol = MPCSolution(tau_ff=np.vstack([prev.tau_ff[1:], prev.tau_ff[-1:]]),
                               x_pred=np.vstack([prev.x_pred[1:], prev.x_pred[-1:]]),
                               K=np.concatenate([prev.K[1:], prev.K[-1:]]), status="fallback_shifted",
-                              solver_status=reason, solve_time=elapsed, dt=self.config.dt, tau_max=self.tau_max)
+                              solver_status=reason, solve_time=elapsed, dt=self.config.dt, tau_max=self.tau_max,
+                              feedback_time=elapsed)
             self._w = self.ocp.pack_w(sol.x_pred, sol.tau_ff)
         else:
             xq = x0 if np.all(np.isfinite(x0)) else np.concatenate([
@@ -890,7 +891,7 @@ class ModelPredictiveController:
             g = np.clip(np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0), -self.tau_max, self.tau_max)
             sol = MPCSolution(tau_ff=np.tile(g, (N, 1)), x_pred=np.tile(np.nan_to_num(xq), (N + 1, 1)),
                               K=np.zeros((N, nu, nx)), status="fallback_gravity", solver_status=reason,
-                              solve_time=elapsed, dt=self.config.dt, tau_max=self.tau_max)
+                              solve_time=elapsed, dt=self.config.dt, tau_max=self.tau_max, feedback_time=elapsed)
             self._w = None
         self._solution = sol
         return sol
