@@ -33,32 +33,26 @@ import time
 
 import numpy as np
 
-TWIN_COULOMB_WIDTH = 0.05   # rad/s: panda_twin.yaml's friction_model
-PAYLOAD_HOLDOFF = 2.0       # s: the estimator's payload_change_holdoff
+# wall s the lockstep simulation waits for a command: the controllers wait for their consistent-parameter
+# fits at fixed simulated times (base_parameters.deterministic), which takes up to a second on a loaded machine
+LOCKSTEP_TIMEOUT = 30.0
 
 
-def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed=0):
+def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin", robot="panda"):
     """Per-node parameter overrides of one run (module docstring)."""
-    simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2, "clock_rate": 100.0,
-                 "plant": "panda_twin", "substeps": 10, "noise.seed": int(seed)}
+    simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": LOCKSTEP_TIMEOUT, "clock_rate": 100.0,
+                 "plant": plant, "substeps": 10, "noise.seed": int(seed)}
     if attach_time is not None:
         simulator.update({"payload.mass": float(payload_mass), "payload.attach_time": float(attach_time)})
-    sigma = [float(x) for x in effort_noise]
+    nominal_run = {} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
+                                    "base_covariance_topic": "/nominal_run/base_covariance"}
+    controllers = {"use_base_parameters": True, "use_estimates": bool(adapt), "base_parameters.deterministic": True,
+                   **nominal_run}
     return {
         "simulator": simulator,
-        "estimator": {"use_wrench": False, "decimation": 1, "input_poll_rate": 0.0, "coulomb_width": TWIN_COULOMB_WIDTH,
-                      "effort_noise_per_joint": sigma, "payload_reference": "before_change",
-                      "payload_change_holdoff": PAYLOAD_HOLDOFF, "publish_covariance": True},
-        "mpc": {"output": "commands", "state_timeout": 0.5, "time_limit": 10.0, "use_base_parameters": True,
-                "use_estimates": bool(adapt), "base_parameters.coulomb_width": TWIN_COULOMB_WIDTH,
-                "base_parameters.effort_noise_per_joint": sigma,
-                **({} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
-                                     "base_covariance_topic": "/nominal_run/base_covariance"})},
-        "inverse_dynamics": {"state_timeout": 0.5, "mode": controller, "use_base_parameters": True,
-                             "use_estimates": bool(adapt), "base_parameters.coulomb_width": TWIN_COULOMB_WIDTH,
-                             "base_parameters.effort_noise_per_joint": sigma,
-                             **({} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
-                                                  "base_covariance_topic": "/nominal_run/base_covariance"})},
+        "estimator": {"use_wrench": False, "decimation": 1, "input_poll_rate": 0.0, "publish_covariance": True},
+        "mpc": {"output": "commands", "state_timeout": 0.5, "time_limit": 10.0, **controllers},
+        "inverse_dynamics": {"state_timeout": 0.5, "mode": controller, **controllers},
     }
 
 

@@ -109,7 +109,7 @@ def replay(estimator, t, q, v, tau, wrenches=None, progress=None):
             if estimator.step(ti, q[i], vi, tau[i]):
                 payload = estimator.publish()
                 times.append(ti)
-                betas.append(estimator.base_rls.beta.copy())
+                betas.append(estimator.base_estimator.beta.copy())
                 payloads.append(np.full(10, np.nan) if payload is None else payload)
                 live.append(estimator.payload_parameters())
             if estimator.base_updated:
@@ -128,7 +128,7 @@ def rls_fit(estimator, regression):
     """A :class:`~robodyn_ros.identification.least_squares.LeastSquaresFit` of the final RLS estimate: beta,
     P (cov), ``R_w`` with ``R_w^T R_w = P^-1``; residuals over the samples the RLS took (in-sample)."""
     from ..identification.least_squares import LeastSquaresFit
-    rls, base, model = estimator.base_rls, estimator.base, estimator.model
+    rls, base, model = estimator.base_estimator, estimator.base, estimator.model
     P = 0.5 * (rls.P + rls.P.T)
     R_w = np.linalg.cholesky(np.linalg.inv(P)).T
     Q, V, A, TAU = regression
@@ -154,8 +154,8 @@ def check_converged(identified, estimator, fit, regression, min_mass=1e-6, max_c
     nominal = base.regressor(model, Q, V, A) @ base.from_full(full_parameters(model))
     nominal_error = float(np.linalg.norm(TAU - nominal) / np.linalg.norm(TAU))
     advice = (f"the estimator did not converge on this bag (in-sample torque error {100 * fit.relative_error:.1f} %, "
-              f"nominal model {100 * nominal_error:.1f} %, {estimator.base_rls.changes} change alarms); tune its "
-              "configuration (e.g. filter.cutoff, change_threshold) with --config")
+              f"nominal model {100 * nominal_error:.1f} %, {estimator.base_estimator.changes} change alarms); tune its "
+              "configuration (e.g. filter.cutoff, change_ratio) with --config")
     if not fit.relative_error < nominal_error:
         raise ModelError(f"the final estimate predicts the torques worse than the nominal model: {advice}")
     for name, pi_b in zip(identified.body_names, identified.inertias):

@@ -1,28 +1,31 @@
-"""The estimator's base parameters as a controller's model: what the ``inverse_dynamics`` node does with them
-(``use_base_parameters``), without ROS.
+"""The estimator's base parameters as a controller's model: what the ``inverse_dynamics`` and ``mpc`` nodes do
+with them (``use_base_parameters``), without ROS.
 
 The estimator publishes its base-parameter estimate ``β`` (r,) and covariance ``P`` (r, r) from joint
 torques. The controller judges them with a :class:`~robodyn_ros.control.parameter_gate.ParameterGate` on
-its own recent samples: the joint states it controls from, through the estimator's causal Butterworth filter
-(``cutoff``, ``order``), as ``(Y_base(q_f, v_f, a_f), τ_f)`` every ``observe_every``-th state. What it
-offers is the closest physically consistent parameter set reproducing the latest estimate
-(:class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters`, 0.1-0.8 s of IPOPT), computed by a
-:class:`ConsistentWorker` thread from the newest ``(β, P)`` (CasADi releases the GIL: the control loop runs
-on); a raw RLS estimate of a plant that is not the model is mostly refused by the gate's inertia check
-(its mass matrix lighter than 0.03 of the nominal one in some direction). Only an
-accepted estimate reaches the control law (none before a covariance has arrived: convergence is judged from it) (:mod:`robodyn_ros.control.base_parameter_control`); a diverging
-one is kept out and the last good one stays applied (the roll-back: the estimator itself is in another
-process and keeps its estimate). A payload estimate from joint torques (the estimator's
-``payload_reference: before_change``: the load explaining the torque residual of the estimate held before
-the change) becomes the candidate ``β_before + K_body π_p`` (``β_before`` the parameters applied when the
-payload appeared, ``K_body`` the columns of ``β = K π`` of its body), offered to the same gate whenever the
-latest base estimate is not accepted; the window is cleared when a payload appears or goes (the robot
-changed) and needs ``min_samples_after_change`` samples.
+its own samples: the joint states it controls from, through the estimator's causal Butterworth filter
+(``cutoff``, ``order``), as ``(Y_base(q_f, v_f, a_f), τ_f)`` every ``observe_every``-th state, weighed by
+the nominal ``M(q_f)⁻¹``: an estimate is applied only once it has predicted samples it never saw better than
+the parameters in use and than the nominal model. What it offers is the closest physically consistent
+parameter set reproducing the estimate (:class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters`,
+0.1-0.8 s of IPOPT), fitted by a :class:`ConsistentWorker` thread (CasADi releases the GIL: the control loop
+runs on) to the estimate every ``consistent_period`` s of joint-state time; a fit submitted at time ``t``
+is offered from ``t + consistent_latency`` on. With ``deterministic`` (simulated time in lockstep, where the
+simulation waits for the controller) the loop waits for that fit if it is not finished by then, so the same
+run gives the same decisions whatever the machine's load; otherwise it offers the newest finished fit.
+
+The roll-back of a diverging estimate happens in the estimator's own process (its divergence guard,
+:class:`~robodyn_ros.estimation.base_parameter_estimator.BaseParameterEstimator`); here the last good
+parameters stay applied (``rollbacks`` counts the verdicts). A payload estimate from joint torques (the
+estimator's ``payload_reference: before_change``: the load explaining the torque residual of the estimate held
+before the change) becomes the candidate ``β_before + K_body π_p`` (``β_before`` the parameters applied when
+the payload appeared, ``K_body`` the columns of ``β = K π`` of its body), a second source of candidates for the
+same gate; the window is cleared when a payload appears or goes (the robot changed).
 """
 from __future__ import annotations
 
 import threading
-import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -30,75 +33,99 @@ from ..identification.base_parameters import full_parameters
 from ..identification.signal_filters import CausalButterworthFilter
 from .base_parameter_control import BaseParameterDynamics, InertiaPlausibility
 from .consistent_parameters import ConsistentParameters
-from .parameter_gate import GateDecision, ParameterGate, friction_indices
+from .parameter_gate import ParameterGate, friction_indices, mass_matrix_weighting
 
 
 class ConsistentWorker:
-    """A thread fitting :class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters` to the newest
-    ``(β, P)`` handed to :meth:`submit`, at most every ``period`` wall seconds; :attr:`result` is
-    ``(ConsistentEstimate, P)`` of the last fit (None before the first). ``fit`` (``(β, P) ->
-    ConsistentEstimate``) replaces the solver (tests). :meth:`close` stops the thread."""
+    """A thread fitting :class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters` to the
+    ``(β, P)`` of the jobs handed to :meth:`submit` (each named by its joint-state time). ``keep_all``: fit
+    every job in order (deterministic runs); otherwise only the newest waiting one. :meth:`result` returns the
+    fit of a job, waiting for it if asked. ``fit`` (``(β, P) -> ConsistentEstimate``) replaces the solver
+    (tests). :meth:`close` stops the thread."""
 
-    def __init__(self, consistent=None, period=0.5, fit=None):
+    def __init__(self, consistent=None, fit=None, keep_all=False):
         self.fit = fit or consistent.fit
-        self.period = float(period)
-        self.result, self.fits, self.failures = None, 0, 0
-        self._pending = None
-        self._lock, self._wake, self._closed = threading.Lock(), threading.Event(), False
+        self.keep_all = bool(keep_all)
+        self.fits = self.failures = 0
+        self._jobs = OrderedDict()          # time -> (β, P) waiting
+        self._done = OrderedDict()          # time -> ConsistentEstimate or None (failed), newest last
+        self._cv = threading.Condition()
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name="consistent_parameters", daemon=True)
         self._thread.start()
 
-    def submit(self, beta, P):
-        with self._lock:
-            self._pending = (np.array(beta, dtype=float), np.array(P, dtype=float))
-        self._wake.set()
+    def submit(self, t, beta, P):
+        with self._cv:
+            if not self.keep_all:
+                self._jobs.clear()
+            self._jobs[float(t)] = (np.array(beta, dtype=float), np.array(P, dtype=float))
+            self._cv.notify_all()
 
     def _run(self):
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            with self._lock:
-                job, self._pending = self._pending, None
-            if self._closed or job is None:
-                continue
-            start = time.monotonic()
+        while True:
+            with self._cv:
+                while not self._jobs and not self._closed:
+                    self._cv.wait()
+                if self._closed:
+                    return
+                t, job = self._jobs.popitem(last=False)
             try:
                 fit = self.fit(*job)
-            except Exception:      # a failed solve leaves the last result in place
+            except Exception:      # a failed solve: no result for this job
                 fit = None
-            if fit is not None and fit.success:
-                self.result = (fit, job[1])
-                self.fits += 1
-            else:
-                self.failures += 1
-            time.sleep(max(0.0, self.period - (time.monotonic() - start)))
+            with self._cv:
+                ok = fit is not None and fit.success
+                self.fits += ok
+                self.failures += not ok
+                self._done[t] = (fit if ok else None, job[1])
+                while len(self._done) > 16:
+                    self._done.popitem(last=False)
+                self._cv.notify_all()
+
+    def result(self, t_latest, wait=False, timeout=60.0):
+        """``(ConsistentEstimate, P)`` of the newest job submitted at or before ``t_latest`` that has finished
+        (with ``wait``: of the newest job submitted by then, waiting up to ``timeout`` wall s for it), or None
+        (nothing finished, or that fit failed)."""
+        with self._cv:
+            if wait:
+                pending = [t for t in list(self._jobs) + list(self._done) if t <= t_latest]
+                if pending:
+                    target = max(pending)
+                    self._cv.wait_for(lambda: target in self._done or self._closed, timeout)
+            done = [t for t in self._done if t <= t_latest]
+            if not done:
+                return None
+            fit, P = self._done[max(done)]
+            return None if fit is None else (fit, P)
 
     def close(self):
-        self._closed = True
-        self._wake.set()
+        with self._cv:
+            self._closed = True
+            self._cv.notify_all()
         self._thread.join(timeout=5.0)
 
 
 class BaseParameterUpdate:
-    """Gated base-parameter estimates for a controller on ``model`` with base parameters ``base``
-    (module docstring). ``effort_std``: σ of the measured joint torques (scalar or (nv,), N m); ``worker``:
-    the :class:`ConsistentWorker` (default: one on ``model``, a fit every ``consistent_period`` wall s)."""
+    """Gated base-parameter estimates for a controller on ``model`` with base parameters ``base`` (module
+    docstring). ``worker``: the :class:`ConsistentWorker` (default: one on ``model``)."""
 
-    def __init__(self, model, base, effort_std=0.5, cutoff=20.0, order=2, window=200, observe_every=10,
-                 min_samples_after_change=30, payload_min_mass=0.05, consistent_period=0.5, worker=None):
+    def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_every=10,
+                 payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
+                 worker=None):
         self.model, self.base = model, base
         self.dynamics = BaseParameterDynamics(model, base)
         self.beta_nominal = base.from_full(full_parameters(model))
         self.filter = CausalButterworthFilter(model.nv, cutoff, order)
         self.settle_time = 3.0 / cutoff
         self.observe_every = int(observe_every)
-        self.min_samples_after_change = int(min_samples_after_change)
         self.payload_min_mass = float(payload_min_mass)
-        self.gate = ParameterGate(self.beta_nominal, window=window, torque_std=effort_std,
+        self.consistent_period, self.consistent_latency = float(consistent_period), float(consistent_latency)
+        self.deterministic = bool(deterministic)
+        self.gate = ParameterGate(self.beta_nominal, window=window, fresh=fresh, weighting=mass_matrix_weighting(model),
                                   friction_indices=friction_indices(base),
                                   plausibility=InertiaPlausibility(self.dynamics, self.beta_nominal))
         self.P = None                  # the estimator's latest covariance (r, r)
-        self.payload = None            # (K_body (r, 10), π_p (10,)) of the latest payload estimate, or None
+        self.payload = None            # (K_body (r, 10), π_p (10,), body) of the latest payload estimate, or None
         self.beta_before = None        # β applied when the payload appeared
         # θ = [π, f_v, f_c, f_o] (10 nb + 3 nv,): the consistent full parameters the applied β stands for (the
         # MPC's NLP parameters); the nominal model's at first
@@ -107,8 +134,10 @@ class BaseParameterUpdate:
         self.theta = self.theta_nominal.copy()
         self._theta_before = None
         self.rollbacks = 0
+        self.t = None                  # joint-state time of the last observed state
         self._t0, self._count = None, 0
-        self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), consistent_period)
+        self._submitted = None         # joint-state time of the last fit submitted
+        self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), keep_all=self.deterministic)
 
     def close(self):
         """Stop the worker thread."""
@@ -124,15 +153,17 @@ class BaseParameterUpdate:
         """A new activation or a time reset: the filter starts again (the gate's window is kept)."""
         self.filter.reset()
         self._t0, self._count = None, 0
+        self._submitted = None
 
     def observe(self, t, q, v, tau):
         """One measured joint state (q (nq,), v (nv,), tau (nv,) at time t) for the gate's window."""
+        self.t = float(t)
         q_f, v_f, a_f, tau_f = self.filter.update(t, q, v, tau)
         if self._t0 is None:
             self._t0 = t
         self._count += 1
         if t - self._t0 >= self.settle_time and self._count % self.observe_every == 0:
-            self.gate.observe(self.dynamics.regressor(q_f, v_f, a_f), tau_f, q=q)
+            self.gate.observe(self.dynamics.regressor(q_f, v_f, a_f), tau_f, q=q_f)
 
     def set_covariance(self, P):
         """The estimator's covariance ``P`` (r, r) of the next offered estimates."""
@@ -142,31 +173,37 @@ class BaseParameterUpdate:
         self.P = P
 
     def offer(self, beta):
-        """An estimate ``β`` (r,): handed to the worker; the gate judges the consistent set of the last fit
-        (returns the :class:`~robodyn_ros.control.parameter_gate.GateDecision` whose ``beta`` the controller
-        applies); the payload candidate is offered when that is not accepted."""
-        if self.P is not None:
-            self.worker.submit(beta, self.P)
-        if self.worker.result is not None:
-            fit, P = self.worker.result
-            decision = self.gate.offer(fit.beta, P)
-            if decision.status == "accepted":
-                self.theta = np.array(fit.theta, dtype=float)
-        else:   # no consistent set yet: nothing counts as converged
-            self.gate.counts["unconverged"] += 1
-            nan = float("nan")
-            decision = GateDecision("unconverged", self.gate.applied.copy(), None, nan, nan, nan)
-        if decision.status == "diverging":
-            self.rollbacks += 1
-        if decision.status != "accepted" and self.beta_before is not None:
+        """An estimate ``β`` (r,) at the time of the last observed state: a fit submitted when one is due; the
+        gate judges the consistent set due now (module docstring) and the payload candidate. Returns the
+        :class:`~robodyn_ros.control.parameter_gate.GateDecision` (its ``beta`` is what the controller applies)."""
+        t = self.t if self.t is not None else 0.0
+        if self.P is not None and (self._submitted is None or t - self._submitted >= self.consistent_period - 1e-9):
+            self.worker.submit(t, beta, self.P)
+            self._submitted = t
+        decision = None
+        ready = self.worker.result(t - self.consistent_latency, wait=self.deterministic)
+        if ready is not None:
+            fit, P = ready
+            decision = self.gate.offer(fit.beta, P, source="estimate", tag=np.array(fit.theta, dtype=float))
+            if decision.status == "diverging":
+                self.rollbacks += 1
+        if self.beta_before is not None:
             K, pi_p, body = self.payload
-            decision = self.gate.offer(self.beta_before + K @ pi_p)
-            if decision.status == "accepted":
-                self.theta = self._theta_before.copy()
-                self.theta[10 * body:10 * body + 10] += pi_p
-        if np.array_equal(decision.beta, self.beta_nominal):     # nothing accepted yet, or a fallback
-            self.theta = self.theta_nominal.copy()
+            theta = self._theta_before.copy()
+            theta[10 * body:10 * body + 10] += pi_p
+            payload_decision = self.gate.offer(self.beta_before + K @ pi_p, source="payload", tag=theta)
+            if decision is None or payload_decision.status != "unconverged":
+                decision = payload_decision
+        if decision is None:         # no consistent set yet: nothing to judge
+            decision = self.gate._decide("unconverged")
+        self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
         return decision
+
+    def revoke(self):
+        """The controller could not use the applied parameters (an MPC unsound with them): back to the ones
+        applied before."""
+        self.gate.revoke()
+        self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
 
     def set_payload(self, body, pi_p):
         """A payload estimate π_p (10,) on ``body`` (about its frame): the candidate of the next offers. A
@@ -177,8 +214,8 @@ class BaseParameterUpdate:
         if abs(mass) >= self.payload_min_mass:
             if not had:
                 self.beta_before, self._theta_before = self.gate.applied.copy(), self.theta.copy()
-                self.gate.clear_window(self.min_samples_after_change)
+                self.gate.clear_window()
             self.payload = (self.base.K[:, 10 * body:10 * body + 10], np.asarray(pi_p, dtype=float), body)
         elif had:
             self.beta_before = self.payload = None
-            self.gate.clear_window(self.min_samples_after_change)
+            self.gate.clear_window()

@@ -74,13 +74,10 @@ class ControlLoop:
         if not (c["use_base_parameters"] and c["mode"] in ("computed_torque", "slotine_li")):
             return None
         from ..identification.base_parameters import compute_base_parameters
-        per_joint = c["base_parameters.effort_noise_per_joint"]
-        if per_joint and len(per_joint) != model.nv:
-            raise ValueError(f"base_parameters.effort_noise_per_joint: {len(per_joint)} values for {model.nv} joints")
-        std = self.robot.from_command(np.asarray(per_joint)) if per_joint else c["base_parameters.effort_noise"]
         base = compute_base_parameters(model, coulomb_width=c["base_parameters.coulomb_width"])
-        return BaseParameterUpdate(model, base, std, cutoff=c["base_parameters.cutoff"],
-                                   payload_min_mass=c["payload_min_mass"])
+        return BaseParameterUpdate(model, base, cutoff=c["base_parameters.cutoff"],
+                                   payload_min_mass=c["payload_min_mass"],
+                                   deterministic=c["base_parameters.deterministic"])
 
     def _make_controller(self):
         c, model = self.config, self.robot.model

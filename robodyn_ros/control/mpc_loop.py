@@ -52,13 +52,9 @@ class MpcLoop:
             return None
         from ..identification.base_parameters import compute_base_parameters
         from .base_parameter_update import BaseParameterUpdate
-        per_joint = c["base_parameters.effort_noise_per_joint"]
-        if per_joint and len(per_joint) != robot.model.nv:
-            raise ValueError(f"base_parameters.effort_noise_per_joint: {len(per_joint)} values for {robot.model.nv} "
-                             "joints")
-        std = robot.from_command(np.asarray(per_joint)) if per_joint else c["base_parameters.effort_noise"]
         base = compute_base_parameters(robot.model, coulomb_width=c["base_parameters.coulomb_width"])
-        return BaseParameterUpdate(robot.model, base, std, cutoff=c["base_parameters.cutoff"])
+        return BaseParameterUpdate(robot.model, base, cutoff=c["base_parameters.cutoff"],
+                                   deterministic=c["base_parameters.deterministic"])
 
     def close(self):
         """Stop the base-parameter worker thread (if any)."""

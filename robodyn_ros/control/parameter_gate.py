@@ -1,33 +1,40 @@
-"""Which base-parameter estimate a controller may use: converged, plausible, and not diverging.
+"""Which base-parameter estimate a controller may use: one that predicts the robot better than the model in
+use, on samples it has never seen, in the units that move the tracking error.
 
-An online estimate (:class:`robodyn_ros.estimation.recursive.RecursiveLeastSquares` on ``τ = Y_base β``) is
-offered to the gate at the publishing rate; the gate keeps the filtered samples the estimator used most
-recently (``window`` of them: ``Y_k`` (nv, r), ``τ_k`` (nv,)) and judges an offered ``β`` by what it is for:
-predicting those torques. With the RMS prediction residual over the window
+An online estimate ``β`` (:class:`robodyn_ros.estimation.base_parameter_estimator.BaseParameterEstimator` on
+``τ = Y_base β``) is offered to the gate at the publishing rate; the gate keeps the filtered samples the
+controller ran on (``window`` of them: ``Y_k`` (nv, r), ``τ_k`` (nv,) and the configuration ``q_k``), each
+weighed by ``W_k`` (``weighting(q_k)``, by default the nominal model's ``M(q_k)⁻¹``). A controller that
+applies the model ``β`` to a robot that needs ``τ_k`` leaves the acceleration ``M⁻¹ (τ_k - Y_k β)`` for its
+feedback to reject (the closed loop of computed torque is ``ë + K_D ė + K_P e = M̂⁻¹ (τ - τ̂)``), so the gate
+compares models by the RMS of that acceleration residual,
 
-    ρ(β) = sqrt( Σ_k ‖W (τ_k - Y_k β)‖² / (nv K) ),    W = diag(1 / σ_j)
+    ρ_S(β) = sqrt( Σ_(k ∈ S) ‖W_k (τ_k - Y_k β)‖² / (nv |S|) ),
 
-an estimate is
+over two sets S: the **fresh** samples, those observed after the estimate was offered (which it cannot have
+been fitted to), and the whole window. An offered estimate waits (``unconverged``) until ``fresh`` samples
+have arrived after it, then it is
 
-* **unconverged** while the standard deviation of the torques it predicts over the window,
-  ``sqrt(mean diag(W Y_k P Y_kᵀ W))`` from the estimator's covariance ``P`` (or its diagonal), exceeds
-  ``torque_std_limit`` (in units of σ_j): kept out, the previous one stays (and never rolled back: an
-  estimate still converging is not diverging);
-* **implausible** when it is not finite or a friction coefficient that stands alone in β (viscous or
-  Coulomb of a joint) is negative beyond ``friction_tolerance`` plus three of its standard deviations
-  (friction dissipates; a coefficient that is truly zero is estimated around zero), or when the
+* **implausible** when it is not finite, a friction coefficient that stands alone in β (viscous or Coulomb
+  of a joint) is negative beyond ``friction_tolerance`` plus three of its standard deviations, or the
   ``plausibility`` check (e.g. :class:`robodyn_ros.control.base_parameter_control.InertiaPlausibility`: a
   positive definite mass matrix not far lighter than the nominal one) fails at ``configurations`` of the
   window's configurations: kept out;
-* **diverging** when ``ρ(β) > (1 + margin) ρ(β_nominal)``: worse on recent data than the model the
-  controller started with. Kept out, and :attr:`GateDecision.restore` is the last good estimate, for the
-  estimator to continue from (roll-back);
-* **worse** than the one applied, ``ρ(β) > (1 + margin) ρ(β_applied)``: kept out (no roll-back; e.g. right
-  after a payload change, while the window still holds samples from before it);
+* **diverging** when it predicts the fresh samples worse than the nominal model, ``ρ_fresh(β) > (1 +
+  margin) ρ_fresh(β_nom)``, after an estimate had been accepted: kept out, and :attr:`GateDecision.restore`
+  is the last good estimate, for the estimator to continue from (roll-back); before any was accepted the
+  estimator is still learning and such an estimate is only ``worse``;
+* **worse** when it is not better than the applied one by ``margin`` on the fresh samples, ``ρ_fresh(β) >
+  (1 - margin) ρ_fresh(β_applied)``, or not as good as it on the whole window (``(1 + margin)``): kept out;
 * otherwise **accepted**: it becomes the applied one and the last good one.
 
-The applied estimate itself is re-checked at every offer: if it has become diverging (its residual grew
-beyond the nominal model's) the gate falls back to the nominal parameters. The controller's limits and
+So an estimate is applied only when it has predicted data it never saw better than the model in use and than
+the nominal model: until then the controller keeps the nominal model, and adaptation never makes the
+prediction it runs on worse. The applied estimate itself is re-checked at every judgement: when it predicts
+the fresh samples worse than the nominal model (the robot changed, or the motion went where the estimate is
+poor) the gate falls back to the nominal parameters (``fallback_nominal``); a controller that cannot use the
+applied estimate hands it back (:meth:`ParameterGate.revoke`, ``revoked``). Each source of candidates
+(``source``: the estimate, a payload candidate, ...) has its own pending estimate. The controller's limits and
 output guard (:mod:`robodyn_ros.control.command_guard`) stay in force whatever the gate passes.
 """
 from __future__ import annotations
@@ -37,13 +44,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+STATUSES = ("accepted", "unconverged", "implausible", "diverging", "worse", "fallback_nominal", "revoked")
+
 
 @dataclass(frozen=True)
 class GateDecision:
-    """``status``: ``accepted``, ``unconverged``, ``implausible``, ``diverging``, ``worse`` or
-    ``fallback_nominal``; ``beta`` (r,): the parameters to apply now; ``restore`` (r,) or None: the last good
-    estimate the estimator should continue from (only on ``diverging``); residuals (N m RMS over the
-    window) of the offered, applied and nominal parameters (NaN without samples)."""
+    """``status``: one of :data:`STATUSES`; ``beta`` (r,): the parameters to apply now; ``restore`` (r,) or
+    None: the last good estimate the estimator should continue from (only on ``diverging``); residuals (RMS
+    acceleration residual over the fresh samples, rad/s² with the default weighting; NaN before a judgement)
+    of the judged, applied and nominal parameters."""
 
     status: str
     beta: np.ndarray
@@ -57,99 +66,138 @@ class ParameterGate:
     """Decides which base-parameter estimate is applied (module docstring).
 
     ``beta_nominal`` (r,): the controllers' model's base parameters (applied at the start, the fallback);
-    ``window``: number of recent samples kept; ``margin``: relative residual margin; ``torque_std``: σ_j,
-    scalar or (nv,) (N m); ``torque_std_limit``: convergence bound (in units of σ_j); ``friction_indices``: indices into β of stand-alone viscous and Coulomb
-    coefficients (:func:`friction_indices`); ``min_samples``: samples needed before any estimate is judged."""
+    ``window``: recent samples kept; ``fresh``: samples an estimate must have predicted before it is judged;
+    ``margin``: relative residual margin; ``weighting``: ``q -> W (nv, nv)`` (None: identity, torque
+    residuals); ``friction_indices``: indices into β of stand-alone viscous and Coulomb coefficients
+    (:func:`friction_indices`); ``plausibility``: ``(β, [q, ...]) -> bool``."""
 
-    def __init__(self, beta_nominal, window=200, margin=0.05, torque_std_limit=0.1, friction_indices=(),
-                 friction_tolerance=1e-3, min_samples=100, torque_std=1.0, plausibility=None, configurations=3):
+    def __init__(self, beta_nominal, window=400, fresh=50, margin=0.02, weighting=None, friction_indices=(),
+                 friction_tolerance=1e-3, plausibility=None, configurations=3):
         self.beta_nominal = np.array(beta_nominal, dtype=float)
-        self.plausibility = plausibility
-        self._q = deque(maxlen=int(window))
-        self.configurations = int(configurations)
-        self.weights = 1.0 / np.asarray(torque_std, dtype=float)
-        self.margin, self.torque_std_limit = float(margin), float(torque_std_limit)
+        self.window, self.fresh = int(window), int(fresh)
+        self.margin = float(margin)
+        self.weighting = weighting
         self.friction_indices = np.asarray(friction_indices, dtype=int)
         self.friction_tolerance = float(friction_tolerance)
-        self.min_samples = int(min_samples)
-        self._Y, self._tau = deque(maxlen=int(window)), deque(maxlen=int(window))
+        self.plausibility = plausibility
+        self.configurations = int(configurations)
+        self._Y, self._tau, self._q = deque(maxlen=self.window), deque(maxlen=self.window), deque(maxlen=self.window)
+        self.observed = 0                 # samples observed so far (the fresh samples' clock)
+        self._pending = {}                # source -> (β, std or None, observed count when offered)
         self.applied = self.beta_nominal.copy()
+        self.applied_tag = None           # what the caller attached to the applied estimate (None: nominal)
+        self._previous = (self.applied.copy(), None)   # applied before the last acceptance
         self.last_good = self.beta_nominal.copy()
-        self.counts = {s: 0 for s in ("accepted", "unconverged", "implausible", "diverging", "worse",
-                                      "fallback_nominal")}
+        self.counts = {s: 0 for s in STATUSES}
+        self.last_status = "unconverged"
 
     def observe(self, Y, tau, q=None):
-        """One filtered sample the estimator used: ``Y`` (nv, r), ``τ`` (nv,), and its configuration ``q``
-        (nq,) for the ``plausibility`` check."""
-        if q is not None:
-            self._q.append(np.array(q, dtype=float))
-        w = np.broadcast_to(self.weights, (len(tau),))
-        self._Y.append(np.array(Y, dtype=float) * w[:, None])
-        self._tau.append(np.array(tau, dtype=float) * w)
+        """One filtered sample the controller ran on: ``Y`` (nv, r), ``τ`` (nv,) and its configuration ``q``
+        (nq,) (for the weighting and the ``plausibility`` check)."""
+        Y, tau = np.asarray(Y, dtype=float), np.asarray(tau, dtype=float)
+        if self.weighting is not None and q is not None:
+            W = self.weighting(q)
+            Y, tau = W @ Y, W @ tau
+        self._Y.append(Y.copy())
+        self._tau.append(tau.copy())
+        self._q.append(None if q is None else np.array(q, dtype=float))
+        self.observed += 1
 
-    def clear_window(self, min_samples=None):
-        """Forget the recent samples (the robot changed, e.g. a payload was detected: older samples would
-        judge estimates by a robot that is gone); ``min_samples``: samples needed from now on (a change
-        seen by a converged estimator is judged sooner than the first convergence)."""
-        if min_samples is not None:
-            self.min_samples = int(min_samples)
+    def clear_window(self):
+        """Forget the recent samples and the pending estimates (the robot changed, e.g. a payload was detected:
+        older samples would judge estimates by a robot that is gone)."""
         self._Y.clear()
         self._tau.clear()
         self._q.clear()
+        self._pending.clear()
 
-    def residual(self, beta):
-        """ρ(β): RMS torque prediction residual over the window, each joint's in units of its ``torque_std``
-        (dimensionless); NaN without samples."""
-        if not self._Y:
+    def residual(self, beta, last=None):
+        """ρ(β): RMS weighted residual over the window (``last``: over its last ``last`` samples); NaN
+        without samples."""
+        n = len(self._Y) if last is None else min(int(last), len(self._Y))
+        if n == 0:
             return float("nan")
-        Y, tau = np.asarray(self._Y), np.asarray(self._tau)
+        Y, tau = np.asarray(list(self._Y)[-n:]), np.asarray(list(self._tau)[-n:])
         return float(np.sqrt(np.mean((tau - Y @ beta) ** 2)))
 
-    def predicted_torque_std(self, P):
-        """``sqrt(mean diag(Y_k P Y_kᵀ))`` over the window (rows in units of ``torque_std``) for a covariance
-        ``P`` (r, r) or its diagonal (r,)."""
-        Y = np.asarray(self._Y)
-        P = np.asarray(P, dtype=float)
-        var = np.einsum("kij,j,kij->", Y, P, Y) if P.ndim == 1 else np.einsum("kij,jl,kil->", Y, P, Y)
-        return float(np.sqrt(max(var, 0.0) / (Y.shape[0] * Y.shape[1])))
-
-    def _decide(self, status, restore, rho, rho_applied, rho_nominal):
+    def _decide(self, status, restore=None, rho=(float("nan"),) * 3):
         self.counts[status] += 1
-        return GateDecision(status, self.applied.copy(), restore, rho, rho_applied, rho_nominal)
+        self.last_status = status
+        return GateDecision(status, self.applied.copy(), restore, *rho)
 
-    def offer(self, beta, P=None):
-        """Judge the estimate ``beta`` (r,) with covariance ``P`` ((r, r), (r,) diagonal, or None: taken as
-        converged); returns a :class:`GateDecision`."""
-        beta = np.asarray(beta, dtype=float)
-        rho_applied, rho_nominal = self.residual(self.applied), self.residual(self.beta_nominal)
-        if len(self._Y) < self.min_samples:
-            return self._decide("unconverged", None, float("nan"), rho_applied, rho_nominal)
-        if rho_applied > (1.0 + self.margin) * rho_nominal and not np.array_equal(self.applied, self.beta_nominal):
-            self.applied = self.beta_nominal.copy()
+    def _plausible(self, beta, std):
+        f = self.friction_indices
+        if beta.shape != self.beta_nominal.shape or not np.all(np.isfinite(beta)):
+            return False
+        if len(f) and np.any(beta[f] < -self.friction_tolerance - 3.0 * (0.0 if std is None else std[f])):
+            return False
+        if self.plausibility is not None:
+            qs = [q for q in self._q if q is not None]
+            if qs:
+                picks = np.unique(np.linspace(0, len(qs) - 1, self.configurations).astype(int))
+                if not self.plausibility(beta, [qs[i] for i in picks]):
+                    return False
+        return True
+
+    def offer(self, beta, P=None, source="estimate", tag=None):
+        """Offer the estimate ``beta`` (r,) (covariance ``P``: (r, r), (r,) diagonal or None) from ``source``,
+        with ``tag`` (anything the caller needs back with it, e.g. the full parameters it stands for: kept
+        as :attr:`applied_tag` when accepted); returns the :class:`GateDecision` (the pending estimate of that
+        source judged, if it has seen ``fresh`` samples, and ``beta`` pending in its place)."""
+        beta = np.array(beta, dtype=float)
+        std = None if P is None else np.sqrt(np.clip(np.diag(P) if np.ndim(P) == 2 else np.asarray(P), 0.0, None))
+        pending = self._pending.get(source)
+        if pending is None or self.observed - pending[2] < self.fresh or len(self._Y) < self.fresh:
+            if pending is None:
+                self._pending[source] = (beta, std, self.observed, tag)
+            return self._decide("unconverged")
+        self._pending[source] = (beta, std, self.observed, tag)
+        return self._judge(*pending)
+
+    def _judge(self, beta, std, offered_at, tag):
+        fresh = min(self.observed - offered_at, len(self._Y))
+        rho_n, rho_a = self.residual(self.beta_nominal, fresh), self.residual(self.applied, fresh)
+        if not np.array_equal(self.applied, self.beta_nominal) and rho_a > (1.0 + self.margin) * rho_n:
+            self.applied, self.applied_tag = self.beta_nominal.copy(), None
             self.last_good = self.beta_nominal.copy()
             self.counts["fallback_nominal"] += 1
-            rho_applied = rho_nominal
-        std = np.zeros_like(beta) if P is None else np.sqrt(np.clip(np.diag(P) if np.ndim(P) == 2 else P, 0.0, None))
-        f = self.friction_indices
-        if beta.shape != self.beta_nominal.shape or not np.all(np.isfinite(beta)) \
-                or np.any(beta[f] < -self.friction_tolerance - 3.0 * std[f]):
-            return self._decide("implausible", None, float("nan"), rho_applied, rho_nominal)
-        rho = self.residual(beta)
+            rho_a = rho_n
+        if not self._plausible(beta, std):
+            return self._decide("implausible", rho=(float("nan"), rho_a, rho_n))
+        rho = self.residual(beta, fresh)
+        rhos = (rho, rho_a, rho_n)
         if not np.isfinite(rho):
-            return self._decide("implausible", None, rho, rho_applied, rho_nominal)
-        if self.plausibility is not None and self._q:
-            picks = np.unique(np.linspace(0, len(self._q) - 1, self.configurations).astype(int))
-            if not self.plausibility(beta, [self._q[i] for i in picks]):
-                return self._decide("implausible", None, rho, rho_applied, rho_nominal)
-        if P is not None and self.predicted_torque_std(P) > self.torque_std_limit:
-            return self._decide("unconverged", None, rho, rho_applied, rho_nominal)
-        if rho > (1.0 + self.margin) * rho_nominal:
-            return self._decide("diverging", self.last_good.copy(), rho, rho_applied, rho_nominal)
-        if rho > (1.0 + self.margin) * rho_applied:
-            return self._decide("worse", None, rho, rho_applied, rho_nominal)
-        self.applied = beta.copy()
+            return self._decide("implausible", rho=rhos)
+        if rho > (1.0 + self.margin) * rho_n:
+            if np.array_equal(self.last_good, self.beta_nominal):    # still learning: nothing to roll back to
+                return self._decide("worse", rho=rhos)
+            return self._decide("diverging", restore=self.last_good.copy(), rho=rhos)
+        whole = self.residual(beta), self.residual(self.applied), self.residual(self.beta_nominal)
+        if rho > (1.0 - self.margin) * rho_a or whole[0] > (1.0 + self.margin) * min(whole[1], whole[2]):
+            return self._decide("worse", rho=rhos)
+        self._previous = (self.applied.copy(), self.applied_tag)
+        self.applied, self.applied_tag = beta.copy(), tag
         self.last_good = beta.copy()
-        return self._decide("accepted", None, rho, rho, rho_nominal)
+        return self._decide("accepted", rho=rhos)
+
+    def revoke(self):
+        """The controller could not use the applied estimate (e.g. an MPC unsound with it): back to the one
+        applied before it (``revoked``)."""
+        self.applied, self.applied_tag = self._previous[0].copy(), self._previous[1]
+        self.last_good = self.applied.copy()
+        self._previous = (self.beta_nominal.copy(), None)
+        self.counts["revoked"] += 1
+
+
+def mass_matrix_weighting(model):
+    """``q -> M(q)⁻¹`` (nv, nv) of ``model`` (the compiled CRBA when compiled), the gate's default weighting:
+    torque residuals become the acceleration residuals the controller's feedback must reject."""
+    from ..kernels.numeric import crba
+
+    def weighting(q):
+        return np.linalg.inv(crba(model, q))
+
+    return weighting
 
 
 def friction_indices(base):

@@ -50,9 +50,11 @@ from ..identification.payload import PayloadChangeDetector, body_parameter_chang
 from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..identification.signal_filters import CausalButterworthFilter
 from ..kernels import compile_kernels
+from ..dynamics.torque_scale import joint_torque_scale
+from .base_parameter_estimator import BaseParameterEstimator, base_parameter_prior
 from .recursive import RecursiveLeastSquares
 
-COULOMB_WIDTH = 1e-3  # rad/s, the simulator's tanh smoothing of the Coulomb friction (default coulomb_width)
+COULOMB_WIDTH = 0.02  # rad/s, tanh(v / coulomb_width) for the Coulomb friction column (default)
 PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
 PAYLOAD_REFERENCE_WINDOW = 3.0  # s: payload_reference before_change keeps its reference through re-alarms this close
 PAYLOAD_REFERENCES = ("nominal", "before_change")
@@ -71,13 +73,15 @@ DEFAULTS = {
     "forgetting": 1.0,
     "force_noise": 0.5,
     "torque_noise": 0.05,
-    "effort_noise": 0.5,
+    "effort_noise": 0.0,
     "effort_noise_per_joint": [],
     "coulomb_width": COULOMB_WIDTH,
-    "payload_reference": "nominal",
+    "payload_reference": "before_change",
     "payload_change_holdoff": 0.0,
     "payload_mass_std": 10.0,
     "change_threshold": 25.0,
+    "change_ratio": 4.0,
+    "change_time": 0.15,
     "payload_publish_std.mass": 0.5,
     "payload_publish_std.first_moment": 0.1,
     "payload_publish_std.inertia": 0.02,
@@ -88,7 +92,7 @@ DEFAULTS = {
     "effort_saturation": 1.0,
     "time_jump_threshold": 0.5,
 }
-_POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "effort_noise",
+_POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "change_ratio", "change_time",
              "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold", "coulomb_width")
 
 
@@ -265,12 +269,12 @@ class OnlineEstimator:
         self.beta_nominal = self.base.from_full(full_parameters(model))
         last = model.nbodies - 1
         moved = np.flatnonzero(np.abs(self.base.K[:, 10 * last:10 * last + 10]).sum(axis=1) > 1e-9)
-        P0 = (0.2 * np.abs(self.beta_nominal) + 0.01) ** 2
-        P0[moved] += 0.25
-        self.effort_std = self._effort_std()
-        self.base_rls = RecursiveLeastSquares(
-            self.beta_nominal, P0, self.effort_std, forgetting=c["forgetting"], trace_max=10.0 * P0.sum(),
-            boost_indices=moved, detector=PayloadChangeDetector(threshold=c["change_threshold"]))
+        prior = base_parameter_prior(model, self.base, self.beta_nominal)
+        fixed = self._fixed_effort_std()
+        self.base_estimator = BaseParameterEstimator(
+            self.beta_nominal, prior, model.nv, bandwidth=c["filter.cutoff"], sigma=fixed,
+            sigma_floor=1e-4 * joint_torque_scale(model), forgetting=c["forgetting"], boost_indices=moved,
+            boost_variance=prior[moved] ** 2, change_ratio=c["change_ratio"], change_time=c["change_time"])
         self._friction_index = self._pure_base_columns(n_rigid)
         # payload_reference before_change: the load on the last body explaining the torque residual of the
         # base estimate held just before the detected change, ``τ_f - Y_base β_ref = Y_last π_p``
@@ -280,15 +284,22 @@ class OnlineEstimator:
         self._reference_t = None
         self.payload_references = []     # times at which a detected change became the payload's reference
         self.payload_rls = RecursiveLeastSquares(
-            np.zeros(10), payload_prior_variance(c["payload_mass_std"]), self.effort_std, forgetting=1.0,
-            detector=None)
+            np.zeros(10), payload_prior_variance(c["payload_mass_std"]), 1.0, forgetting=1.0, detector=None)
 
-    def _effort_std(self):
-        """σ of the joint torques assumed by the RLS: ``effort_noise_per_joint`` (nv,) when given, else the
-        scalar ``effort_noise``. ValueError when the list's length is not nv."""
+    @property
+    def effort_std(self):
+        """σ (nv,) of the joint torques the base-parameter estimate weighs them with now: the configured
+        ``effort_noise_per_joint`` / ``effort_noise``, or the level learnt from the data (None before the first
+        sample)."""
+        return self.base_estimator.sigma
+
+    def _fixed_effort_std(self):
+        """A configured σ of the joint torques: ``effort_noise_per_joint`` (nv,) when given, else the scalar
+        ``effort_noise`` when positive, else None (learnt from the data). ValueError when the list's length is
+        not nv."""
         per_joint = self.config["effort_noise_per_joint"]
         if not per_joint:
-            return self.config["effort_noise"]
+            return self.config["effort_noise"] if self.config["effort_noise"] > 0 else None
         if len(per_joint) != self.model.nv:
             raise ValueError(f"estimator parameter effort_noise_per_joint: {len(per_joint)} values for "
                              f"{self.model.nv} joints ({', '.join(self.model.joint_names)})")
@@ -323,6 +334,7 @@ class OnlineEstimator:
         self._wrench_clean_at = -np.inf  # joint-state time after which the last saturated wrench has decayed
         self._effort_clean_at = -np.inf
         self.last_update_t = None        # joint-state time of the last update (filter step)
+        self._update_step = 1e-3         # s between the last two updates
         self._dense_at = -np.inf         # joint-state time after which the filters have settled on dense samples
 
     # ------------------------------------------------------------------------------------------ samples
@@ -394,6 +406,8 @@ class OnlineEstimator:
             self.report("sparse", f"estimator updates {1e3 * (t - self.last_update_t):.1f} ms apart "
                         f"(> {1e3 * self.max_interval:.1f} ms, filter.max_interval): falling behind or "
                         "decimating too coarsely; estimation paused until the filters settle")
+        if self.last_update_t is not None:
+            self._update_step = t - self.last_update_t
         self.last_update_t = t
         q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
         self.filtered = (q_f, v_f, a_f, tau_f)   # what this step estimated from (a replay keeps them)
@@ -417,8 +431,8 @@ class OnlineEstimator:
             Y_full = self._full_regressor(q_f, v_f, a_f)
             mass_before = self.payload_parameters()[0] if self.wrench_rls is None else None
             Y_base = self.base.reduce(Y_full)
-            beta_before = self.base_rls.beta.copy() if self._referenced else None
-            result = self.base_rls.update(Y_base, tau_f)
+            beta_before = self.base_estimator.beta.copy() if self._referenced else None
+            result = self.base_estimator.update(t, Y_base, tau_f)
             self.base_updated, self.base_sample = result.accepted, (Y_base, tau_f)
             if self.base_started_at is None:
                 self.base_started_at = t
@@ -458,6 +472,10 @@ class OnlineEstimator:
         self._reference_t = t
         self.payload_references.append(float(t))
         self.payload_rls.reset()
+        # the payload RLS takes samples as independent: σ of the filtered torques over the share of an
+        # independent sample each one is (BaseParameterEstimator's c_k)
+        share = min(1.0, 2.0 * self.config["filter.cutoff"] * max(self._update_step, 1e-6))
+        self.payload_rls.set_noise_std(self.base_estimator.sigma / np.sqrt(share))
 
     def _full_regressor(self, q_f, v_f, a_f):
         """``Y_full`` (nv, 10 nb + 4 nv): the rigid-body regressor (compiled kernel) and the joint columns
@@ -501,7 +519,7 @@ class OnlineEstimator:
             return self.wrench_rls.beta[:10].copy()
         if self._referenced:
             return self._payload_ref + (self.payload_rls.beta if self._beta_ref is not None else 0.0)
-        return body_parameter_change(self.base, self.beta_nominal, self.base_rls.beta, self.model.nbodies - 1)
+        return body_parameter_change(self.base, self.beta_nominal, self.base_estimator.beta, self.model.nbodies - 1)
 
     def converged_payload(self):
         """The payload parameters (10,) to publish, from the wrench estimate and its standard deviations:
@@ -554,7 +572,7 @@ class OnlineEstimator:
         base parameters."""
         if self.base is None:
             return None
-        beta = np.append(self.base_rls.std if std else self.base_rls.beta, np.nan)
+        beta = np.append(self.base_estimator.std if std else self.base_estimator.beta, np.nan)
         return {k: beta[self._friction_index[i]] for i, k in enumerate(("viscous", "coulomb", "offset"))}
 
     def estimate(self, t, updated=False, published=False, payload=None):
@@ -563,15 +581,15 @@ class OnlineEstimator:
         last = self._converged_payload if payload is None else payload
         return OnlineEstimate(
             t=t, updated=updated, published=published,
-            base_parameters=self.base_rls.beta.copy() if base else None,
-            base_parameters_std=self.base_rls.std if base else None,
+            base_parameters=self.base_estimator.beta.copy() if base else None,
+            base_parameters_std=self.base_estimator.std if base else None,
             base_parameter_names=self.base.names if base else None, friction=self.friction(),
             friction_std=self.friction(std=True),
             payload=None if last is None else physical_payload(last), payload_estimate=self.payload_parameters(),
             payload_std=(self.wrench_rls.std[:10] if self.wrench_rls is not None else
                          self.payload_rls.std if base and self._referenced and self._beta_ref is not None else None),
             payload_frame=self.payload_frame, status=self.status(t),
-            base_parameters_covariance=self.base_rls.P.copy() if base and published else None)
+            base_parameters_covariance=self.base_estimator.P.copy() if base and published else None)
 
     def status(self, t, rejected=None, skipped_overload=0):
         """``(level, message, values)`` of the estimator's diagnostics at joint-state time t; ``rejected``:
@@ -600,10 +618,13 @@ class OnlineEstimator:
             values["wrench_covariance_trace"] = float(np.trace(self.wrench_rls.P))
             values["wrench_outliers"] = self.wrench_rls.rejected
         if self.base is not None:
-            values["base_covariance_trace"] = float(np.trace(self.base_rls.P))
-            values["torque_outliers"] = self.base_rls.rejected
+            values["base_covariance_trace"] = float(np.trace(self.base_estimator.P))
+            values["torque_outliers"] = self.base_estimator.rejected
             # excitation: how much the last update shrank the covariance relative to its bound
-            values["base_covariance_fraction_of_bound"] = float(np.trace(self.base_rls.P) / self.base_rls.trace_max)
+            sigma = self.base_estimator.sigma
+            if sigma is not None:
+                values["effort_noise_learnt"] = [round(float(x), 6) for x in sigma]
+            values["change_detector_armed"] = self.base_estimator.armed
         if self.payload_events:
             t_change, mass_before = self.payload_events[-1]
             values["last_payload_change"] = t_change

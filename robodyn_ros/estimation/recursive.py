@@ -84,6 +84,11 @@ class RecursiveLeastSquares:
         if self.detector is not None:
             self.detector.reset()
 
+    def set_noise_std(self, noise_std):
+        """A new σ (m,) or scalar of the measurement rows, from the next update on."""
+        self.noise_std = np.asarray(noise_std, dtype=float)
+        self._variances = {}
+
     def _threshold(self, m):
         if m not in self._thresholds:
             self._thresholds[m] = float(chi2.isf(self.outlier_probability, m))

@@ -57,12 +57,12 @@ BASE_PARAMETER_USE = (
       "(inverse dynamics Y_base(q, v, a) beta; the MPC: the consistent full parameters as its NLP parameters), the "
       "payload (payload_topic) as a gated candidate on top.",
       read_only=True),
-    P("base_parameters.coulomb_width", float, 1e-3, "use_base_parameters: the estimator's coulomb_width, rad/s.",
+    P("base_parameters.coulomb_width", float, 0.02, "use_base_parameters: the estimator's coulomb_width, rad/s.",
       range=(1e-9, None), read_only=True),
-    P("base_parameters.effort_noise", float, 0.5, "use_base_parameters: joint torque noise std, N m (the "
-      "gate's sigma).", range=(1e-6, None), read_only=True),
-    P("base_parameters.effort_noise_per_joint", list[float], [], "use_base_parameters: the same per joint "
-      "(joint order); empty: base_parameters.effort_noise.", range=(1e-6, None), read_only=True),
+    P("base_parameters.deterministic", bool, False, "use_base_parameters: simulated time in lockstep (the "
+      "simulation waits for this node): wait for each consistent-parameter fit at its due time, so that a run "
+      "repeats exactly whatever the machine's load (never on a real robot: the control loop would stall).",
+      read_only=True),
     P("base_parameters.cutoff", float, 20.0, "use_base_parameters: cutoff of the gate's filter of the joint "
       "states, Hz (the estimator's filter.cutoff).", range=(0.1, 500.0), read_only=True),
 )
@@ -179,24 +179,28 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("forgetting", float, 1.0, "RLS forgetting factor.", range=(0.9, 1.0)),
     P("force_noise", float, 0.5, "F/T force noise std assumed by the RLS, N.", range=(1e-6, None)),
     P("torque_noise", float, 0.05, "F/T torque noise std assumed by the RLS, N m.", range=(1e-6, None)),
-    P("effort_noise", float, 0.5, "Joint torque noise std assumed by the base-parameter RLS, N m.",
-      range=(1e-6, None)),
+    P("effort_noise", float, 0.0, "Joint torque noise std assumed by the base-parameter estimate, N m; 0: "
+      "learnt from the data (the residual of the estimate, per joint).", range=(0.0, None)),
     P("effort_noise_per_joint", list[float], [], "Joint torque noise std per joint (joint order), N m; empty: "
-      "effort_noise for every joint (the Panda twin's measured levels are its sensor_noise.effort).",
-      range=(1e-6, None)),
-    P("coulomb_width", float, 1e-3, "Velocity scale of the Coulomb friction's sign tanh(v / width) in the "
-      "base-parameter regressor, rad/s (the simulator's 1e-3, the Panda twin's 0.05).", range=(1e-9, None)),
-    P("payload_reference", str, "nominal", "Payload from joint torques (use_wrench false): the change of the last "
-      "body's parameters from the nominal model (nominal), or the load explaining the torque residual of the "
-      "base-parameter estimate held just before the detected change (before_change; right when the model is "
-      "not the robot, e.g. the Panda twin).", choices=("nominal", "before_change")),
+      "effort_noise.", range=(1e-6, None)),
+    P("coulomb_width", float, 0.02, "Velocity scale of the Coulomb friction's sign tanh(v / width) in the "
+      "base-parameter regressor, rad/s.", range=(1e-9, None)),
+    P("payload_reference", str, "before_change", "Payload from joint torques (use_wrench false): the load "
+      "explaining the torque residual of the base-parameter estimate held just before the detected change "
+      "(before_change), or the change of the last body's parameters from the nominal model (nominal: only "
+      "when the model is the robot).", choices=("nominal", "before_change")),
     P("payload_change_holdoff", float, 0.0, "payload_reference before_change: changes detected within this many "
-      "seconds of the first base-parameter update are the estimate converging, not a payload.",
-      range=(0.0, None)),
+      "seconds of the first base-parameter update are ignored for the payload (the detector arms itself once "
+      "the estimate has converged).", range=(0.0, None)),
+    P("change_ratio", float, 4.0, "Joint-torque change detector: a change when the residual variance over "
+      "change_time stays this many times the level the estimate has learnt.", range=(1.0, None)),
+    P("change_time", float, 0.15, "Joint-torque change detector: averaging time, s (longer than the residual of "
+      "a velocity reversal lasts).", range=(1e-3, None)),
     P("publish_covariance", bool, False, "Also publish the base parameters' covariance (base_covariance_topic) "
       "at publish_rate, for controllers with use_base_parameters.", read_only=True),
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
-    P("change_threshold", float, 25.0, "CUSUM alarm level h of the payload-change detector.", range=(0.0, None)),
+    P("change_threshold", float, 25.0, "CUSUM alarm level h of the wrench payload-change detector.",
+      range=(0.0, None)),
     P("payload_publish_std.mass", float, 0.5, "Publishing the payload: while the wrench estimate's mass std "
       "(kg) or first-moment std (payload_publish_std.first_moment) is above its bound the last published "
       "payload is repeated; while only the inertia std is above payload_publish_std.inertia, the mass is "

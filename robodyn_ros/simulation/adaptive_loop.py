@@ -32,8 +32,8 @@ import numpy as np
 from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                               BaseParameterSlotineLi, InertiaPlausibility)
 from ..control.consistent_parameters import ConsistentParameters
-from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices
-from ..estimation.online_estimator import OnlineEstimator
+from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
+from ..estimation.online_estimator import COULOMB_WIDTH, OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters
 from ..model.errors import ModelError
 from .simulation_step import CompiledStep
@@ -70,7 +70,7 @@ class AdaptiveLoopConfig:
     effort_std: float | None = None
     coulomb_width: float | None = None
     publish_rate: float = 100.0
-    gate_window: int = 200
+    gate_window: int = 400
     consistent_rate: float = 2.0
     mpc_rate: float = 100.0
     seed: int = 0
@@ -86,16 +86,18 @@ class AdaptiveLoopConfig:
             raise ModelError(f"attach_time must be inside (0, duration = {self.duration}), got {self.attach_time}")
 
 
-def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=0.5, coulomb_width=1e-3, holdoff=CONVERGED_AFTER):
+def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=None, coulomb_width=None, holdoff=0.0):
     """The estimator node's :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` on joint torques
     only (``use_wrench`` false): causal filter (``cutoff``, ``order``), base regressor with the Coulomb sign
     ``tanh(v / coulomb_width)``, RLS with σ ``effort_std`` (scalar or (nv,)), payload referenced to the
     estimate held just before a detected change (``payload_reference`` before_change; changes within
     ``holdoff`` s of the first update are convergence)."""
-    std = np.broadcast_to(np.asarray(effort_std, dtype=float), (model.nv,))
+    std = np.broadcast_to(np.asarray(effort_std if effort_std is not None else 0.0, dtype=float), (model.nv,))
     return OnlineEstimator(model, {"use_wrench": False, "base_parameters": True, "filter.cutoff": float(cutoff),
-                                   "filter.order": int(order), "effort_noise_per_joint": [float(x) for x in std],
-                                   "coulomb_width": float(coulomb_width), "payload_reference": "before_change",
+                                   "filter.order": int(order),
+                                   "effort_noise_per_joint": [float(x) for x in std] if np.all(std > 0) else [],
+                                   **({} if coulomb_width is None else {"coulomb_width": float(coulomb_width)}),
+                                   "payload_reference": "before_change",
                                    "payload_change_holdoff": float(holdoff), "effort_saturation": 0.0})
 
 
@@ -141,7 +143,7 @@ class AdaptiveLoop:
         self.config.validate()
         self.model, self.plant, self.reference = model, plant, reference
         c = self.config
-        width = c.coulomb_width if c.coulomb_width is not None else (plant.coulomb_width or 1e-3)
+        width = c.coulomb_width if c.coulomb_width is not None else COULOMB_WIDTH
         self.base = base or compute_base_parameters(model, coulomb_width=width)
         if abs(self.base.coulomb_width - width) > 1e-12:
             raise ModelError(f"base parameters computed with Coulomb width {self.base.coulomb_width}, loop uses {width}")
@@ -157,12 +159,11 @@ class AdaptiveLoop:
         except Exception:   # no C compiler: CasADi's virtual machine
             step = CompiledStep(plant.model, sim_config.integrator, compiled=False)
         self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=step)
-        sigma = np.asarray(noise.effort, dtype=float) if c.effort_std is None else c.effort_std
-        self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, sigma, width)
+        self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width)
         if not np.array_equal(self.estimator.base.independent, self.base.independent):
             raise ModelError("the estimator's base parameters differ from the controllers'")
-        self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window, torque_std=sigma,
-                                  friction_indices=friction_indices(self.base),
+        self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window,
+                                  weighting=mass_matrix_weighting(model), friction_indices=friction_indices(self.base),
                                   plausibility=InertiaPlausibility(self.dynamics, self.estimator.beta_nominal),
                                   **c.options.get("gate", {}))
         self.consistent = ConsistentParameters(model, self.base)
@@ -206,7 +207,7 @@ class AdaptiveLoop:
         t_est, mass, betas, statuses, coulomb = [], [], [], [], []
         non_finite, rollbacks, attached, events = 0, 0, False, 0
         consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
-        candidate, applied_before, theta_before = None, None, None
+        fit, applied_before, theta_before, restored = None, None, None, 0
         wall = time.monotonic()
         for k in range(steps):
             t = sim.t
@@ -226,47 +227,54 @@ class AdaptiveLoop:
                 tau = np.zeros(nv)
             T[k], E[k] = t, sim.q - q_d
             sim.step(tau)
-            if c.adapt and est.admit(meas.t, meas.q, meas.v, meas.tau):
+            if progress is not None and k % 1000 == 0:
+                progress(t)
+            if not c.adapt:
+                continue
+            if est.admit(meas.t, meas.q, meas.v, meas.tau):
                 est.step(meas.t, meas.q, meas.v, meas.tau)
                 if est.base_sample is not None and k % 10 == 0:
-                    gate.observe(*est.base_sample, q=meas.q)
-            if c.adapt and len(est.payload_references) > events:
+                    gate.observe(*est.base_sample, q=est.filtered[0])
+            if len(est.payload_references) > events:        # a payload change: judge on the new robot only
                 events = len(est.payload_references)
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
-                gate.clear_window(min_samples=30)
-            if c.adapt and k % every == 0 and est.base_started_at is not None:
-                rls = est.base_rls
-                if candidate is None or k % consistent_every == 0:
-                    fit = self.consistent.fit(rls.beta, rls.P)
-                    candidate = (fit.beta, rls.P, fit.theta) if fit.success else (rls.beta, rls.P, None)
-                offered = candidate
-                decision = gate.offer(*candidate[:2])
-                if decision.restore is not None:
-                    rls.beta = np.array(decision.restore, dtype=float)   # roll back; the covariance is kept
-                    rollbacks += 1
-                with_payload = (payload_candidate(est, applied_before)
-                                if decision.status != "accepted" and events else None)
-                if with_payload is not None:
-                    offered = with_payload + (self._with_payload(theta_before, est.payload_rls.beta),)
-                    decision = gate.offer(*with_payload)
-                if not np.array_equal(decision.beta, self.controller.beta):
-                    if c.controller != "mpc":
-                        self.controller.set_parameters(decision.beta)
-                    else:        # the MPC takes θ, the consistent parameters the applied β stands for
-                        theta = offered[2] if decision.status == "accepted" else self.controller.nominal_theta()
-                        if theta is not None:
-                            self.controller.set_parameters(decision.beta, theta)
-                t_est.append(t)
-                mass.append(est.payload_parameters()[0])
-                betas.append(decision.beta)
-                coulomb.append(friction_from_base(self.base, decision.beta)["coulomb"])
-                statuses.append(decision.status)
-            if progress is not None and k % 1000 == 0:
-                progress(t)
+                gate.clear_window()
+            if k % every or est.base_started_at is None:
+                continue
+            estimator = est.base_estimator
+            if fit is None or k % consistent_every == 0:
+                fit = self.consistent.fit(estimator.beta, estimator.P)
+            beta, P = (fit.beta, estimator.P) if fit.success else (estimator.beta, estimator.P)
+            decision = gate.offer(beta, P, source="estimate", tag=fit.theta if fit.success else None)
+            if decision.restore is not None:
+                estimator.restore(decision.restore)
+                rollbacks += 1
+            with_payload = payload_candidate(est, applied_before) if events else None
+            if with_payload is not None:
+                payload_decision = gate.offer(*with_payload, source="payload",
+                                              tag=self._with_payload(theta_before, est.payload_rls.beta))
+                if payload_decision.status != "unconverged":
+                    decision = payload_decision
+            if c.controller == "mpc" and self.controller.restored > restored:
+                restored = self.controller.restored      # the MPC was unsound with the applied set
+                gate.revoke()
+            if not np.array_equal(gate.applied, self.controller.beta):
+                if c.controller != "mpc":
+                    self.controller.set_parameters(gate.applied)
+                else:        # the MPC takes θ, the consistent parameters the applied β stands for
+                    theta = (self.controller.nominal_theta() if np.array_equal(gate.applied, gate.beta_nominal)
+                             else gate.applied_tag)
+                    if theta is None or not self.controller.set_parameters(gate.applied, theta):
+                        gate.revoke()
+            t_est.append(t)
+            mass.append(est.payload_parameters()[0])
+            betas.append(gate.applied.copy())
+            coulomb.append(friction_from_base(self.base, gate.applied)["coulomb"])
+            statuses.append(decision.status)
         return {"t": T, "error": E, "t_estimate": np.array(t_est), "payload_mass": np.array(mass),
                 "beta": np.array(betas), "coulomb": np.array(coulomb), "gate": statuses, "non_finite_commands": non_finite,
-                "rollbacks": rollbacks, "gate_counts": dict(gate.counts),
+                "rollbacks": rollbacks + est.base_estimator.rollbacks, "gate_counts": dict(gate.counts),
                 "payload_events": list(est.payload_references),
                 "wall_seconds": time.monotonic() - wall}
 
@@ -278,7 +286,7 @@ def twin_experiment(model, plant, reference, config=None, base=None, progress=No
     payload (the whole run's last third without one)."""
     config = config or AdaptiveLoopConfig()
     base = base or compute_base_parameters(model, coulomb_width=config.coulomb_width if config.coulomb_width is not None
-                                           else (plant.coulomb_width or 1e-3))
+                                           else COULOMB_WIDTH)
     nominal_cfg = AdaptiveLoopConfig(**{**vars(config), "adapt": False})
     nominal = AdaptiveLoop(model, plant, reference, nominal_cfg, base).run(progress)
     adapted = AdaptiveLoop(model, plant, reference, config, base).run(progress)

@@ -57,6 +57,8 @@ def load_plant(source, model, locked_joints=None):
     """A :class:`Plant` for the controllers' ``model`` (nv joints):
 
     * a Model: used as it is;
+    * ``perturbed`` or ``perturbed:SEED``: a plausible real robot around ``model`` drawn with that seed (0 by
+      default), :func:`robodyn_ros.simulation.perturbed_plant.perturbed_plant`;
     * a parameter YAML (``*.yaml``/``*.yml`` path, or a bundled name such as ``panda_twin``): its ``links``
       and ``joints`` applied on top of ``model`` (:func:`robodyn_ros.identification.results.model_from_parameters`),
       its ``friction_model.coulomb_width`` and ``sensor_noise.effort`` (one std per joint, N m) kept;
@@ -66,6 +68,12 @@ def load_plant(source, model, locked_joints=None):
     from ..identification.results import model_from_parameters, parameters_coulomb_width, read_parameters
     if isinstance(source, Model):
         plant = Plant(source, source="model")
+    elif str(source).strip().startswith("perturbed"):
+        from .perturbed_plant import perturbed_plant
+        kind, _, seed = str(source).strip().partition(":")
+        if kind != "perturbed" or (seed and not seed.strip().lstrip("-").isdigit()):
+            raise ModelError(f"plant {source}: expected perturbed or perturbed:SEED with an integer SEED")
+        plant = perturbed_plant(model, int(seed) if seed else 0)
     else:
         source = str(source)
         name = source
