@@ -130,11 +130,15 @@ class MeshClearance:
 
     def check(self, names, Q):
         """Dict: ``floor`` (smallest height of the checked geometry and origins, m), ``floor_what`` (the
-        geometry or frame at the minimum), ``housing`` (smallest height of the exempt housing points),
+        geometry or frame at the minimum), ``origin`` and ``origin_what`` (the same for the link frame
+        origins alone), ``extent`` (lowest and highest x, y, z of the mesh vertices and box corners of the
+        moving links), ``housing`` (smallest height of the exempt housing points),
         ``below`` (fraction of samples with something checked below 5 cm), ``collisions`` (number of
         samples with a self-collision) and ``collision_pairs`` (the geometry names in contact)."""
         pin = self.pin
         floor, what, housing, below, collided, pairs = np.inf, "", np.inf, 0, 0, set()
+        origin, origin_what = np.inf, ""
+        low, high = np.full(3, np.inf), np.full(3, -np.inf)
         names_of = [g.name for g in self.geometry.geometryObjects]
         for q in Q:
             full = self.configuration(names, q)
@@ -142,9 +146,12 @@ class MeshClearance:
             pin.updateGeometryPlacements(self.model, self.data, self.geometry, self.geometry_data)
             lowest_here = np.inf
             for k, g in enumerate(self.geometry.geometryObjects):
+                M = self.geometry_data.oMg[k]
+                if g.parentJoint > 0 and len(self.points[k]) > 1:
+                    world = self.points[k] @ M.rotation.T + M.translation
+                    low, high = np.minimum(low, world.min(axis=0)), np.maximum(high, world.max(axis=0))
                 if self.exempt[k]:
                     continue
-                M = self.geometry_data.oMg[k]
                 if k in self._housing_geometry():
                     world = self.points[k] @ M.rotation.T + M.translation
                     near = self._near_housing_axis(world)
@@ -159,6 +166,8 @@ class MeshClearance:
                     lowest_here, here = z, names_of[k]
             for f in self.frames:
                 z = float(self.data.oMf[self.model.getFrameId(f.name)].translation[2])
+                if z < origin:
+                    origin, origin_what = z, f.name
                 if z < lowest_here:
                     lowest_here, here = z, f"origin of {f.name}"
             if lowest_here < floor:
@@ -170,7 +179,8 @@ class MeshClearance:
                 collided += bool(hits)
                 pairs |= {(names_of[a], names_of[b]) for a, b in hits}
         return {"floor": floor, "floor_what": what, "housing": housing, "below": below / len(Q),
-                "collisions": collided, "collision_pairs": sorted(pairs)}
+                "collisions": collided, "collision_pairs": sorted(pairs), "origin": origin, "origin_what": origin_what,
+                "extent": (low, high)}
 
     def _housing_geometry(self):
         if self.housing_joint is None:

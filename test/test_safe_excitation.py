@@ -211,6 +211,21 @@ def test_ranges_narrow_the_motion(tmp_path, capsys):
     assert not (tmp_path / "u.csv").exists()
 
 
+def test_workspace_box_contains_the_moving_links(tmp_path, capsys):
+    low, high = np.array([-0.6, -0.6, -0.2]), np.array([0.6, 0.6, 1.2])
+    out = tmp_path / "t.csv"
+    assert main(["--urdf", "panda", "--output", str(out), "--iterations", "2",
+                 "--workspace=" + ",".join(str(x) for x in (*low, *high))]) == 0
+    assert "minimum distance to the workspace box" in capsys.readouterr().out
+    names, Q = _samples(out)
+    result = MeshClearance(erd_path(PANDA)).check(names, Q)
+    print(f"\nworkspace box: meshes span {result['extent'][0].round(3)} to {result['extent'][1].round(3)}")
+    assert np.all(result["extent"][0] >= low) and np.all(result["extent"][1] <= high)
+    assert result["floor"] >= CLEARANCE
+    assert main(["--urdf", "panda", "--output", str(tmp_path / "u.csv"), "--workspace", "0,0,0,1,1"]) == 2
+    assert "--workspace" in capsys.readouterr().err
+
+
 def test_continuous_joints_need_a_range(tmp_path, capsys):
     assert main(["--urdf", erd_path(KINOVA), "--output", str(tmp_path / "t.csv")]) == 2
     err = capsys.readouterr().err

@@ -56,7 +56,8 @@ def build_parser():
                    help="height of the floor or table plane in the base frame (m, default 0: the plane the base "
                         "stands on)")
     p.add_argument("--workspace", metavar="XMIN,YMIN,ZMIN,XMAX,YMAX,ZMAX",
-                   help="also keep the whole arm inside this box of the base frame (m)")
+                   help="also keep the moving links inside this box of the base frame (m; write --workspace=-0.5,... "
+                        "when the first value is negative)")
     p.add_argument("--self-clearance", type=float, default=0.02,
                    help="distance between links that are not parent and child (m, default 0.02)")
     p.add_argument("--link-radius", type=float, default=0.06,
@@ -259,11 +260,18 @@ def _clearance_summary(clearance, capsules, notes, t, q):
              + (f", not checked (in contact in most configurations): "
                 f"{', '.join(f'{a}-{b}' for a, b in clearance.unchecked_pairs)}" if clearance.unchecked_pairs else "")]
     lines += [f"  {note}" for note in notes]
-    for plane in clearance.planes:
-        if plane.name in report.planes:
-            distance, link, n = report.planes[plane.name]
-            lines.append(f"minimum clearance to the {plane.name} {distance:.3f} m ({link}, t = {t[n]:.3f} s; "
-                         f"required {plane.clearance:.3f} m)")
+    floor = report.planes.get("floor")
+    if floor is not None:
+        distance, link, n = floor
+        required = next(p.clearance for p in clearance.planes if p.name == "floor")
+        lines.append(f"minimum clearance to the floor {distance:.3f} m ({link}, t = {t[n]:.3f} s; required "
+                     f"{required:.3f} m)")
+    faces = {name: value for name, value in report.planes.items() if name.startswith("workspace")}
+    if faces:
+        face = min(faces, key=lambda name: faces[name][0])
+        distance, link, n = faces[face]
+        lines.append(f"minimum distance to the workspace box {distance:.3f} m ({link}, {face[len('workspace '):]} face, "
+                     f"t = {t[n]:.3f} s)")
     if clearance.pairs:
         a, b = report.self_pair
         lines.append(f"minimum distance between links {report.self_distance:.3f} m ({a} and {b}, "

@@ -64,6 +64,10 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
     bad = [n for n, lo, hi in zip(model.joint_names, lower, upper) if not (np.isfinite(lo) and np.isfinite(hi))]
     if bad:
         raise ModelError(f"joint(s) {bad} have no position limits in the URDF; give them limits (a range) or lock them")
+    bad = [n for n, lo, hi, m_lo, m_hi in zip(model.joint_names, lower, upper, model.lower, model.upper)
+           if not m_lo <= lo < hi <= m_hi]
+    if bad:
+        raise ModelError(f"joint(s) {bad}: the ranges must be increasing and within the URDF's limits")
     for label, limit in (("velocity", model.velocity_limit), ("effort", model.effort_limit)):
         bad = [n for n, x in zip(model.joint_names, limit) if not (np.isfinite(x) and x > 0)]
         if bad:
