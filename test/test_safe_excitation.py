@@ -171,6 +171,19 @@ def test_the_check_fails_the_unconstrained_design():
     assert result["floor"] < 0.0
 
 
+def test_both_checks_see_a_self_collision():
+    """A configuration of the UR10 that the unconstrained design with --start 0,-1.57,1.4,-1.57,-1.57,0
+    --margin 0.2 passed through (t = 6.85 s): the wrist folded onto the forearm. coal finds the contact
+    of the meshes, and the capsule model names the same pair."""
+    path = erd_path(UR10)
+    model = Model.from_urdf(path)
+    q = np.array([-0.064, -1.472, 1.673, 1.625, -2.352, -1.51])
+    result = MeshClearance(path).check(model.joint_names, q[None])
+    assert result["collisions"] == 1 and ("forearm_link_0", "wrist_3_link_0") in result["collision_pairs"]
+    problem = clearance_model(model, link_capsules(model, path)[0]).violation(q[None])
+    assert problem is not None and "forearm_link" in problem and "wrist_3_link" in problem
+
+
 # ------------------------------------------------------------------------------- refusals, ranges
 def test_an_infeasible_table_is_refused_and_nothing_written(tmp_path, capsys):
     out = tmp_path / "t.csv"
@@ -196,7 +209,7 @@ def test_a_violating_trajectory_is_refused(tmp_path, capsys, monkeypatch):
 
 def test_ranges_narrow_the_motion(tmp_path, capsys):
     out = tmp_path / "t.csv"
-    assert main(["--urdf", "panda", "--output", str(out), "--iterations", "2",
+    assert main(["--urdf", "panda", "--output", str(out), "--iterations", "2", "--harmonics", "3",
                  "--range", "panda_joint1=-0.5:0.5", "--range", "panda_joint4=-2.5:-1.0"]) == 0
     names, Q = _samples(out)
     j1, j4 = names.index("panda_joint1"), names.index("panda_joint4")
@@ -214,7 +227,7 @@ def test_ranges_narrow_the_motion(tmp_path, capsys):
 def test_workspace_box_contains_the_moving_links(tmp_path, capsys):
     low, high = np.array([-0.6, -0.6, -0.2]), np.array([0.6, 0.6, 1.2])
     out = tmp_path / "t.csv"
-    assert main(["--urdf", "panda", "--output", str(out), "--iterations", "2",
+    assert main(["--urdf", "panda", "--output", str(out), "--iterations", "2", "--harmonics", "3",
                  "--workspace=" + ",".join(str(x) for x in (*low, *high))]) == 0
     assert "minimum distance to the workspace box" in capsys.readouterr().out
     names, Q = _samples(out)
