@@ -117,7 +117,7 @@ def batch_body_wrench_regressor(v, a):
     return Y
 
 
-def _world_placements(model, Rs, ps):
+def batch_world_placements(model, Rs, ps):
     """``oMi`` of every body: lists of R (N, 3, 3), p (N, 3) from the parent placements."""
     Ro, po = [], []
     for i in range(model.nbodies):
@@ -129,7 +129,7 @@ def _world_placements(model, Rs, ps):
     return Ro, po
 
 
-def _world_joint_axes(model, Ro, po):
+def batch_world_joint_axes(model, Ro, po):
     """Joint motion subspaces ``S_j`` (N, 6) in the base frame, about the base origin."""
     axes = []
     for j, joint in enumerate(model.joints):
@@ -152,8 +152,8 @@ def batch_regressor(model, Q, V, A):
     if not _is_vectorisable(model):
         return np.stack([single_regressor(model, Q[n], V[n], A[n]) for n in range(N)])
     vel, acc, (Rs, ps) = batch_body_motions(model, Q, V, A)
-    Ro, po = _world_placements(model, Rs, ps)
-    axes = _world_joint_axes(model, Ro, po)
+    Ro, po = batch_world_placements(model, Rs, ps)
+    axes = batch_world_joint_axes(model, Ro, po)
     Y = np.zeros((N, model.nv, 10 * model.nbodies))
     for k in range(model.nbodies):
         Fb = batch_body_wrench_regressor(vel[k], acc[k])

@@ -13,8 +13,10 @@ least squares determine every base parameter with similar relative accuracy from
 
 :func:`design_for_model` minimises log κ over the coefficients of a finite Fourier series
 (:func:`robodyn_ros.identification.exciting_trajectory.design_exciting_trajectory`) subject to the
-URDF's position limits, velocity limits and effort limits (the nominal model's inverse dynamics, friction
-included), each shrunk by a margin, starting and ending at rest.
+URDF's position limits (or narrower ranges), velocity limits and effort limits (the nominal model's
+inverse dynamics, friction included), each shrunk by a margin, starting and ending at rest, and, given
+a :class:`~robodyn_ros.identification.collision_clearance.ClearanceModel`, clear of the floor (or a
+workspace box) and of itself at every millisecond.
 """
 from __future__ import annotations
 
@@ -37,19 +39,35 @@ def regressor_condition_number(model, base, Q, V, A, chunk=8192):
 
 
 def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width=0.05, seed=0,
-                     a_max=None, grid_points=None, max_iterations=100, base=None, q_start=None):
+                     a_max=None, grid_points=None, max_iterations=100, base=None, q_start=None,
+                     lower=None, upper=None, clearance=None, preferred=None):
     """The Fourier trajectory of period ``period`` (s) with ``harmonics`` harmonics minimising κ of
     ``model``'s base regressor (module docstring) within the URDF limits with ``margin`` (positions
     within ``[lower + margin range, upper - margin range]``, ``|v| <= (1 - margin) v_max``,
     ``|tau| <= (1 - margin) effort``), at rest at t = 0 and t = period. a_max: optional (nv,)
-    acceleration limits; q_start: (nv,) configuration to start and end at (default: free). Returns
-    ``(trajectory, κ)``. Raises ModelError when a limit is missing or q_start lies outside the margin."""
+    acceleration limits; q_start: (nv,) configuration to start and end at (default: free);
+    lower, upper: (nv,) position ranges replacing the URDF's (within them).
+
+    ``clearance``: a :class:`~robodyn_ros.identification.collision_clearance.ClearanceModel` whose margins
+    must stay >= 0 along the whole motion (checked every millisecond). The motion is designed about an
+    anchor configuration that satisfies it with room to spare: q_start when given (ModelError naming the
+    violation otherwise), else the configuration :func:`clear_configuration` finds nearest to
+    ``preferred`` (default: the middle of the ranges).
+
+    Returns ``(trajectory, κ)``. Raises ModelError when a limit is missing, q_start lies outside the
+    margin or violates the clearance, or no clear motion is found."""
     nv = model.nv
     if model.nq != nv:
         raise ModelError("exciting trajectories need one coordinate per joint (no floating base or spherical joints)")
-    bad = [n for n, lo, hi in zip(model.joint_names, model.lower, model.upper) if not (np.isfinite(lo) and np.isfinite(hi))]
+    lower = model.lower if lower is None else np.asarray(lower, dtype=float)
+    upper = model.upper if upper is None else np.asarray(upper, dtype=float)
+    bad = [n for n, lo, hi in zip(model.joint_names, lower, upper) if not (np.isfinite(lo) and np.isfinite(hi))]
     if bad:
-        raise ModelError(f"joint(s) {bad} have no position limits in the URDF; give them limits or lock them")
+        raise ModelError(f"joint(s) {bad} have no position limits in the URDF; give them limits (a range) or lock them")
+    bad = [n for n, lo, hi, m_lo, m_hi in zip(model.joint_names, lower, upper, model.lower, model.upper)
+           if not m_lo <= lo < hi <= m_hi]
+    if bad:
+        raise ModelError(f"joint(s) {bad}: the ranges must be increasing and within the URDF's limits")
     for label, limit in (("velocity", model.velocity_limit), ("effort", model.effort_limit)):
         bad = [n for n, x in zip(model.joint_names, limit) if not (np.isfinite(x) and x > 0)]
         if bad:
@@ -67,9 +85,30 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
     def torques(q, v, a):
         return predict_torques(model, q, v, a, coulomb_width)
 
+    anchor = None
+    if clearance is not None:
+        anchor = _anchor_configuration(clearance, lower, upper, margin, q_start, preferred, seed)
     trajectory = design_exciting_trajectory(
-        nv, model.lower, model.upper, model.velocity_limit, a_max=a_max, period=period, harmonics=harmonics,
+        nv, lower, upper, model.velocity_limit, a_max=a_max, period=period, harmonics=harmonics,
         cost=cost, seed=seed, tau_check=torques, tau_max=model.effort_limit, margin=margin, start_at_rest=True,
-        grid_points=len(grid), max_iterations=max_iterations, q_start=q_start)
+        grid_points=len(grid), max_iterations=max_iterations, q_start=q_start, clearance=clearance, anchor=anchor)
     t, q, v, a = trajectory.sample(0.001)
     return trajectory, regressor_condition_number(model, base, q, v, a)
+
+
+ANCHOR_ROOM = 0.05
+"""m: margin beyond every clearance that the configuration the motion is designed about should have."""
+
+
+def _anchor_configuration(clearance, lower, upper, margin, q_start, preferred, seed):
+    """q_start if it satisfies ``clearance`` (ModelError naming the violation otherwise), else a clear
+    configuration within the ranges shrunk by the margin, nearest to ``preferred``."""
+    from .collision_clearance import clear_configuration
+    if q_start is not None:
+        problem = clearance.violation(np.asarray(q_start, dtype=float)[None])
+        if problem is not None:
+            raise ModelError(f"the start configuration is not clear: {problem}")
+        return q_start
+    inner_lower, inner_upper = lower + 1.01 * margin * (upper - lower), upper - 1.01 * margin * (upper - lower)
+    preferred = (lower + upper) / 2.0 if preferred is None else np.clip(preferred, inner_lower, inner_upper)
+    return clear_configuration(clearance, inner_lower, inner_upper, preferred, room=ANCHOR_ROOM, seed=seed)[0]

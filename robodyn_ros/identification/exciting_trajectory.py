@@ -12,9 +12,11 @@ known: K lines at multiples of 1/T, which the low-pass filter's cutoff must keep
 
 `design_exciting_trajectory` chooses the coefficients x = [q0, a, b] (n + 2 n K numbers). Position,
 velocity and acceleration are LINEAR in x, so their limits on a dense time grid are linear inequality
-constraints; the optional torque limit is a nonlinear constraint through the caller's tau_check. The
-problem is solved with SLSQP from a seeded random start scaled into the feasible set, so the result
-is deterministic given the seed.
+constraints; the optional torque limit is a nonlinear constraint through the caller's tau_check, and an
+optional configuration constraint (clearance to the floor and between links,
+:mod:`robodyn_ros.identification.collision_clearance`) is another, with its gradient. The problem is
+solved with SLSQP from a seeded random start scaled into the feasible set, so the result is
+deterministic given the seed.
 """
 
 from __future__ import annotations
@@ -193,7 +195,7 @@ def _equality_constraints(coefficients: _Coefficients, start_at_rest: bool, q_st
     return np.vstack(rows), np.concatenate(values)
 
 
-def _initial_guess(coefficients, rng, center, E, e, q_start, feasible: Callable[[np.ndarray], bool]):
+def _initial_guess(coefficients, rng, center, E, e, anchor_q, feasible: Callable[[np.ndarray], bool]):
     """Seeded random coefficients with a 1/k spectrum, projected on E x = e, shrunk until feasible."""
     n, K = coefficients.n, coefficients.K
     decay = 1.0 / np.arange(1, K + 1)
@@ -202,7 +204,7 @@ def _initial_guess(coefficients, rng, center, E, e, q_start, feasible: Callable[
     x = coefficients.pack(center, a, b)
     if E is not None:
         x = x + np.linalg.lstsq(E, e - E @ x, rcond=None)[0]
-    anchor = _anchor(coefficients, x, q_start)
+    anchor = _anchor(coefficients, x, anchor_q)
     for _ in range(60):
         if feasible(x):
             return x
@@ -211,13 +213,15 @@ def _initial_guess(coefficients, rng, center, E, e, q_start, feasible: Callable[
                      f"the start/centre {x[:n]} (check lower/upper, q_start, tau_max)")
 
 
-def _anchor(coefficients, x, q_start):
-    """The motionless trajectory the oscillation is shrunk towards: q = q_start if imposed, else q = q0
-    (q0 is the period mean of q, so it lies inside any box that contains the trajectory). It satisfies
-    every equality constraint, so x_s = anchor + s (x - anchor) does too, and for 0 <= s <= 1 each
-    q(t) of x_s is a convex combination of two points inside the position box."""
+def _anchor(coefficients, x, anchor_q):
+    """The motionless trajectory the oscillation is shrunk towards: q = anchor_q if given (q_start when
+    imposed, or a configuration that satisfies the configuration constraint), else q = q0 (q0 is the
+    period mean of q, so it lies inside any box that contains the trajectory). It satisfies every
+    equality constraint (rest at t = 0 is homogeneous in the coefficients), so x_s = anchor + s (x -
+    anchor) does too, and for 0 <= s <= 1 each q(t) of x_s is a convex combination of q(t) and the
+    anchor, both inside the position box; as s -> 0 the motion stays near the anchor."""
     anchor = np.zeros_like(x)
-    anchor[:coefficients.n] = x[:coefficients.n] if q_start is None else q_start
+    anchor[:coefficients.n] = x[:coefficients.n] if anchor_q is None else anchor_q
     return anchor
 
 
@@ -239,6 +243,11 @@ def design_exciting_trajectory(
     q_start=None,
     grid_points: int | None = None,
     max_iterations: int = 100,
+    clearance=None,
+    anchor=None,
+    clearance_buffer: float = 0.01,
+    check_interval: float = 0.001,
+    refinements: int = 3,
 ) -> FourierTrajectory:
     """Optimise a Fourier trajectory (module docstring) that respects joint limits with a margin.
 
@@ -255,6 +264,15 @@ def design_exciting_trajectory(
     needed, the oscillation is shrunk towards the start/centre until they hold with margin/2
     (``design_report.final_scale``). Deterministic given ``seed``. Returns the FourierTrajectory with
     its ``design_report``.
+
+    ``clearance``: a configuration constraint with ``slack(Q) -> (N,)`` (exact smallest margin, >= 0
+    when it holds) and ``smooth_slack(Q) -> ((N, k), (N, k, n))`` (smooth lower bounds and their
+    gradients), e.g. a :class:`~robodyn_ros.identification.collision_clearance.ClearanceModel`. It is
+    imposed with ``clearance_buffer`` on the grid, then checked exactly every ``check_interval`` s; the
+    instants of the local minima that fall short join the grid and the design is resumed (at most
+    ``refinements`` times), and finally the oscillation is shrunk towards ``anchor`` (a configuration
+    (n,) with positive slack; required with ``clearance``, equal to q_start when that is given) until
+    the check holds. ModelError when it cannot be made to hold.
     """
     start = time.perf_counter()
     n = int(n_joints)
@@ -272,6 +290,12 @@ def design_exciting_trajectory(
         q_start = _per_joint(q_start, n, "q_start")
         if np.any(q_start <= lower + margin * (upper - lower)) or np.any(q_start >= upper - margin * (upper - lower)):
             raise ModelError(f"q_start {q_start} lies outside the limits shrunk by the margin")
+    if clearance is not None:
+        anchor = q_start if q_start is not None else (None if anchor is None else _per_joint(anchor, n, "anchor"))
+        if anchor is None or not clearance.slack(anchor[None])[0] > 0:
+            raise ModelError("a clearance constraint needs an anchor configuration that satisfies it")
+    else:
+        anchor = q_start
 
     coefficients = _Coefficients(n, int(harmonics), float(period))
     grid = np.linspace(0.0, period, grid_points or 20 * harmonics, endpoint=False)
@@ -288,25 +312,78 @@ def design_exciting_trajectory(
         use_gradient = False
 
     rng = np.random.default_rng(seed)
-    center = q_start if q_start is not None else (lower + upper) / 2.0
-    x0 = _initial_guess(coefficients, rng, center, E, e, q_start,
-                        lambda x: limits.satisfied(x, grid, margin))
-    constraints = limits.slsqp_constraints(grid, margin)
-    if E is not None:
-        constraints.append({"type": "eq", "fun": lambda x: E @ x - e, "jac": lambda x: E})
+    center = anchor if anchor is not None else (lower + upper) / 2.0
+    clear = None if clearance is None else _ClearanceChecks(coefficients, clearance, clearance_buffer)
+    x0 = _initial_guess(coefficients, rng, center, E, e, anchor,
+                        lambda x: limits.satisfied(x, grid, margin) and (clear is None or clear.satisfied(x, grid)))
+    equality = [] if E is None else [{"type": "eq", "fun": lambda x: E @ x - e, "jac": lambda x: E}]
 
     value = lambda x: objective(x)[0] if use_gradient else objective(x)  # noqa: E731
     initial_cost = value(x0)
-    result = minimize(objective, x0, jac=use_gradient, method="SLSQP", constraints=constraints,
-                      options={"maxiter": max_iterations, "ftol": 1e-9})
+    check_grid = np.arange(0.0, period, check_interval) if clear is not None else None
+    clearance_grid, x, iterations = grid, x0, 0
+    for _ in range(1 + (refinements if clear is not None else 0)):
+        constraints = limits.slsqp_constraints(grid, margin) + equality
+        if clear is not None:
+            constraints.append(clear.slsqp_constraint(clearance_grid))
+        result = minimize(objective, x, jac=use_gradient, method="SLSQP", constraints=constraints,
+                          options={"maxiter": max_iterations, "ftol": 1e-9})
+        x, iterations = result.x, iterations + int(result.nit)
+        if clear is None:
+            break
+        short = clear.shortfalls(x, check_grid)
+        if not len(short):
+            break
+        clearance_grid = np.union1d(clearance_grid, short)
     dense_grid = np.linspace(0.0, period, 10 * len(grid), endpoint=False)
-    x, scale = _shrink_until_feasible(coefficients, limits, result.x, q_start, margin, dense_grid)
+    x, scale = _shrink_until_feasible(coefficients, limits, x, anchor, margin, dense_grid, clear, check_grid)
     if value(x) > initial_cost:  # SLSQP ended far outside the feasible set: keep the start
-        x, scale = _shrink_until_feasible(coefficients, limits, x0, q_start, margin, dense_grid)
+        x, scale = _shrink_until_feasible(coefficients, limits, x0, anchor, margin, dense_grid, clear, check_grid)
     report = DesignReport(initial_cost=float(initial_cost), final_cost=float(value(x)),
-                          iterations=int(result.nit), seconds=time.perf_counter() - start,
+                          iterations=iterations, seconds=time.perf_counter() - start,
                           success=bool(result.success), message=str(result.message), final_scale=scale)
     return coefficients.trajectory(x, report)
+
+
+class _ClearanceChecks:
+    """The configuration constraint of the design: smooth rows ``slack - buffer >= 0`` on a grid for
+    SLSQP (gradient through the linear map x -> q), and the exact check on a dense grid."""
+
+    def __init__(self, coefficients, clearance, buffer):
+        self.coefficients, self.clearance, self.buffer = coefficients, clearance, float(buffer)
+        self._maps = {}
+
+    def _map(self, grid):
+        key = grid.tobytes()
+        if key not in self._maps:
+            self._maps = {key: self.coefficients.linear_map(grid, 0).reshape(len(grid), self.coefficients.n, -1)}
+        return self._maps[key]
+
+    def slsqp_constraint(self, grid):
+        G = self._map(grid)
+        last = {}
+
+        def evaluate(x):
+            if last.get("x") is None or not np.array_equal(last["x"], x):
+                value, gradient = self.clearance.smooth_slack(G @ x)
+                last.update(x=x.copy(), value=value, gradient=gradient)
+            return last["value"], last["gradient"]
+
+        return {"type": "ineq",
+                "fun": lambda x: (evaluate(x)[0] - self.buffer).ravel(),
+                "jac": lambda x: np.einsum("nkj,njp->nkp", evaluate(x)[1], G).reshape(-1, G.shape[2])}
+
+    def satisfied(self, x, grid):
+        return bool(np.all(self.clearance.slack(self._map(grid) @ x) >= self.buffer))
+
+    def shortfalls(self, x, grid):
+        """Instants of ``grid`` where the exact slack has a local minimum below half the buffer."""
+        slack = self.clearance.slack(self.coefficients.trajectory(x).derivatives(grid, 0))
+        low = (slack <= np.roll(slack, 1)) & (slack <= np.roll(slack, -1)) & (slack < self.buffer / 2)
+        return grid[low]
+
+    def holds(self, x, grid):
+        return bool(np.all(self.clearance.slack(self.coefficients.trajectory(x).derivatives(grid, 0)) >= 0))
 
 
 class _LimitChecks:
@@ -357,14 +434,16 @@ class _LimitChecks:
         return self.tau_check is None or bool(np.all(self._torque_slack(x, grid, margin) >= -tolerance))
 
 
-def _shrink_until_feasible(coefficients, limits, x, q_start, margin, dense_grid):
+def _shrink_until_feasible(coefficients, limits, x, anchor_q, margin, dense_grid, clear=None, check_grid=None):
     """Shrink the oscillation about the anchor (convexity keeps positions inside) until the limits hold
-    on the dense grid with margin/2; returns x and the total scale applied."""
-    anchor = _anchor(coefficients, x, q_start)
+    on the dense grid with margin/2 and the clearance on its check grid; returns x and the total scale
+    applied."""
+    anchor = _anchor(coefficients, x, anchor_q)
     scale = 1.0
     for _ in range(60):
-        if limits.satisfied(x, dense_grid, margin / 2):
+        if limits.satisfied(x, dense_grid, margin / 2) and (clear is None or clear.holds(x, check_grid)):
             return x, scale
         x = anchor + 0.9 * (x - anchor)
         scale *= 0.9
-    raise ModelError("the designed trajectory cannot be made to respect the limits on the dense grid")
+    raise ModelError("the designed trajectory cannot be made to respect the limits"
+                     + ("" if clear is None else " and the clearances") + " on the dense grid")

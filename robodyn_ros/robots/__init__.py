@@ -54,6 +54,46 @@ _INFO = {
 }
 
 
+# Per robot: bounding capsules ((a), (b), radius) in each link's frame (m) of the collision geometry of the
+# description the bundled URDF was made from, written by tools/fit_bundled_capsules.py (the bundled files
+# carry no geometry). The iiwa has none: its links are capsules on their frames.
+_CAPSULES = {
+    "panda": {
+        "panda_link0": (((-0.058, 0.0, 0.023), (0.002, 0.0, 0.051), 0.106),),
+        "panda_link1": (((0.0, -0.073, 0.001), (-0.002, 0.021, -0.143), 0.092),),
+        "panda_link2": (((0.0, 0.003, 0.072), (0.0, -0.147, -0.021), 0.09),),
+        "panda_link3": (((-0.005, -0.011, -0.071), (0.083, 0.057, -0.004), 0.083),),
+        "panda_link4": (((-0.086, 0.071, -0.008), (0.003, 0.002, 0.06), 0.083),),
+        "panda_link5": (((0.0, 0.087, 0.004), (-0.002, -0.011, -0.207), 0.085),),
+        "panda_link6": (((0.015, -0.015, 0.016), (0.09, 0.012, 0.0), 0.077),),
+        "panda_link7": (((-0.005, -0.005, 0.074), (0.034, 0.035, 0.076), 0.05),),
+        "panda_hand": (((0.0, -0.091, 0.021), (0.001, 0.077, 0.023), 0.048),),
+        "panda_leftfinger": (
+            ((-0.011, 0.018, 0.011), (0.011, 0.018, 0.011), 0.013),
+            ((-0.011, 0.007, 0.002), (0.011, 0.007, 0.002), 0.006),
+            ((0.0, 0.022, 0.018), (0.0, 0.01, 0.039), 0.01),
+            ((0.0, 0.008, 0.036), (0.0, 0.008, 0.054), 0.013),
+        ),
+        "panda_rightfinger": (
+            ((-0.011, -0.018, 0.011), (0.011, -0.018, 0.011), 0.013),
+            ((-0.011, -0.007, 0.002), (0.011, -0.007, 0.002), 0.006),
+            ((0.0, -0.022, 0.018), (0.0, -0.01, 0.039), 0.01),
+            ((0.0, -0.008, 0.036), (0.0, -0.008, 0.054), 0.013),
+        ),
+    },
+    "ur5": {
+        "base_link": (((0.0, 0.001, 0.006), (0.001, -0.036, 0.006), 0.075),),
+        "shoulder_link": (((0.007, 0.002, -0.016), (-0.001, 0.014, 0.002), 0.083),),
+        "upper_arm_link": (((0.001, -0.004, -0.013), (-0.001, -0.005, 0.426), 0.085),),
+        "forearm_link": (((0.0, -0.008, 0.399), (0.001, 0.031, 0.004), 0.067),),
+        "wrist_1_link": (((0.0, 0.097, -0.002), (0.001, 0.088, -0.002), 0.063),),
+        "wrist_2_link": (((-0.002, -0.003, 0.095), (0.001, -0.003, 0.095), 0.064),),
+        "wrist_3_link": (((0.0, 0.061, 0.003), (0.0, 0.061, -0.003), 0.041),),
+        "ee_link": (((-0.015, 0.0, 0.0), (-0.005, 0.0, 0.0), 0.008),),
+    },
+}
+
+
 def _check_name(name):
     if name not in BUNDLED_ROBOTS:
         raise ModelError(f"unknown bundled robot {name!r}; available: {', '.join(BUNDLED_ROBOTS)}")
@@ -66,7 +106,9 @@ def bundled_robot_info(name):
     order, Panda's fingers excluded); ``base_link``; ``last_link`` (last arm link); ``wrist_link`` (flange
     frame for a wrist F/T sensor or payload: panda_link8, tool0, iiwa_link_ee); ``home`` ((n_arm,) float64
     array, rad, inside the joint limits); ``locked_joints`` (dict joint -> coordinate, for
-    ``Model.from_urdf(..., locked_joints=...)``: Panda's fingers at 0, empty for the others).
+    ``Model.from_urdf(..., locked_joints=...)``: Panda's fingers at 0, empty for the others); ``capsules``
+    (dict link -> tuple of ``((a), (b), radius)`` bounding its collision geometry in the link frame, m,
+    for :func:`robodyn_ros.model.collision_capsules.link_capsules`; empty for the iiwa).
     """
     _check_name(name)
     info = _INFO[name]
@@ -80,6 +122,7 @@ def bundled_robot_info(name):
         "wrist_link": info["wrist_link"],
         "home": np.array(info["home"], dtype=float),
         "locked_joints": dict(info["locked_joints"]),
+        "capsules": dict(_CAPSULES.get(name, {})),
     }
 
 
