@@ -43,6 +43,7 @@ class ConsistentWorker:
         self.fit = fit or consistent.fit
         self.period = float(period)
         self.result, self.fits, self.failures = None, 0, 0
+        self.last_failure = None     # why the last failed fit failed (IPOPT's status or the exception)
         self._pending = None
         self._lock, self._wake, self._closed = threading.Lock(), threading.Event(), False
         self._thread = threading.Thread(target=self._run, name="consistent_parameters", daemon=True)
@@ -64,12 +65,13 @@ class ConsistentWorker:
             start = time.monotonic()
             try:
                 fit = self.fit(*job)
-            except Exception:      # a failed solve leaves the last result in place
-                fit = None
+            except Exception as exc:      # a failed solve leaves the last result in place
+                fit, reason = None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             if fit is not None and fit.success:
                 self.result = (fit, job[1])
                 self.fits += 1
             else:
+                self.last_failure = reason if fit is None else f"IPOPT {fit.solver}"
                 self.failures += 1
             time.sleep(max(0.0, self.period - (time.monotonic() - start)))
 
@@ -107,6 +109,8 @@ class BaseParameterUpdate:
         self.theta = self.theta_nominal.copy()
         self._theta_before = None
         self.rollbacks = 0
+        self.offers = 0                # estimates offered so far
+        self._failures_reported = 0
         self._t0, self._count = None, 0
         self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), consistent_period)
 
@@ -145,6 +149,7 @@ class BaseParameterUpdate:
         """An estimate ``β`` (r,): handed to the worker; the gate judges the consistent set of the last fit
         (returns the :class:`~robodyn_ros.control.parameter_gate.GateDecision` whose ``beta`` the controller
         applies); the payload candidate is offered when that is not accepted."""
+        self.offers += 1
         if self.P is not None:
             self.worker.submit(beta, self.P)
         if self.worker.result is not None:
@@ -167,6 +172,28 @@ class BaseParameterUpdate:
         if np.array_equal(decision.beta, self.beta_nominal):     # nothing accepted yet, or a fallback
             self.theta = self.theta_nominal.copy()
         return decision
+
+    def waiting_reason(self):
+        """Why no estimate is applied, in words: nothing received, no covariance, no consistent fit yet, or the
+        gate's last decision."""
+        if self.offers == 0:
+            return "no base parameters received (is the estimator running, with base_parameters: true, on " \
+                   "base_parameters_topic?)"
+        if self.P is None:
+            return "no covariance received on base_covariance_topic (the estimator needs publish_covariance: true)"
+        if self.worker.result is None:
+            failed = f"; {self.worker.failures} failed, the last: {self.worker.last_failure}" if self.worker.failures else ""
+            return f"no consistent parameter set fitted yet{failed}"
+        return f"the parameter gate's last decision: {self.gate.last_reason}"
+
+    def failure_note(self):
+        """A line about the consistent-parameter fits that failed since the last call, or None (the node logs
+        it, throttled)."""
+        failures = self.worker.failures
+        if failures == self._failures_reported:
+            return None
+        self._failures_reported = failures
+        return f"consistent-parameter fit failed ({failures} so far; the last estimate kept): {self.worker.last_failure}"
 
     def set_payload(self, body, pi_p):
         """A payload estimate π_p (10,) on ``body`` (about its frame): the candidate of the next offers. A

@@ -77,6 +77,7 @@ class ParameterGate:
         self.last_good = self.beta_nominal.copy()
         self.counts = {s: 0 for s in ("accepted", "unconverged", "implausible", "diverging", "worse",
                                       "fallback_nominal")}
+        self.last_reason = None   # the last decision and why, in words (the controllers' diagnostics)
 
     def observe(self, Y, tau, q=None):
         """One filtered sample the estimator used: ``Y`` (nv, r), ``τ`` (nv,), and its configuration ``q``
@@ -113,8 +114,9 @@ class ParameterGate:
         var = np.einsum("kij,j,kij->", Y, P, Y) if P.ndim == 1 else np.einsum("kij,jl,kil->", Y, P, Y)
         return float(np.sqrt(max(var, 0.0) / (Y.shape[0] * Y.shape[1])))
 
-    def _decide(self, status, restore, rho, rho_applied, rho_nominal):
+    def _decide(self, status, restore, rho, rho_applied, rho_nominal, why):
         self.counts[status] += 1
+        self.last_reason = f"{status}: {why}"
         return GateDecision(status, self.applied.copy(), restore, rho, rho_applied, rho_nominal)
 
     def offer(self, beta, P=None):
@@ -123,7 +125,8 @@ class ParameterGate:
         beta = np.asarray(beta, dtype=float)
         rho_applied, rho_nominal = self.residual(self.applied), self.residual(self.beta_nominal)
         if len(self._Y) < self.min_samples:
-            return self._decide("unconverged", None, float("nan"), rho_applied, rho_nominal)
+            return self._decide("unconverged", None, float("nan"), rho_applied, rho_nominal,
+                                f"{len(self._Y)} of the {self.min_samples} samples needed in the window")
         if rho_applied > (1.0 + self.margin) * rho_nominal and not np.array_equal(self.applied, self.beta_nominal):
             self.applied = self.beta_nominal.copy()
             self.last_good = self.beta_nominal.copy()
@@ -131,25 +134,38 @@ class ParameterGate:
             rho_applied = rho_nominal
         std = np.zeros_like(beta) if P is None else np.sqrt(np.clip(np.diag(P) if np.ndim(P) == 2 else P, 0.0, None))
         f = self.friction_indices
-        if beta.shape != self.beta_nominal.shape or not np.all(np.isfinite(beta)) \
-                or np.any(beta[f] < -self.friction_tolerance - 3.0 * std[f]):
-            return self._decide("implausible", None, float("nan"), rho_applied, rho_nominal)
+        if beta.shape != self.beta_nominal.shape or not np.all(np.isfinite(beta)):
+            return self._decide("implausible", None, float("nan"), rho_applied, rho_nominal,
+                                "not finite or of the wrong size")
+        if np.any(beta[f] < -self.friction_tolerance - 3.0 * std[f]):
+            return self._decide("implausible", None, float("nan"), rho_applied, rho_nominal,
+                                "a friction coefficient is negative beyond 3 standard deviations")
         rho = self.residual(beta)
         if not np.isfinite(rho):
-            return self._decide("implausible", None, rho, rho_applied, rho_nominal)
+            return self._decide("implausible", None, rho, rho_applied, rho_nominal, "its torque residual is not finite")
         if self.plausibility is not None and self._q:
             picks = np.unique(np.linspace(0, len(self._q) - 1, self.configurations).astype(int))
             if not self.plausibility(beta, [self._q[i] for i in picks]):
-                return self._decide("implausible", None, rho, rho_applied, rho_nominal)
-        if P is not None and self.predicted_torque_std(P) > self.torque_std_limit:
-            return self._decide("unconverged", None, rho, rho_applied, rho_nominal)
+                return self._decide("implausible", None, rho, rho_applied, rho_nominal,
+                                    "its mass matrix is not positive definite, or far lighter than the nominal one, "
+                                    "at recent configurations")
+        if P is not None:
+            spread = self.predicted_torque_std(P)
+            if spread > self.torque_std_limit:
+                return self._decide("unconverged", None, rho, rho_applied, rho_nominal,
+                                    f"the estimate's covariance predicts the recent torques within {spread:.3g} sigma, "
+                                    f"not yet {self.torque_std_limit:g}")
         if rho > (1.0 + self.margin) * rho_nominal:
-            return self._decide("diverging", self.last_good.copy(), rho, rho_applied, rho_nominal)
+            return self._decide("diverging", self.last_good.copy(), rho, rho_applied, rho_nominal,
+                                f"it predicts the recent torques worse than the nominal model (residual {rho:.3g} "
+                                f"against {rho_nominal:.3g} sigma)")
         if rho > (1.0 + self.margin) * rho_applied:
-            return self._decide("worse", None, rho, rho_applied, rho_nominal)
+            return self._decide("worse", None, rho, rho_applied, rho_nominal,
+                                f"it predicts the recent torques worse than the applied estimate (residual {rho:.3g} "
+                                f"against {rho_applied:.3g} sigma)")
         self.applied = beta.copy()
         self.last_good = beta.copy()
-        return self._decide("accepted", None, rho, rho, rho_nominal)
+        return self._decide("accepted", None, rho, rho, rho_nominal, f"residual {rho:.3g} sigma")
 
 
 def friction_indices(base):
