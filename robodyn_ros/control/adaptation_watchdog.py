@@ -42,4 +42,4 @@ class AdaptationWatchdog:
         waited = self.waiting()
         if waited is None:
             return None
-        return f"adaptation on, but no estimate applied {waited:.0f} s after the first joint state: {reason}"
+        return f"adaptation on, but no estimate applied {waited:.3g} s after the first joint state: {reason}"
