@@ -116,7 +116,8 @@ def test_node_help_prints_the_parameter_table_and_starts_nothing(name):
     for spec in SCHEMAS[name]:
         row = next((line for line in lines if line.startswith(f"  {spec.name}  (")), None)
         assert row is not None, spec.name
-        type_name = spec.type.__name__ if spec.type in (bool, int, float, str) else f"list[{spec.element_type.__name__}]"
+        scalar = spec.type in (bool, int, float, str)
+        type_name = spec.type.__name__ if scalar else f"list[{spec.element_type.__name__}]"
         assert row.startswith(f"  {spec.name}  ({type_name}, default "), row
         if spec.choices:
             assert "one of " + ", ".join(map(str, spec.choices)) in row

@@ -79,7 +79,7 @@ def test_control_loop_warns_while_a_braked_joint_lags_its_reference():
             assert (level, text) == ("OK", "controlling") and values["tracking_rms_max"] < 0.01, text
         else:
             assert level == "WARN" and "tracking error above 0.1 rad RMS over the last 1 s: wrist_3_joint" in text
-            assert text.count(" rad") == 2 and values["tracking_rms_worst_joint"] == "wrist_3_joint"    # one joint named
+            assert text.count(" rad") == 2 and values["tracking_rms_worst_joint"] == "wrist_3_joint"   # one joint
         loop.close()
 
 
@@ -132,7 +132,8 @@ def test_control_loop_says_why_no_base_parameter_estimate_is_applied():
         assert loop.base_update.worker.result is not None, loop.base_update.worker.last_failure
         assert loop.apply_base_parameters(beta, P) == "unconverged"
         text = loop.status()[1]
-        assert "the parameter gate's last decision: unconverged: 35 of the 100 samples needed in the window" in text, text
+        assert "the parameter gate's last decision: unconverged: 35 of the 100 samples needed in the window" in text, \
+            text
         closed_loop(loop, robot.model, kernels, state, 1.5, effort_noise=0.05, rng=rng)
         assert loop.apply_base_parameters(beta, P) == "accepted"
         assert loop.status()[:2] == ("OK", "controlling"), loop.status()[1]

@@ -91,7 +91,8 @@ def test_settings_follow_the_limits_and_the_inertia(tmp_path):
     assert panda.parameters("inverse_dynamics")["kp"] == load_params_yaml(
         os.path.join(CHECKOUT, "config", "panda.yaml"), "inverse_dynamics")["kp"]
     for arm in ARMS:
-        config = robot_configuration(urdf_of(arm), home=[float(x) for x in UR10_HOME.split(",")] if arm == "ur10" else None)
+        home = [float(x) for x in UR10_HOME.split(",")] if arm == "ur10" else None
+        config = robot_configuration(urdf_of(arm), home=home)
         model = Model.from_urdf(urdf_of(arm))
         p = config.parameters("inverse_dynamics")
         amplitude = p["generator.amplitude"]
@@ -148,7 +149,8 @@ def test_robot_path_in_node_arguments_and_launch_files(tmp_path):
     for action in nodes:
         name = action.kwargs["name"]
         assert _launch_parameters(action) == {**load_params_yaml(path, name), "use_sim_time": False}
-    from_urdf = [a for a in launched_actions("simulation", robot=urdf_of("ur10")) if type(a).__name__ == "LifecycleNode"]
+    from_urdf = [a for a in launched_actions("simulation", robot=urdf_of("ur10"))
+                 if type(a).__name__ == "LifecycleNode"]
     expected = robot_configuration(urdf_of("ur10"))
     for action in from_urdf:
         assert _launch_parameters(action) == {**expected.parameters(action.kwargs["name"]), "use_sim_time": False}
@@ -220,3 +222,21 @@ def test_configuration_yaml_is_what_pyyaml_reads_too(tmp_path):
     doc = yaml.safe_load(configuration_yaml(config))
     assert doc["mpc"]["ros__parameters"]["r_weight"] == config.parameters("mpc")["r_weight"]
     assert isinstance(doc["simulator"]["ros__parameters"]["noise"]["position"], float)
+
+
+def test_robot_description_and_unknown_robots_on_the_command_line(tmp_path):
+    """-p robot_description:="$(cat URDF)" reaches the node through a parameter file (rcl's command-line parser
+    printed the whole URDF back and failed); -p robot:=ur10 (neither bundled nor a file) says what robot takes."""
+    from robodyn_ros.model.errors import ModelError
+
+    xml = open(urdf_of("ur10")).read()
+    argv = prepare_arguments("estimator", ["--ros-args", "-p", f"robot_description:={xml}", "-p", "decimation:=2"],
+                             str(tmp_path))
+    assert xml not in argv and argv[:3] == ["--ros-args", "-p", "decimation:=2"]
+    assert argv[3:5] == ["--ros-args", "--params-file"]
+    assert load_params_yaml(argv[5], "estimator") == {"robot_description": xml}
+    assert params_file_error("estimator", argv) is None
+    assert load_robot(resolve_node_config("estimator", load_params_yaml(argv[5], "estimator"))).name == "ur10"
+    with pytest.raises(ModelError, match=r"unknown robot 'ur10': not a bundled robot \(panda, ur5, iiwa\) nor a "
+                                         r"file; give robot:=PATH of a URDF or of a parameter file"):
+        prepare_arguments("simulator", ["--ros-args", "-p", "robot:=ur10"], str(tmp_path))

@@ -399,7 +399,6 @@ def _time_order(stamps_ns: np.ndarray):
     return order[~repeated], reordered, int(np.count_nonzero(repeated))
 
 
-
 def _unset_stamps(stamps, first_block=True):
     """(m,) bool: the header stamps that are unset (zero), to be replaced by the receive time. A zero first
     stamp followed by a set one is not unset: it is the origin of a publisher on simulated time (the

@@ -170,7 +170,8 @@ def _validation_lines(validation, where):
     lines.append(f"    {'joint':<{width}} " + " ".join(f"{LABELS[p]:>14}" for p in validation.predictors))
     per_joint = {p: validation.relative(p)[0] for p in validation.predictors}
     for j, name in enumerate(validation.joint_names):
-        lines.append(f"    {name:<{width}} " + " ".join(f"{100 * per_joint[p][j]:>14.2f}" for p in validation.predictors))
+        errors = " ".join(f"{100 * per_joint[p][j]:>14.2f}" for p in validation.predictors)
+        lines.append(f"    {name:<{width}} {errors}")
     return lines
 
 

@@ -182,7 +182,8 @@ class BaseParameterUpdate:
         if self.P is None:
             return "no covariance received on base_covariance_topic (the estimator needs publish_covariance: true)"
         if self.worker.result is None:
-            failed = f"; {self.worker.failures} failed, the last: {self.worker.last_failure}" if self.worker.failures else ""
+            worker = self.worker
+            failed = f"; {worker.failures} failed, the last: {worker.last_failure}" if worker.failures else ""
             return f"no consistent parameter set fitted yet{failed}"
         return f"the parameter gate's last decision: {self.gate.last_reason}"
 
@@ -193,7 +194,8 @@ class BaseParameterUpdate:
         if failures == self._failures_reported:
             return None
         self._failures_reported = failures
-        return f"consistent-parameter fit failed ({failures} so far; the last estimate kept): {self.worker.last_failure}"
+        return (f"consistent-parameter fit failed ({failures} so far; the last estimate kept): "
+                f"{self.worker.last_failure}")
 
     def set_payload(self, body, pi_p):
         """A payload estimate π_p (10,) on ``body`` (about its frame): the candidate of the next offers. A

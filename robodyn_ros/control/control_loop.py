@@ -39,6 +39,7 @@ from .torque_output import TorqueOutput
 from .tracking_watchdog import TrackingWatchdog
 from .trajectory_file import ApproachThenFollow, TrajectoryFileReference
 
+
 class ControlLoop:
     """The per-state logic of the ``inverse_dynamics`` node (module docstring).
 
@@ -291,4 +292,3 @@ class ControlLoop:
             notes.append(f"dropped malformed messages: {dict(rejected)}")
         notes += diagnostics_notes(self.tracking, self.adaptation, self.base_update)
         return ("WARN" if notes else "OK"), ("; ".join(notes) or "controlling"), self.diagnostic_values()
-

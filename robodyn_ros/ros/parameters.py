@@ -174,7 +174,8 @@ def parameter_table(specs, extra=()):
         allowed = []
         if spec.range is not None:
             lo, hi = spec.range
-            allowed.append(f"{'each ' if spec.type in _ARRAY_TYPES else ''}in [{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]")
+            each = "each " if spec.type in _ARRAY_TYPES else ""
+            allowed.append(f"{each}in [{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]")
         if spec.choices is not None:
             allowed.append("one of " + ", ".join(map(str, spec.choices)))
         if spec.read_only:

@@ -320,7 +320,8 @@ def configuration_yaml(config, command=None):
             for group in groups[common:]:
                 lines.append("    " + "  " * len(opened) + f"{group}:")
                 opened.append(group)
-            lines.append("    " + "  " * len(opened) + f"{leaf}: {yaml_value(value)}" + (f"   # {comment}" if comment else ""))
+            note = f"   # {comment}" if comment else ""
+            lines.append("    " + "  " * len(opened) + f"{leaf}: {yaml_value(value)}{note}")
     return "\n".join(lines) + "\n"
 
 
