@@ -5,11 +5,11 @@ the wrist wrench, for `robodyn identify BAG ...`.
     ros2 launch robodyn_ros identification.launch.py robot:=panda bag:=ident_bag trajectory:=$PWD/traj.csv
 
 Without `trajectory:=` the inverse_dynamics node follows its built-in Fourier generator (the table's
-overrides); with it, the node follows the CSV (`reference: file`, `trajectory_file: PATH`). The recorder is
-`robodyn record` (rosbags, mcap), so no `ros2 bag` is needed. The nodes come from
+overrides); with it, the node follows the CSV (`reference: file`, `trajectory_file: PATH`). The recorder
+is `robodyn record` (rosbags, mcap), so no `ros2 bag` is needed. The nodes come from
 robodyn_ros.ros.launch_actions (the table of robodyn_ros.ros.launch_description_data, which the in-process
-bringup reads too) with config/<robot>.yaml; every node configures and activates itself (autostart)
-unless given autostart:=false.
+bringup reads too) with config/<robot>.yaml (robot:=PATH: a URDF, or a parameter file of robodyn config);
+every node configures and activates itself (autostart) unless given autostart:=false.
 """
 from robodyn_ros.ros.launch_actions import launch_description
 

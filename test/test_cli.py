@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from conftest import erd_path
 from robodyn_ros.cli import main
 
@@ -74,3 +76,51 @@ def test_bundled_names_work_wherever_a_urdf_is_asked_for_and_files_get_the_umask
     assert identify([str(bag), "--urdf", "kuka", "--output", str(tmp_path / "x.yaml"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "--urdf kuka: no such file (nor a bundled robot: panda, ur5, iiwa)" in err and "Traceback" not in err
+
+
+COMMANDS = ("info", "config", "excite", "record", "identify", "replay", "demo", "node", "bench")
+SPHINX = ("``", ":mod:", ":class:", ":func:", ":meth:", ":data:", "`")
+
+
+def _help(*args):
+    proc = subprocess.run([sys.executable, "-m", "robodyn_ros.cli", *args, "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_top_level_help_lists_every_command():
+    out = _help()
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and line.split()]
+    assert [c for c in listed if c in COMMANDS] == list(COMMANDS), out
+    assert not any(mark in out for mark in SPHINX), out
+
+
+@pytest.mark.parametrize("command", ["info", "config", "record", "identify", "replay", "node", "bench"])
+def test_command_help_is_plain_text(command):
+    out = _help(command)
+    assert f"usage: robodyn {command}" in out
+    assert not any(mark in out for mark in SPHINX), out
+
+
+@pytest.mark.parametrize("name", ["simulator", "inverse_dynamics", "estimator", "mpc"])
+def test_node_help_prints_the_parameter_table_and_starts_nothing(name):
+    """robodyn node NAME --help (and ros2 run's entry point) exit 0 with every parameter of the schema, its type,
+    default and allowed values, without initialising rclpy (it would print rcl's log lines)."""
+    from robodyn_ros.ros.node_parameters import SCHEMAS
+    out = _help("node", name)
+    proc = subprocess.run([sys.executable, "-m", "robodyn_ros.ros.node_main", name, "--help"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout == out
+    lines = out.splitlines()
+    for spec in SCHEMAS[name]:
+        row = next((line for line in lines if line.startswith(f"  {spec.name}  (")), None)
+        assert row is not None, spec.name
+        scalar = spec.type in (bool, int, float, str)
+        type_name = spec.type.__name__ if scalar else f"list[{spec.element_type.__name__}]"
+        assert row.startswith(f"  {spec.name}  ({type_name}, default "), row
+        if spec.choices:
+            assert "one of " + ", ".join(map(str, spec.choices)) in row
+    assert "  autostart  (bool, default true; read-only)" in lines
+    assert "kp  (float, default 400.0; in [0.0, 1000000.0]; live)" in out or name != "inverse_dynamics"
+    assert not any(mark in out for mark in SPHINX) and "[INFO]" not in proc.stderr and proc.stderr == ""

@@ -175,3 +175,73 @@ def test_node_with_a_bad_command_line_parameter_says_why_in_one_line(tmp_path, o
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and says in lines[0] and "Traceback" not in proc.stderr, \
         (proc.returncode, proc.stderr[-2000:])
+
+
+# ------------------------------------------------------------------------------- unknown parameter names
+MISSPELT = "inverse_dynamics:\n  ros__parameters:\n    refrence: file\n    kpp: 400.0\n"
+
+
+def test_misspelt_parameters_in_a_file_are_refused_with_the_closest_name(tmp_path):
+    """The issue's file (refrence, kpp) no longer starts a node that follows the generator instead; a name of
+    another node in this node's own entry is refused too, and under a wildcard entry, which every node reads,
+    only a name that no node has."""
+    path = tmp_path / "params.yaml"
+    path.write_text(MISSPELT)
+    error = params_file_error("inverse_dynamics", ["--ros-args", "--params-file", str(path)])
+    assert "unknown parameters 'refrence' (did you mean 'reference'?), 'kpp' (did you mean 'kp'?)" in error
+    assert "\n" not in error and str(path) in error
+    path.write_text("estimator:\n  ros__parameters:\n    rate: 100.0\n")   # the simulator's and mpc's, not its
+    assert "unknown parameter 'rate'" in params_file_error("estimator", ["--ros-args", "--params-file", str(path)])
+    path.write_text("/**:\n  ros__parameters:\n    rate: 100.0\n    use_sim_time: true\n")
+    assert params_file_error("estimator", ["--ros-args", "--params-file", str(path)]) is None
+    path.write_text("/**:\n  ros__parameters:\n    generator:\n      centre: [0.0]\n")
+    assert "'generator.centre' (did you mean 'generator.center'?)" in \
+        params_file_error("estimator", ["--ros-args", "--params-file", str(path)])
+    # a section of a node of another name does not apply to this one
+    path.write_text("controller_manager:\n  ros__parameters:\n    update_rate: 1000\n")
+    assert params_file_error("estimator", ["--ros-args", "--params-file", str(path)]) is None
+
+
+def test_misspelt_command_line_parameter_is_refused_with_the_closest_name():
+    argv = ["--ros-args", "-p", "refrence:=file"]
+    assert params_file_error("inverse_dynamics", argv) == \
+        "-p refrence:=file: unknown parameter 'refrence' (did you mean 'reference'?) for node inverse_dynamics"
+    assert params_file_error("inverse_dynamics", ["--ros-args", "-p", "other_node:refrence:=file"]) is None
+    assert params_file_error("inverse_dynamics", ["--ros-args", "-p", "inverse_dynamics:kpp:=1.0"]).startswith("-p kpp")
+    assert params_file_error("inverse_dynamics", ["--ros-args", "-p", "autostart:=false", "-p", "kp:=1.0"]) is None
+
+
+@pytest.mark.parametrize("how", ["file", "-p"])
+def test_node_process_with_a_misspelt_parameter_exits_with_one_line(tmp_path, how):
+    pytest.importorskip("rclpy")
+    path = tmp_path / "params.yaml"
+    path.write_text(MISSPELT)
+    extra = ["--params-file", str(path)] if how == "file" else ["-p", "trajectory_fil:=traj.csv"]
+    env = dict(os.environ, PYTHONPATH=CHECKOUT, ROS_DOMAIN_ID=str(150 + os.getpid() % 50))
+    proc = subprocess.run([sys.executable, "-m", "robodyn_ros.cli", "node", "inverse_dynamics", "--ros-args", *extra],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    says = "'refrence' (did you mean 'reference'?)" if how == "file" else "(did you mean 'trajectory_file'?)"
+    assert proc.returncode == 2 and len(lines) == 1 and says in lines[0], (proc.returncode, proc.stderr[-2000:])
+
+
+def test_nodes_created_in_process_refuse_unknown_names(tmp_path):
+    """The bringup (pip users' launch) and a node constructed with overrides refuse them as robodyn node does."""
+    pytest.importorskip("rclpy")
+    from rclpy.parameter import Parameter
+
+    from robodyn_ros.ros.bringup import Bringup
+    from robodyn_ros.ros.launch_description_data import NodeEntry
+    from robodyn_ros.ros.simulator_node import SimulatorNode
+    from robodyn_ros.ros.testing import ros_context
+
+    path = tmp_path / "params.yaml"
+    path.write_text(MISSPELT)
+    entry = NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")
+    with ros_context() as context:
+        with pytest.raises(ValueError, match=r"'refrence' \(did you mean 'reference'\?\)"):
+            Bringup([entry], context, str(path))
+        with pytest.raises(ValueError, match=r"'kpp' \(did you mean 'kp'\?\)"):
+            Bringup([entry], context, None, overrides={"inverse_dynamics": {"kpp": 1.0}})
+        with pytest.raises(ValueError, match=r"'payload.mas' \(did you mean 'payload.mass'\?\)"):
+            SimulatorNode(context=context, parameter_overrides=[Parameter("payload.mas", value=1.0)])

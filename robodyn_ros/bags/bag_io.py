@@ -399,6 +399,16 @@ def _time_order(stamps_ns: np.ndarray):
     return order[~repeated], reordered, int(np.count_nonzero(repeated))
 
 
+def _unset_stamps(stamps, first_block=True):
+    """(m,) bool: the header stamps that are unset (zero), to be replaced by the receive time. A zero first
+    stamp followed by a set one is not unset: it is the origin of a publisher on simulated time (the
+    simulator's first state, stamped t = 0 from /clock); a publisher that never stamps leaves them all zero."""
+    unset = stamps == 0
+    if first_block and len(stamps) > 1 and unset[0] and not unset[1]:
+        unset[0] = False
+    return unset
+
+
 def read_joint_states(
     bag_path,
     topic: str = "/joint_states",
@@ -423,7 +433,7 @@ def read_joint_states(
     groups = _decode_joint_states(raws)
     names = _select_names(groups, joint_names, topic)
     stamps, (q, v, tau) = _scatter_by_name(groups, names, len(raws), topic)
-    zero_stamp = stamps == 0
+    zero_stamp = _unset_stamps(stamps)
     stamps = np.where(zero_stamp, received, stamps)
 
     v, missing_v, bad_v = _present_or_none(v, "velocity", names)
@@ -487,7 +497,7 @@ def read_wrenches(bag_path, topic: str, t0_ns: int | None = None) -> WrenchSerie
         frames.add(frame_id)
     if len(frames) > 1:
         raise ModelError(f"topic {topic!r} mixes frames {sorted(frames)}; expected one frame_id")
-    zero_stamp = stamps == 0
+    zero_stamp = _unset_stamps(stamps)
     stamps = np.where(zero_stamp, received, stamps)
     nan_sample = np.isnan(w).any(axis=1)
     keep = np.flatnonzero(~nan_sample)
@@ -654,7 +664,8 @@ def iter_joint_state_blocks(bag_path, topic: str, joint_names: Sequence[str], bl
                             progress: Callable[[int, int], None] | None = None):
     """Yield the messages of a JointState topic in bag order, ``block`` at a time, as
     ``(stamps_ns (m,) int64, q, v, tau (m, n))`` with columns in ``joint_names`` order (NaN where a
-    message lacks a value) and zero header stamps replaced by the receive time. Nothing is repaired.
+    message lacks a value) and unset (zero) header stamps replaced by the receive time (a zero first stamp
+followed by set ones is simulated time's origin and kept). Nothing is repaired.
     Raises ModelError as :func:`read_joint_states` does (bag, topic, joints, corrupt, truncated)."""
     reader = _open_reader(bag_path)
     done = 0
@@ -668,7 +679,8 @@ def iter_joint_state_blocks(bag_path, topic: str, joint_names: Sequence[str], bl
             groups = _decode_joint_states(raws)
             names = _select_names(groups, joint_names, topic)
             stamps, (q, v, tau) = _scatter_by_name(groups, names, len(raws), topic)
-            stamps = np.where(stamps == 0, np.asarray(received, dtype=np.int64), stamps)
+            stamps = np.where(_unset_stamps(stamps, first_block=done == 0), np.asarray(received, dtype=np.int64),
+                              stamps)
             return stamps, q, v, tau
 
         messages = reader.messages(connections=connections)

@@ -1,4 +1,4 @@
-"""``robodyn identify BAG --urdf URDF --output PARAMS.yaml ...``: identify a robot's inertial, armature and
+"""robodyn identify BAG --urdf URDF --output PARAMS.yaml ...: identify a robot's inertial, armature and
 friction parameters (and optionally a payload from a wrist F/T sensor) from a ROS 2 bag.
 
 Every bad input ends with one clear message on stderr and exit code 2, before anything is written:
@@ -45,6 +45,9 @@ def build_parser():
     p.add_argument("--inertia-margin", type=float, default=None, metavar="EPS",
                    help="every link's pseudo-inertia J satisfies lambda_min(D J D) >= EPS trace(D J D), "
                         "D = diag(10, 10, 10, 1) (default 1e-3: rms thickness >= 3 mm)")
+    p.add_argument("--nominal-warning", type=float, default=NOMINAL_WARNING, metavar="FRACTION",
+                   help="warn when the nominal URDF predicts the bag's torques worse than this relative error "
+                        f"(default {NOMINAL_WARNING:g}: a wrong URDF; 0: never)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -157,13 +160,36 @@ def _validation_lines(validation, where):
     lines = [f"held-out validation on {where} ({validation.samples} samples), relative torque error "
              "(filtered / raw, friction included):"]
     for p in validation.predictors:
-        per_joint, overall = validation.relative(p)
+        overall = validation.relative(p)[1]
         raw = validation.relative(p, raw=True)[1]
-        lines.append(f"  {LABELS[p]:<14} {100 * overall:6.2f} % / {100 * raw:6.2f} %   per joint (filtered) "
-                     + " ".join(f"{100 * e:.2f}" for e in per_joint))
+        lines.append(f"  {LABELS[p]:<14} {100 * overall:6.2f} % / {100 * raw:6.2f} %")
     floor = validation.to_dict()["noise_floor_raw"]
     lines.append(f"  noise floor of the raw torques (||tau - F tau|| / ||tau||): {100 * floor:.2f} %")
+    width = max(len(name) for name in validation.joint_names)
+    lines.append("  per joint, filtered (%):")
+    lines.append(f"    {'joint':<{width}} " + " ".join(f"{LABELS[p]:>14}" for p in validation.predictors))
+    per_joint = {p: validation.relative(p)[0] for p in validation.predictors}
+    for j, name in enumerate(validation.joint_names):
+        errors = " ".join(f"{100 * per_joint[p][j]:>14.2f}" for p in validation.predictors)
+        lines.append(f"    {name:<{width}} {errors}")
     return lines
+
+
+NOMINAL_WARNING = 0.3
+"""Relative torque error of the nominal URDF on the bag above which identify asks whether the URDF is the
+robot's: the real Panda's URDF predicts its torques within 18 %, the UR5's those of a UR10 (the same joint
+names) with 51 %."""
+
+
+def nominal_model_warning(err_nominal, limit, urdf):
+    """A line when the nominal model ``urdf`` predicts the recorded torques with a relative error above
+    ``limit`` (a fraction), else None."""
+    if limit <= 0 or not err_nominal > limit:
+        return None
+    return (f"warning: the nominal URDF predicts the recorded torques with {100 * err_nominal:.1f} % relative error "
+            f"(more than {100 * limit:g} %, --nominal-warning): is {urdf} the robot of this bag? A URDF of another "
+            "robot with the same joint names loads without complaint, and the identified model then starts from the "
+            "wrong prior")
 
 
 def run(args, progress):
@@ -184,6 +210,8 @@ def run(args, progress):
             check_output_path(path, option)
     if args.wrench and not args.wrench_link:
         raise ModelError("--wrench needs --wrench-link LINK (the URDF link of the sensor frame)")
+    if not np.isfinite(args.nominal_warning) or args.nominal_warning < 0:
+        raise ModelError(f"--nominal-warning {args.nominal_warning}: expected a non-negative fraction, e.g. 0.3")
     if args.cutoff <= 0 or args.coulomb_width < 0:
         raise ModelError("--cutoff must be positive and --coulomb-width non-negative")
     from ..identification.least_squares import INERTIA_MARGIN
@@ -218,9 +246,12 @@ def run(args, progress):
     pi_nominal = full_parameters(model)
     err_ls, err_nominal = in_sample(beta), in_sample(base.from_full(pi_nominal))
     err = in_sample(result.consistent.beta) if result.consistent is not None else err_ls
+    mismatch = nominal_model_warning(err_nominal, args.nominal_warning, bundled)
     extra = {"prediction": {"relative_error_identified_model": err, "relative_error_least_squares": err_ls,
                             "relative_error_nominal_urdf": err_nominal, "samples": int(result.samples_used),
                             "locked_joints": locks, "note": "on the filtered regression samples (in-sample)"}}
+    if mismatch is not None:
+        extra["prediction"]["warning"] = mismatch[len("warning: "):]
     predictors = {"identified": full_parameters(result.identified) if result.consistent is not None else ("base", beta),
                   "least_squares": ("base", beta), "nominal": pi_nominal}
     validation = None
@@ -248,7 +279,10 @@ def run(args, progress):
         files[args.plot] = _plot(shown, title, args.cutoff)
     summary = [f"{source.count} joint-state samples, {result.samples_used} in the regression, "
                f"{base.count} base parameters",
-               f"fit: relative error {result.fit.relative_error:.4f}, condition number {result.fit.condition_number:.4g}",
+               f"fit: relative error {result.fit.relative_error:.4f}, regressor condition number "
+               f"{result.fit.condition_number:.4g} (sigma_max / sigma_min of the base regressor stacked over the "
+               "recorded, filtered motion: the measure robodyn excite prints for its planned motion, higher where "
+               "the robot did not follow the plan or rested)",
                f"torque prediction on the (filtered) data: least-squares base parameters {100 * err_ls:.2f} %, "
                f"{'consistent model' if result.consistent else 'no consistent fit'} {100 * err:.2f} %, "
                f"nominal URDF {100 * err_nominal:.2f} %"]
@@ -256,6 +290,8 @@ def run(args, progress):
         summary += _validation_lines(validation, where)
     if args.wrench:
         summary.append(f"payload at {args.wrench_link}: {doc['payload']['mass']:.4f} kg")
+    if mismatch is not None:
+        summary.append(mismatch)
     return files, summary
 
 

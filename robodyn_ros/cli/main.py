@@ -1,7 +1,7 @@
-"""The ``robodyn`` command: ``info``, ``identify``, ``demo``, ``node``, ``bench``.
+"""The robodyn command: info, config, excite, record, identify, replay, demo, node, bench.
 
-Subcommands other than ``info`` live in their own modules and are imported only when used, so that
-``robodyn info`` starts fast and needs neither ROS nor a compiler.
+Subcommands other than info live in their own modules and are imported only when used, so that robodyn
+info starts fast and needs neither ROS nor a compiler.
 """
 from __future__ import annotations
 
@@ -87,8 +87,9 @@ def cmd_bench(args):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="robodyn", description="Robot dynamics, identification and adaptive control.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="robodyn", description="Robot dynamics, identification and adaptive control. "
+                                "'robodyn COMMAND --help' describes each command.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     info = sub.add_parser("info", help="print a robot model (joints, limits, masses)")
     info.add_argument("urdf", help="URDF path, or a bundled robot: panda, ur5, iiwa")
     info.add_argument("--floating-base", action="store_true")
@@ -97,12 +98,15 @@ def build_parser():
                       help="refuse non-physical inertias and moving bodies without inertia (default: load "
                            "them as Pinocchio does, with a note)")
     info.set_defaults(func=cmd_info)
-    for name, help_ in (("identify", "identify parameters from a rosbag (robodyn identify --help)"),
-                        ("demo", "simulated adaptive-control demo (robodyn demo --help)")):
+    for name, help_ in DELEGATED_HELP:
         sub.add_parser(name, help=help_, add_help=False)   # dispatched in main() before parsing
-    node = sub.add_parser("node", help="run one ROS 2 node (simulator, inverse_dynamics, estimator, mpc)")
-    node.add_argument("name")
-    node.add_argument("rest", nargs=argparse.REMAINDER)
+    node = sub.add_parser("node", help="run one ROS 2 node (simulator, inverse_dynamics, estimator, mpc); "
+                                       "robodyn node NAME --help lists its parameters",
+                          description="Run one ROS 2 lifecycle node until Ctrl-C, as ros2 run robodyn_ros NAME does. "
+                                      "robodyn node NAME --help lists the node's parameters.")
+    node.add_argument("name", metavar="NAME", help="simulator, inverse_dynamics, estimator or mpc")
+    node.add_argument("rest", nargs=argparse.REMAINDER, metavar="[--help] [--ros-args ...]",
+                      help="ROS arguments, e.g. --ros-args --params-file FILE -p robot:=PATH")
     node.set_defaults(func=cmd_node)
     bench = sub.add_parser("bench", help="benchmark tables against Pinocchio")
     bench.add_argument("which", nargs="?", default="kernels", choices=["kernels", "mpc", "nodes", "soak"])
@@ -114,7 +118,15 @@ def build_parser():
 
 
 DELEGATED = {"identify": "cli.identify", "demo": "cli.demo", "replay": "cli.replay", "excite": "cli.excite",
-             "record": "cli.record"}
+             "record": "cli.record", "config": "cli.config"}
+DELEGATED_HELP = (
+    ("config", "write a starting parameter file of every node for a URDF"),
+    ("excite", "an exciting trajectory for identification, within the URDF's limits"),
+    ("record", "record live ROS 2 topics into a bag (no ros2 CLI needed)"),
+    ("identify", "identify inertial and friction parameters from a bag"),
+    ("replay", "run a bag through the online estimator as the estimator node would"),
+    ("demo", "the simulated adaptive-control demo"),
+)
 
 
 def one_line_warnings(command):

@@ -1,5 +1,5 @@
-"""``robodyn record BAG [--topics TOPIC ...] [--storage mcap|sqlite3] [--duration S]``: record live ROS 2
-topics into a rosbag2 bag with `rosbags`, for users without the ``ros2 bag`` CLI.
+"""robodyn record BAG [--topics TOPIC ...] [--storage mcap|sqlite3] [--duration S]: record live ROS 2
+topics into a rosbag2 bag with rosbags, for users without the ros2 bag CLI.
 
 Each topic is recorded with the type the ROS graph reports for it, as soon as a publisher appears. The
 recording stops on Ctrl-C (SIGINT) or SIGTERM, or after ``--duration`` seconds, and the bag then appears

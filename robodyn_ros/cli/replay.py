@@ -1,6 +1,6 @@
-"""``robodyn replay BAG --urdf URDF --output PARAMS.yaml``: run a recorded bag through the online estimator
-(:class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator`) as the ``estimator`` node would run it
-and write its final estimate in the format of ``robodyn identify``.
+"""robodyn replay BAG --urdf URDF --output PARAMS.yaml: run a recorded bag through the online estimator
+(robodyn_ros.estimation.online_estimator.OnlineEstimator) as the estimator node would run it and write its
+final estimate in the format of robodyn identify.
 
 The configuration is the node's: ``--config`` names the parameter file the node is started with (its
 ``estimator:`` section is read as ``--params-file`` gives it to the node, validated against the node's

@@ -47,6 +47,7 @@ class ConsistentWorker:
         self.fit = fit or consistent.fit
         self.keep_all = bool(keep_all)
         self.fits = self.failures = 0
+        self.last_failure = None     # why the last failed fit failed (IPOPT's status or the exception)
         self._jobs = OrderedDict()          # time -> (β, P) waiting
         self._done = OrderedDict()          # time -> ConsistentEstimate or None (failed), newest last
         self._cv = threading.Condition()
@@ -70,13 +71,15 @@ class ConsistentWorker:
                     return
                 t, job = self._jobs.popitem(last=False)
             try:
-                fit = self.fit(*job)
-            except Exception:      # a failed solve: no result for this job
-                fit = None
+                fit, reason = self.fit(*job), None
+            except Exception as exc:      # a failed solve: no result for this job
+                fit, reason = None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             with self._cv:
                 ok = fit is not None and fit.success
                 self.fits += ok
                 self.failures += not ok
+                if not ok:
+                    self.last_failure = reason if fit is None else f"IPOPT {fit.solver}"
                 self._done[t] = (fit if ok else None, job[1])
                 while len(self._done) > 16:
                     self._done.popitem(last=False)
@@ -134,6 +137,8 @@ class BaseParameterUpdate:
         self.theta = self.theta_nominal.copy()
         self._theta_before = None
         self.rollbacks = 0
+        self.offers = 0                # estimates offered so far
+        self._failures_reported = 0
         self.t = None                  # joint-state time of the last observed state
         self._t0, self._count = None, 0
         self._submitted = None         # joint-state time of the last fit submitted
@@ -176,6 +181,7 @@ class BaseParameterUpdate:
         """An estimate ``β`` (r,) at the time of the last observed state: a fit submitted when one is due; the
         gate judges the consistent set due now (module docstring) and the payload candidate. Returns the
         :class:`~robodyn_ros.control.parameter_gate.GateDecision` (its ``beta`` is what the controller applies)."""
+        self.offers += 1
         t = self.t if self.t is not None else 0.0
         if self.P is not None and (self._submitted is None or t - self._submitted >= self.consistent_period - 1e-9):
             self.worker.submit(t, beta, self.P)
@@ -195,9 +201,33 @@ class BaseParameterUpdate:
             if decision is None or payload_decision.status != "unconverged":
                 decision = payload_decision
         if decision is None:         # no consistent set yet: nothing to judge
-            decision = self.gate._decide("unconverged")
+            decision = self.gate._decide("unconverged", why="no consistent parameter set fitted yet")
         self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
         return decision
+
+    def waiting_reason(self):
+        """Why no estimate is applied, in words: nothing received, no covariance, no consistent fit yet, or the
+        gate's last decision."""
+        if self.offers == 0:
+            return "no base parameters received (is the estimator running, with base_parameters: true, on " \
+                   "base_parameters_topic?)"
+        if self.P is None:
+            return "no covariance received on base_covariance_topic (the estimator needs publish_covariance: true)"
+        if self.worker.fits == 0:
+            worker = self.worker
+            failed = f"; {worker.failures} failed, the last: {worker.last_failure}" if worker.failures else ""
+            return f"no consistent parameter set fitted yet{failed}"
+        return f"the parameter gate's last decision: {self.gate.last_reason}"
+
+    def failure_note(self):
+        """A line about the consistent-parameter fits that failed since the last call, or None (the node logs
+        it, throttled)."""
+        failures = self.worker.failures
+        if failures == self._failures_reported:
+            return None
+        self._failures_reported = failures
+        return (f"consistent-parameter fit failed ({failures} so far; the last estimate kept): "
+                f"{self.worker.last_failure}")
 
     def revoke(self):
         """The controller could not use the applied parameters (an MPC unsound with them): back to the ones

@@ -59,7 +59,9 @@ class ConsistentParameters:
                                  {"x": x, "p": ca.vertcat(beta_hat, ca.reshape(L, r * r, 1)),
                                   "f": ca.sumsqr(residual) + regularization * ca.sumsqr(deviation)},
                                  {"ipopt.print_level": 0, "print_time": False, "ipopt.max_iter": max_iter,
-                                  "ipopt.tol": 1e-10, "ipopt.acceptable_tol": 1e-7, "ipopt.sb": "yes"})
+                                  "ipopt.tol": 1e-10, "ipopt.acceptable_tol": 1e-7, "ipopt.sb": "yes",
+                                  # a failed solve (Inf, NaN) is IPOPT's status, not lines on stderr
+                                  "show_eval_warnings": False, "calc_lam_p": False})
         self._pi_of_x = ca.Function("pi_of_x", [x], [pi])
         self._lower = np.full(10 * nb + 4 * nv, -np.inf)
         self._nonnegative = 10 * nb + np.concatenate([4 * np.arange(nv), 4 * np.arange(nv) + 1, 4 * np.arange(nv) + 2])

@@ -30,13 +30,14 @@ from .base_parameter_update import BaseParameterUpdate
 from .command_guard import effort_bounds
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
 from .kernel_dynamics import KernelDynamics
+from .adaptation_watchdog import AdaptationWatchdog
+from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .payload_update import check_payload_plausible, payload_body_parameters
 from .reference import ConstantReference, FourierSampler, fourier_reference
 from .slotine_li import SlotineLiController
 from .torque_output import TorqueOutput
+from .tracking_watchdog import TrackingWatchdog
 from .trajectory_file import ApproachThenFollow, TrajectoryFileReference
-
-BUNDLED_ROBOTS = ("panda", "ur5", "iiwa")
 
 
 class ControlLoop:
@@ -67,6 +68,9 @@ class ControlLoop:
         gravity = None if config["gravity_compensated_by_robot"] else \
             (lambda q: self.functions.gravity(q, self.controller_parameters()))
         self.output = TorqueOutput(effort_bounds(model), gravity, config, publish, robot.command_order, report)
+        self.tracking = TrackingWatchdog(model.joint_names, config["tracking_error.threshold"],
+                                         config["tracking_error.window"])
+        self.adaptation = AdaptationWatchdog(config["adaptation_timeout"]) if self.base_update is not None else None
 
     def _make_base_update(self):
         """:class:`BaseParameterUpdate` with ``use_base_parameters`` in computed_torque / slotine_li, else None."""
@@ -105,14 +109,19 @@ class ControlLoop:
         """A new activation: reference time from the next state, output stage reset."""
         self.t0 = self._t_prev = None
         self.output.start()
+        self.tracking.restart()
+        if self.adaptation is not None:
+            self.adaptation.restart()
 
     def apply_live(self, changed):
-        """Apply changed live parameters (``kp``, ``kd``, ``max_torque_rate``)."""
+        """Apply changed live parameters (``kp``, ``kd``, ``max_torque_rate``, ``tracking_error.*``,
+        ``adaptation_timeout``)."""
         for name in ("kp", "kd"):
             if name in changed and hasattr(self.controller, name):
                 setattr(self.controller, name, np.full(self.robot.model.nv, float(changed[name])))
         if "max_torque_rate" in changed:
             self.output.set_max_torque_rate(changed["max_torque_rate"])
+        apply_diagnostics_parameters(changed, self.tracking, self.adaptation)
 
     def controller_parameters(self):
         """The inertial parameters (10 nb,) the control law uses now (the nominal ones for a base-parameter law)."""
@@ -128,7 +137,7 @@ class ControlLoop:
         if c["reference"] == "file":
             return ApproachThenFollow(self.file_reference, q, 0.0, self.robot.model.velocity_limit)
         center = self.robot.from_command(np.asarray(c["generator.center"])) if c["generator.center"] else \
-            (self.robot.home if self.robot.name in BUNDLED_ROBOTS else q.copy())
+            (self.robot.home if self.robot.home_known else q.copy())
         return fourier_reference(center, c["generator.amplitude"], c["generator.period"], c["generator.harmonics"])
 
     def _load_trajectory_file(self):
@@ -191,7 +200,11 @@ class ControlLoop:
         published = self.output.publish(tau, t)
         if self.base_update is not None and effort is not None:
             self.base_update.observe(t, q, v, effort)
-        return published, q - q_d
+        error = q - q_d
+        self.tracking.update(t, error)
+        if self.adaptation is not None:
+            self.adaptation.observe(t)
+        return published, error
 
     def _rebase_time(self, jump):
         """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times, forget the
@@ -238,6 +251,8 @@ class ControlLoop:
         if covariance is not None:
             u.set_covariance(covariance)
         decision = u.offer(beta)
+        if decision.status == "accepted":
+            self.adaptation.applied()
         if not np.array_equal(decision.beta, self.controller.beta):
             self.controller.set_parameters(decision.beta)
             self.base_parameter_updates += 1
@@ -259,8 +274,18 @@ class ControlLoop:
 
     def diagnostic_values(self):
         values = {**self.output.diagnostic_values(), "payload_updates": self.payload_updates,
-                  "implausible_payloads": self.implausible_payloads}
+                  "implausible_payloads": self.implausible_payloads, **self.tracking.values()}
         if self.base_update is not None:
             values.update(base_parameter_updates=self.base_parameter_updates, **self.base_update.diagnostic_values())
         return values
 
+    def status(self, rejected=None):
+        """``(level, message, values)`` of the node's /diagnostics: WARN while the joint states are stale, after
+        dropped malformed messages (``rejected``: the node's ``{kind: count}``), while a joint tracks worse than
+        ``tracking_error.threshold``, and while adaptation is on and nothing has been applied
+        (``adaptation_timeout``, with the gate's reason); OK ("controlling") otherwise."""
+        notes = ["joint states stale: holding"] if self.output.stale else []
+        if rejected:
+            notes.append(f"dropped malformed messages: {dict(rejected)}")
+        notes += diagnostics_notes(self.tracking, self.adaptation, self.base_update)
+        return ("WARN" if notes else "OK"), ("; ".join(notes) or "controlling"), self.diagnostic_values()

@@ -900,7 +900,9 @@ class ModelPredictiveController:
     def _build_nlp(self):
         ocp, cfg = self.ocp, self.config
         ng = ocp.nx * (ocp.N + 1)
-        opts = {"print_time": False, "error_on_fail": False, "equality": [True] * ng}
+        # a failed evaluation is a fallback with the solver's status (MPCSolution), not a line on stderr
+        opts = {"print_time": False, "error_on_fail": False, "show_eval_warnings": False, "calc_lam_p": False,
+                "equality": [True] * ng}
         if cfg.solver == "fatrop":
             opts.update({"structure_detection": "auto",
                          "fatrop": {"print_level": 0, "max_iter": cfg.max_iter, "tol": cfg.tol,

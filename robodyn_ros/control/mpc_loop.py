@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .adaptation_watchdog import AdaptationWatchdog
+from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .mpc import BackgroundController, MPCConfig
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
 from .torque_output import TorqueOutput
+from .tracking_watchdog import TrackingWatchdog
 
 
 class MpcLoop:
@@ -44,6 +47,9 @@ class MpcLoop:
         self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
         self.output = TorqueOutput(self.mpc.tau_max, self.gravity, config, publish, robot.command_order, report) \
             if c["output"] == "commands" else None
+        self.tracking = TrackingWatchdog(robot.model.joint_names, c["tracking_error.threshold"],
+                                         c["tracking_error.window"])
+        self.adaptation = AdaptationWatchdog(c["adaptation_timeout"]) if self.base_update is not None else None
         self.start()
 
     @staticmethod
@@ -68,6 +74,8 @@ class MpcLoop:
         if covariance is not None:
             u.set_covariance(covariance)
         decision = u.offer(beta)
+        if decision.status == "accepted":
+            self.adaptation.applied()
         theta = u.theta.copy()
         if self.output is not None:
             n_in, nv = 10 * self.model.nbodies, self.model.nv
@@ -82,6 +90,15 @@ class MpcLoop:
         self.state = self.t0 = self.solution = None
         if self.output is not None:
             self.output.start()
+        self.tracking.restart()
+        if self.adaptation is not None:
+            self.adaptation.restart()
+
+    def apply_live(self, changed):
+        """Apply changed live parameters (``max_torque_rate``, ``tracking_error.*``, ``adaptation_timeout``)."""
+        if "max_torque_rate" in changed and self.output is not None:
+            self.output.set_max_torque_rate(changed["max_torque_rate"])
+        apply_diagnostics_parameters(changed, self.tracking, self.adaptation)
 
     def gravity(self, q):
         """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
@@ -104,6 +121,8 @@ class MpcLoop:
         if self.t0 is None:
             self.t0 = t
         self.state = (t, q, v)
+        if self.adaptation is not None:
+            self.adaptation.observe(t)
         if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
             if self.base_update is not None:
@@ -117,6 +136,7 @@ class MpcLoop:
             return None
         t, q, v = self.state
         solution = self.mpc.solve(q, v, self.reference, t - self.t0)
+        self.tracking.update(t, q - self.reference.evaluate(t - self.t0)[0])
         self.solution = (t, solution)
         self.solves += 1
         self.fallbacks += solution.status.startswith("fallback")
@@ -135,7 +155,16 @@ class MpcLoop:
     def diagnostic_values(self, solution):
         values = {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
                   "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
-                  "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {})}
+                  "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {}),
+                  **self.tracking.values()}
         if self.base_update is not None:
             values.update(parameter_updates=self.parameter_updates, **self.base_update.diagnostic_values())
         return values
+
+    def status(self, solution):
+        """``(level, message, values)`` of the node's /diagnostics after ``solution``: WARN on a fallback (the
+        status), while a joint tracks worse than ``tracking_error.threshold`` and while adaptation is on and
+        nothing has been applied (``adaptation_timeout``, with the gate's reason)."""
+        notes = [] if solution.status in ("solved", "rti") else [solution.status]
+        notes += diagnostics_notes(self.tracking, self.adaptation, self.base_update)
+        return ("WARN" if notes else "OK"), ("; ".join(notes) or solution.status), self.diagnostic_values(solution)

@@ -90,6 +90,7 @@ class ParameterGate:
         self.last_good = self.beta_nominal.copy()
         self.counts = {s: 0 for s in STATUSES}
         self.last_status = "unconverged"
+        self.last_reason = None           # the last decision and why, in words (the controllers' diagnostics)
 
     def observe(self, Y, tau, q=None):
         """One filtered sample the controller ran on: ``Y`` (nv, r), ``τ`` (nv,) and its configuration ``q``
@@ -120,24 +121,27 @@ class ParameterGate:
         Y, tau = np.asarray(list(self._Y)[-n:]), np.asarray(list(self._tau)[-n:])
         return float(np.sqrt(np.mean((tau - Y @ beta) ** 2)))
 
-    def _decide(self, status, restore=None, rho=(float("nan"),) * 3):
+    def _decide(self, status, restore=None, rho=(float("nan"),) * 3, why=""):
         self.counts[status] += 1
         self.last_status = status
+        self.last_reason = f"{status}: {why}" if why else status
         return GateDecision(status, self.applied.copy(), restore, *rho)
 
-    def _plausible(self, beta, std):
+    def _implausible(self, beta, std):
+        """Why ``beta`` is implausible (module docstring), or None."""
         f = self.friction_indices
         if beta.shape != self.beta_nominal.shape or not np.all(np.isfinite(beta)):
-            return False
+            return "not finite or of the wrong size"
         if len(f) and np.any(beta[f] < -self.friction_tolerance - 3.0 * (0.0 if std is None else std[f])):
-            return False
+            return "a friction coefficient is negative beyond 3 standard deviations"
         if self.plausibility is not None:
             qs = [q for q in self._q if q is not None]
             if qs:
                 picks = np.unique(np.linspace(0, len(qs) - 1, self.configurations).astype(int))
                 if not self.plausibility(beta, [qs[i] for i in picks]):
-                    return False
-        return True
+                    return ("its mass matrix is not positive definite, or far lighter than the nominal one, at recent "
+                            "configurations")
+        return None
 
     def offer(self, beta, P=None, source="estimate", tag=None):
         """Offer the estimate ``beta`` (r,) (covariance ``P``: (r, r), (r,) diagonal or None) from ``source``,
@@ -150,7 +154,9 @@ class ParameterGate:
         if pending is None or self.observed - pending[2] < self.fresh or len(self._Y) < self.fresh:
             if pending is None:
                 self._pending[source] = (beta, std, self.observed, tag)
-            return self._decide("unconverged")
+            seen = 0 if pending is None else min(self.observed - pending[2], len(self._Y))
+            return self._decide("unconverged", why=f"the {source} offered last has predicted {seen} of the {self.fresh} "
+                                                    "new samples it is judged on")
         self._pending[source] = (beta, std, self.observed, tag)
         return self._judge(*pending)
 
@@ -162,23 +168,29 @@ class ParameterGate:
             self.last_good = self.beta_nominal.copy()
             self.counts["fallback_nominal"] += 1
             rho_a = rho_n
-        if not self._plausible(beta, std):
-            return self._decide("implausible", rho=(float("nan"), rho_a, rho_n))
+        why = self._implausible(beta, std)
+        if why is not None:
+            return self._decide("implausible", rho=(float("nan"), rho_a, rho_n), why=why)
         rho = self.residual(beta, fresh)
         rhos = (rho, rho_a, rho_n)
         if not np.isfinite(rho):
-            return self._decide("implausible", rho=rhos)
+            return self._decide("implausible", rho=rhos, why="its residual is not finite")
+        versus = f"residual {rho:.3g} on {fresh} new samples against {rho_a:.3g} applied, {rho_n:.3g} nominal"
         if rho > (1.0 + self.margin) * rho_n:
             if np.array_equal(self.last_good, self.beta_nominal):    # still learning: nothing to roll back to
-                return self._decide("worse", rho=rhos)
-            return self._decide("diverging", restore=self.last_good.copy(), rho=rhos)
+                return self._decide("worse", rho=rhos, why=f"worse than the nominal model ({versus})")
+            return self._decide("diverging", restore=self.last_good.copy(), rho=rhos,
+                                why=f"worse than the nominal model ({versus})")
         whole = self.residual(beta), self.residual(self.applied), self.residual(self.beta_nominal)
-        if rho > (1.0 - self.margin) * rho_a or whole[0] > (1.0 + self.margin) * min(whole[1], whole[2]):
-            return self._decide("worse", rho=rhos)
+        if rho > (1.0 - self.margin) * rho_a:
+            return self._decide("worse", rho=rhos, why=f"not better than the applied parameters ({versus})")
+        if whole[0] > (1.0 + self.margin) * min(whole[1], whole[2]):
+            return self._decide("worse", rho=rhos, why=f"worse over the whole window ({whole[0]:.3g} against "
+                                                        f"{min(whole[1], whole[2]):.3g})")
         self._previous = (self.applied.copy(), self.applied_tag)
         self.applied, self.applied_tag = beta.copy(), tag
         self.last_good = beta.copy()
-        return self._decide("accepted", rho=rhos)
+        return self._decide("accepted", rho=rhos, why=versus)
 
     def revoke(self):
         """The controller could not use the applied estimate (e.g. an MPC unsound with it): back to the one

@@ -82,6 +82,8 @@ DEFAULTS = {
     "change_threshold": 25.0,
     "change_ratio": 4.0,
     "change_time": 0.15,
+    "change_alarms.count": 3,
+    "change_alarms.window": 10.0,
     "payload_publish_std.mass": 0.5,
     "payload_publish_std.first_moment": 0.1,
     "payload_publish_std.inertia": 0.02,
@@ -93,7 +95,8 @@ DEFAULTS = {
     "time_jump_threshold": 0.5,
 }
 _POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "change_ratio", "change_time",
-             "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold", "coulomb_width")
+             "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold", "coulomb_width",
+             "change_alarms.window")
 
 
 def estimator_config(config=None):
@@ -141,6 +144,22 @@ def estimator_config(config=None):
         raise ValueError(f"estimator parameter payload_reference: {values['payload_reference']!r} is not one of "
                          f"{', '.join(PAYLOAD_REFERENCES)}")
     return values
+
+
+def repeated_change_note(events, t, count, window):
+    """A line when the payload-change detector reported at least ``count`` changes (``events``: ``(time, payload
+    mass before)``) within the ``window`` seconds up to joint-state time ``t``, else None (``count`` 0: never).
+    A detector that alarms again and again is not seeing payloads: the model does not fit the robot, or the
+    noise levels it normalises the innovations with are set below the real ones."""
+    if count <= 0 or t is None:
+        return None
+    recent = [mass for t_event, mass in events if 0.0 <= t - t_event <= window]
+    if len(recent) < count:
+        return None
+    return (f"payload change detected {len(recent)} times in the last {window:g} s (payload mass before them "
+            f"from {min(recent):.3g} to {max(recent):.3g} kg): not payloads, but a model that does not fit the robot "
+            "(the right URDF? identified parameters?) or noise levels (effort_noise, force_noise, torque_noise) "
+            "below the real ones")
 
 
 def _positive_list(name, value):
@@ -632,6 +651,11 @@ class OnlineEstimator:
             if t is not None and 0.0 <= t - t_change <= 1.0:
                 notes.append(f"payload change detected at t = {t_change:.3f} s (mass before {mass_before:.3f} kg, "
                              f"now {float(pi[0]):.3f} kg)")
+        repeated = repeated_change_note(self.payload_events, t, self.config["change_alarms.count"],
+                                        self.config["change_alarms.window"])
+        if repeated is not None:
+            level = "WARN"
+            notes.append(repeated)
         paused = [what for what, until in (("wrench saturated", self._wrench_clean_at),
                                            ("effort saturated", self._effort_clean_at),
                                            ("updates too sparse (falling behind)", self._dense_at))

@@ -273,7 +273,8 @@ def consistent_fit(model, base, fit, regularization=1.0, length=MARGIN_LENGTH, m
                          start_joint])
     solver = ca.nlpsol("consistent_fit", "ipopt", {"x": x, "f": objective},
                        {"ipopt.print_level": 0, "print_time": False, "ipopt.max_iter": max_iter,
-                        "ipopt.tol": 1e-12, "ipopt.acceptable_tol": 1e-9, "ipopt.sb": "yes"})
+                        "ipopt.tol": 1e-12, "ipopt.acceptable_tol": 1e-9, "ipopt.sb": "yes",
+                        "show_eval_warnings": False, "calc_lam_p": False})
     sol = solver(x0=x0, lbx=lower, ubx=np.full_like(lower, np.inf))
     pi_of_x = ca.Function("pi_of_x", [x], [pi, ca.sumsqr(residual)])
     pi_opt, chi2 = pi_of_x(sol["x"])

@@ -18,8 +18,8 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
 from .messages import MessageRejected, joint_state_to_arrays
 from .entities import destroy_entities, destroy_input_node, destroy_rclpy_entity, take_pending
-from .node_parameters import SCHEMAS, load_robot
-from .parameters import declare_parameters, install_live_update, read_config, validate
+from .node_parameters import NODE_EXTRAS, SCHEMAS, load_robot, unknown_parameter_error
+from .parameters import declare_parameters, descriptor_for, install_live_update, read_config, validate
 
 WARN_PERIOD = 2.0  # s between two warnings about the same kind of rejected message
 
@@ -36,11 +36,14 @@ class RobodynNode(LifecycleNode):
         self.configure_error = None   # why the last configure failed (logged once), None after a success
         super().__init__(name or self.kind, **kwargs)
         self.schema = SCHEMAS[self.kind]
-        from rcl_interfaces.msg import ParameterDescriptor
-        self.declare_parameter("autostart", True, ParameterDescriptor(
-            description="robodyn node: configure and activate on start (false: wait for a lifecycle manager)",
-            read_only=True))
+        autostart = next(spec for spec in NODE_EXTRAS if spec.name == "autostart")
+        self.declare_parameter(autostart.name, autostart.default, descriptor_for(autostart))
         declare_parameters(self, self.schema)
+        # a name no robodyn node has is a typing mistake (robodyn node and ros2 run refuse it earlier, also names
+        # of other nodes in this node's own entry); rclpy would ignore it
+        error = unknown_parameter_error(self.kind, list(self._parameter_overrides), shared=True)
+        if error is not None:
+            raise ValueError(f"parameters of node {self.get_name()}: {error}")
         install_live_update(self, self.schema, self._on_live_update)
         # ROS_NOTES: state input and control output in one exclusive group; services, parameters and
         # diagnostics in another

@@ -32,6 +32,9 @@ class BaseParameterTopics:
             return
         self.loop.apply_base_parameters(beta, self.covariance)
         self.covariance = None
+        failure = self.loop.base_update.failure_note()
+        if failure is not None:
+            self.node.warn_throttled("consistent_fit", failure)
 
     def on_covariance(self, msg):
         r = len(self.names)

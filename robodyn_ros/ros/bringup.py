@@ -5,8 +5,10 @@
         up.activate()
         up.spin_until(lambda: ..., timeout=10.0)
 
-Parameters of each node: the robot's ``config/<robot>.yaml`` (as ``--params-file`` would give them,
-:func:`load_params_yaml`), then the launch entry's overrides, then ``overrides[node name]``.
+Parameters of each node: the robot's parameter file (``config/<robot>.yaml``, or for ``robot`` a URDF or a
+file of ``robodyn config``: :func:`robot_parameters_file`), as ``--params-file`` would give them
+(:func:`load_params_yaml`), then the launch entry's overrides, then ``overrides[node name]``. A parameter the
+node does not have is refused as ``robodyn node`` refuses it (ValueError naming it and the closest name).
 """
 from __future__ import annotations
 
@@ -14,17 +16,26 @@ import time
 
 from rclpy.parameter import Parameter
 
-from .launch_description_data import NodeEntry, config_file, launch_nodes, launch_parameters
+from .launch_description_data import NodeEntry, launch_nodes, launch_parameters, robot_parameters_file
 from .node_main import bring_up, node_class
-from .node_parameters import SCHEMAS
-from .parameters import load_params_yaml
+from .node_parameters import SCHEMAS, unknown_parameter_error
+from .parameters import params_yaml_entries
 from .testing import make_executor
 
 
 def node_parameters(entry, params_file, use_sim_time=False, extra=None):
-    """``{name: value}`` a node of ``entry`` starts with: YAML, launch overrides, ``extra``."""
-    values = load_params_yaml(params_file, entry.name) if params_file else {}
+    """``{name: value}`` a node of ``entry`` starts with: YAML, launch overrides, ``extra``; ValueError naming a
+    parameter the node does not have (a wildcard entry of the file: one no node has)."""
+    values = {}
+    for key, params in (params_yaml_entries(params_file, entry.name) if params_file else []):
+        error = unknown_parameter_error(entry.kind, list(params), shared="*" in key)
+        if error is not None:
+            raise ValueError(f"parameter file {params_file}: {error}")
+        values.update(params)
     values.update(launch_parameters(entry, use_sim_time))
+    error = unknown_parameter_error(entry.kind, list(extra or {}))
+    if error is not None:
+        raise ValueError(f"overrides: {error}")
     values.update(extra or {})
     return values
 
@@ -64,8 +75,14 @@ class Bringup:
 
     @classmethod
     def from_launch(cls, launch, context, robot="panda", params_file=None, **kwargs):
-        """The nodes of ``launch/<launch>.launch.py`` for ``robot`` (its YAML unless ``params_file``)."""
-        return cls(launch_nodes(launch), context, params_file or config_file(robot), **kwargs)
+        """The nodes of ``launch/<launch>.launch.py`` for ``robot`` (a bundled robot, a URDF or a parameter file
+        of ``robodyn config``; its parameter file unless ``params_file``)."""
+        if params_file is not None:
+            return cls(launch_nodes(launch), context, params_file, **kwargs)
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix="robodyn_bringup_") as directory:
+            # the nodes read the file while they are created: it is not needed afterwards
+            return cls(launch_nodes(launch), context, robot_parameters_file(robot, directory), **kwargs)
 
     def activate(self, order=None):
         """Configure and activate every node (``order``: names, default controllers before the simulator

@@ -11,7 +11,9 @@ their covariance (``base_parameters_topic``, ``base_covariance_topic``, Float64M
 effort limits, rate limited to ``max_torque_rate``, a non-finite torque replaced by the last safe command;
 without a valid joint state for ``state_timeout`` wall seconds ``g(q_last)`` (``gravity_hold``) or zeros:
 :class:`~robodyn_ros.control.torque_output.TorqueOutput`), ``~/tracking_error`` (Float64MultiArray
-``[stamp, q - q_d]``, labelled) and ``/diagnostics`` (1 Hz, with the state -> command latency).
+``[stamp, q - q_d]``, labelled) and ``/diagnostics`` (1 Hz, with the state -> command latency; WARN while
+stale, after malformed messages, while a joint tracks worse than ``tracking_error.threshold`` and while
+adaptation applies nothing: :meth:`~robodyn_ros.control.control_loop.ControlLoop.status`).
 """
 from __future__ import annotations
 
@@ -113,10 +115,8 @@ class InverseDynamicsNode(RobodynNode):
     def _publish_diagnostics(self):
         if not self.active:
             return
-        level = "WARN" if self.stale or self.rejected else "OK"
-        text = "joint states stale: holding" if self.stale else (
-            f"dropped malformed messages: {dict(self.rejected)}" if self.rejected else "controlling")
-        values = {"mode": self.config["mode"], **self.latency.values(), **self.loop.diagnostic_values(),
+        level, text, loop_values = self.loop.status(self.rejected)
+        values = {"mode": self.config["mode"], **self.latency.values(), **loop_values,
                   "rejected_messages": sum(self.rejected.values())}
         self.diag_pub.publish(rm.make_diagnostic_array(self.get_clock().now().to_msg(),
                                                        f"{self.get_name()}: inverse dynamics", level, text, values,

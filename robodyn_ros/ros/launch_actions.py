@@ -2,13 +2,15 @@
 
 Every launch file is ``launch_description(<name>)``: its lifecycle nodes come from
 :data:`robodyn_ros.ros.launch_description_data.LAUNCHES` (the table the in-process bringup of pip users
-reads too) with ``config/<robot>.yaml``; a launch listed in ``RECORDED_TOPICS`` also runs
+reads too) with the parameter file of the ``robot`` argument (``config/<robot>.yaml`` for a bundled robot, a
+file of ``robodyn config``, or a URDF: :func:`~robodyn_ros.ros.launch_description_data.robot_parameters_file`);
+a launch listed in ``RECORDED_TOPICS`` also runs
 ``robodyn record`` of those topics into the folder of its ``bag`` argument, and its ``trajectory`` argument
 (a CSV of ``robodyn excite``) makes the inverse_dynamics node follow that file. ``launch``/``launch_ros`` are
 imported when a description is built, so this module imports anywhere (test stand-ins included).
 """
 from robodyn_ros.ros.launch_description_data import (PACKAGE, RECORD_COMMAND, RECORDED_TOPICS, TRAJECTORY_NODE,
-                                                     config_file, launch_nodes, launch_parameters,
+                                                     launch_nodes, launch_parameters, robot_parameters_file,
                                                      trajectory_overrides)
 
 
@@ -25,7 +27,7 @@ def launch_setup(context, launch):
 
     robot = LaunchConfiguration("robot").perform(context)
     use_sim_time = _truthy(LaunchConfiguration("use_sim_time").perform(context))
-    params_file = config_file(robot)
+    params_file = robot_parameters_file(robot)
     trajectory = LaunchConfiguration("trajectory").perform(context) if launch in RECORDED_TOPICS else ""
     extra = {TRAJECTORY_NODE: trajectory_overrides(trajectory)}
     actions = [LifecycleNode(package=PACKAGE, executable=entry.executable, name=entry.name, namespace="",
@@ -45,7 +47,9 @@ def launch_description(launch):
     from launch import LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction
 
-    arguments = [DeclareLaunchArgument("robot", default_value="panda", description="bundled robot: panda, ur5, iiwa"),
+    arguments = [DeclareLaunchArgument("robot", default_value="panda",
+                                       description="a bundled robot (panda, ur5, iiwa), a URDF file, or a parameter "
+                                                   "file written by robodyn config"),
                  DeclareLaunchArgument("use_sim_time", default_value="false")]
     if launch in RECORDED_TOPICS:
         arguments.append(DeclareLaunchArgument("bag", default_value=f"{launch}_bag",

@@ -3,8 +3,9 @@
 users), so both start the same nodes with the same parameters (checked by test/test_launch_files.py).
 
 Pure Python (no rclpy, no launch): every entry names the node kind (a key of
-:data:`robodyn_ros.ros.node_parameters.SCHEMAS`), the node name, the per-robot YAML file from ``config/``
-and the launch-specific overrides applied on top of it.
+:data:`robodyn_ros.ros.node_parameters.SCHEMAS`), the node name, the per-robot YAML file from ``config/`` (or the
+parameter file or URDF given as ``robot``, :func:`robot_parameters_file`) and the launch-specific overrides
+applied on top of it.
 """
 from __future__ import annotations
 
@@ -82,6 +83,21 @@ def config_dirs():
 def config_file(robot):
     """Path of ``config/<robot>.yaml``; FileNotFoundError listing where it was looked for."""
     return _config_path(f"{robot}.yaml")
+
+
+def robot_parameters_file(robot, directory=None):
+    """The parameter file a launch's ``robot`` argument stands for: ``config/<robot>.yaml`` for a bundled robot,
+    the file itself for a parameter file (``robodyn config``'s), and for a URDF the file ``robodyn config URDF``
+    writes, in a new temporary file (in ``directory``, default the system's). ModelError naming anything else."""
+    from .node_parameters import robot_source
+
+    kind, path = robot_source(robot)
+    if kind == "bundled":
+        return config_file(robot)
+    if kind == "parameters":
+        return os.path.abspath(path)
+    from .robot_config import write_temporary_configuration
+    return write_temporary_configuration(path, directory)[0]
 
 
 def udp_transport_profile():

@@ -91,8 +91,7 @@ class MpcNode(RobodynNode):
         return super().destroy_node()
 
     def apply_live(self, changed):
-        if "max_torque_rate" in changed and self.output is not None:
-            self.output.set_max_torque_rate(changed["max_torque_rate"])
+        self.loop.apply_live(changed)
 
     def _on_watchdog(self):
         if self.active:
@@ -116,10 +115,10 @@ class MpcNode(RobodynNode):
         msg.data = array("d", solution_to_array(t, solution).tobytes())
         self.solution_pub.publish(msg)
         self.solve_time_pub.publish(Float64(data=float(solution.solve_time)))
-        level = "OK" if solution.status in ("solved", "rti") else "WARN"
+        level, text, values = self.loop.status(solution)
         self.diag_pub.publish(rm.make_diagnostic_array(
-            rm.seconds_to_time(t), f"{self.get_name()}: model predictive control", level, solution.status,
-            self.loop.diagnostic_values(solution), hardware_id=self.robot.name))
+            rm.seconds_to_time(t), f"{self.get_name()}: model predictive control", level, text, values,
+            hardware_id=self.robot.name))
 
     def _on_payload(self, msg):
         try:

@@ -4,9 +4,18 @@ lifecycle node per process, spun by the executor that ``benchmarks/bench_rclpy_l
 
 The node configures and activates itself unless started with ``--ros-args -p autostart:=false`` (then a
 lifecycle manager, e.g. ``ros2 lifecycle set``, drives it). SIGINT/SIGTERM shut it down cleanly.
+``--help`` (before ``--ros-args``) prints the node's parameters from its schema and exits.
+
+Before rclpy sees the arguments: every ``--params-file`` and ``-p`` is checked against the node's schema
+(a parameter the node does not have, a wrong type, a value out of range: one line naming it, exit 2);
+``-p robot:=FILE.yaml`` (a parameter file of ``robodyn config``) is read as a ``--params-file`` given
+first, ``-p robot:=URDF`` as the file ``robodyn config URDF`` would write, so that later files and ``-p``
+values override them; ``-p robot_description:=XML`` is passed in a parameter file (rcl's command-line
+parser cannot read most URDF text).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 NODE_CLASSES = {
@@ -68,28 +77,62 @@ def ros_arguments(argv):
     return params_files, node_name, namespace
 
 
+def parameter_arguments(argv):
+    """``[(index, node, name, value)]`` of the ``-p [node:]name:=value`` (``--param``) arguments of the
+    ``--ros-args`` part of ``argv``: ``index`` of the value token, ``node`` None when not node-targeted."""
+    found, in_ros, tokens = [], False, list(argv or [])
+    for k, token in enumerate(tokens):
+        if token == "--ros-args":
+            in_ros = True
+        elif token == "--":
+            in_ros = False
+        elif in_ros and k + 1 < len(tokens) and token in ("-p", "--param"):
+            target, sep, value = tokens[k + 1].partition(":=")
+            if sep:
+                node, _, name = target.rpartition(":")
+                found.append((k + 1, node or None, name, value))
+    return found
+
+
+def _node_parameters(argv, node_name):
+    """The ``-p`` arguments of ``argv`` that apply to node ``node_name`` (untargeted or targeting it)."""
+    return [(k, name, value) for k, node, name, value in parameter_arguments(argv)
+            if node is None or node.strip("/").rsplit("/", 1)[-1] == node_name]
+
+
 def params_file_error(kind, argv):
-    """One line saying why the ``--params-file`` arguments in ``argv`` cannot start node ``kind`` (a file
-    that is missing, unreadable or not YAML; a parameter of the wrong type, out of range or not finite),
-    or None. Checked against the node's schema before rclpy sees the file, which would otherwise fail
-    with a multi-line RCLError traceback."""
+    """One line saying why the ``--params-file`` and ``-p`` arguments in ``argv`` cannot start node ``kind``
+    (a file that is missing, unreadable or not YAML; a parameter the node does not have, named with the
+    closest valid one; a parameter of the wrong type, out of range or not finite), or None. Checked against
+    the node's schema before rclpy sees the file, which would otherwise fail with a multi-line RCLError
+    traceback, or ignore a misspelt name. A name under a wildcard entry (``/**``) is refused only when no
+    robodyn node has it (such an entry is shared by every node)."""
     import yaml
 
-    from .node_parameters import resolve_node_config
-    from .parameters import load_params_yaml
+    from .node_parameters import resolve_node_config, unknown_parameter_error
+    from .parameters import params_yaml_entries
 
     files, node_name, namespace = ros_arguments(argv)
     fqn = "/".join(part.strip("/") for part in (namespace or "", node_name or kind) if part.strip("/"))
     overrides = {}
     for path in files:
         try:
-            overrides.update(load_params_yaml(path, "/" + fqn))
+            entries = params_yaml_entries(path, "/" + fqn)
         except FileNotFoundError:
             return f"parameter file {path} does not exist"
         except (OSError, UnicodeDecodeError) as exc:
             return f"cannot read parameter file {path}: {exc}"
         except (yaml.YAMLError, ValueError) as exc:
             return f"parameter file {path} is not a valid ROS parameter file: {' '.join(str(exc).split())}"
+        for key, params in entries:
+            error = unknown_parameter_error(kind, list(params), shared="*" in key)
+            if error is not None:
+                return f"parameter file {path}: {error} (in its '{key}' entry)"
+            overrides.update(params)
+    for _, name, value in _node_parameters(argv, (node_name or kind).strip("/").rsplit("/", 1)[-1]):
+        error = unknown_parameter_error(kind, [name])
+        if error is not None:
+            return f"-p {name}:={value[:40]}: {error}"
     try:
         resolve_node_config(kind, overrides)
     except ValueError as exc:
@@ -97,27 +140,99 @@ def params_file_error(kind, argv):
     return None
 
 
+def node_help(kind):
+    """The ``--help`` text of node ``kind``: usage and the parameter table of its schema."""
+    from .node_parameters import NODE_EXTRAS, SCHEMAS
+    from .parameters import parameter_table
+
+    return (f"usage: robodyn node {kind} [--help] [--ros-args [-p NAME:=VALUE ...] [--params-file FILE ...] "
+            f"[-r __node:=NAME] ...]\n"
+            f"       ros2 run robodyn_ros {kind} [--help] [--ros-args ...]\n\n"
+            f"Runs the {kind} lifecycle node until Ctrl-C. -p robot:=PATH takes a URDF or a parameter file written "
+            f"by robodyn config.\n\n"
+            f"parameters (type, default; allowed values; read-only: fixed once the node exists; live: applied "
+            f"while running):\n" + parameter_table(SCHEMAS[kind], NODE_EXTRAS))
+
+
+def _wants_help(argv):
+    tokens = list(argv or [])
+    before_ros = tokens[:tokens.index("--ros-args")] if "--ros-args" in tokens else tokens
+    return any(t in ("-h", "--help") for t in before_ros)
+
+
+def prepare_arguments(kind, argv, directory):
+    """``argv`` with ``-p robot:=PATH`` and ``-p robot_description:=XML`` turned into parameter files (module
+    docstring), written into ``directory``; ModelError naming a robot that is neither bundled nor a file."""
+    from .node_parameters import robot_source
+    from .robot_config import write_temporary_configuration
+
+    tokens = list(argv or [])
+    _, node_name, _ = ros_arguments(tokens)
+    node_name = (node_name or kind).strip("/").rsplit("/", 1)[-1]
+    first, last, drop = [], [], set()
+    for k, name, value in _node_parameters(tokens, node_name):
+        if name == "robot":
+            source_kind, path = robot_source(value)
+            if source_kind == "parameters":
+                first = ["--params-file", path]
+            elif source_kind == "urdf":
+                first = ["--params-file", write_temporary_configuration(path, directory)[0]]
+            else:
+                first = []
+        elif name == "robot_description":
+            import yaml
+            path = os.path.join(directory, "robot_description.yaml")
+            with open(path, "w", encoding="utf-8") as stream:
+                yaml.safe_dump({"/**": {"ros__parameters": {"robot_description": value}}}, stream)
+            last = ["--params-file", path]
+            drop |= {k - 1, k}
+    tokens = [t for k, t in enumerate(tokens) if k not in drop]
+    if not (first or last):
+        return tokens
+    if "--ros-args" not in tokens:
+        tokens.append("--ros-args")
+    start = tokens.index("--ros-args") + 1
+    return tokens[:start] + first + tokens[start:] + (["--ros-args"] + last if last else [])
+
+
 def run(name, argv=None):
     """Run node ``name`` until shutdown; ``argv`` are the arguments after the name (``--ros-args ...``).
     Returns the process exit code: 0 after a clean shutdown, 2 for bad parameters (one line on stderr,
     no traceback), 1 when the node could not be configured and activated."""
+    import tempfile
+
+    from ..model.errors import ModelError
+
+    if name not in NODE_CLASSES:
+        print(f"robodyn node: unknown node {name!r}; nodes: {', '.join(NODE_CLASSES)}", file=sys.stderr)
+        return 2
+    if _wants_help(argv):
+        print(node_help(name))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="robodyn_node_") as directory:
+        try:
+            argv = prepare_arguments(name, argv, directory)
+        except (ModelError, OSError) as exc:
+            print(f"robodyn node {name}: {' '.join(str(exc).split())}", file=sys.stderr)
+            return 2
+        error = params_file_error(name, argv)
+        if error is not None:
+            print(f"robodyn node {name}: {error}", file=sys.stderr)
+            return 2
+        return _run_node(name, node_class(name), argv)
+
+
+def _run_node(name, cls, argv):
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
-    try:
-        cls = node_class(name)
-    except ValueError as exc:
-        print(f"robodyn node: {exc}", file=sys.stderr)
-        return 2
-    error = params_file_error(name, argv)
-    if error is not None:
-        print(f"robodyn node {name}: {error}", file=sys.stderr)
-        return 2
     context = rclpy.Context()
     try:
         rclpy.init(args=[f"robodyn_{name}"] + list(argv or []), context=context)
     except Exception as exc:  # noqa: BLE001 - rclpy's RCLError for arguments rcl cannot parse
-        print(f"robodyn node {name}: invalid ROS arguments {' '.join(argv or [])!r}: {' '.join(str(exc).split())}",
+        shown = " ".join(argv or [])
+        shown = shown if len(shown) <= 200 else shown[:200] + " ..."
+        print(f"robodyn node {name}: invalid ROS arguments {shown!r}: {' '.join(str(exc).split())[:300]}",
               file=sys.stderr)
         return 2
     node = None

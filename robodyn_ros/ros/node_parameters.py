@@ -5,10 +5,14 @@ Everything here is rclpy-free: the nodes declare these specs (:func:`declare_par
 bringup and the tests resolve them from the YAML files without ROS (:func:`resolve_node_config`).
 
 Robot selection, the same for every node: ``robot_description`` (URDF XML, what ``robot_state_publisher``
-users already have), else ``urdf_path``, else the bundled robot named by ``robot`` (panda, ur5, iiwa).
-``joints`` names the commanded joints in command order (JointGroupEffortController's ``joints``); joints
-of the URDF not listed are locked at 0 (Panda's fingers). Empty: the bundled robot's arm joints, or every
-joint of the URDF in chain order.
+users already have), else ``urdf_path``, else ``robot``: a bundled robot (panda, ur5, iiwa) or a URDF file.
+``robot`` may also name a parameter file written by ``robodyn config``: ``robodyn node``, ``ros2 run`` and
+the launch files read it before the node starts, as a ``--params-file`` given first
+(:mod:`robodyn_ros.ros.node_main`). ``joints`` names the commanded joints in command order
+(JointGroupEffortController's ``joints``); joints of the URDF not listed are locked at their
+``locked_joints`` value or at 0 (Panda's fingers). Empty: the bundled robot's arm joints, or every joint of
+the URDF in chain order. ``home`` (joint order): the simulator's start, the generator's centre and the
+configuration at which gains are derived from the mass matrix.
 """
 from __future__ import annotations
 
@@ -22,13 +26,21 @@ P = ParameterSpec
 
 # ----------------------------------------------------------------------------------------------- robot
 ROBOT = (
-    P("robot", str, "panda", "Bundled robot (panda, ur5, iiwa) used when robot_description and urdf_path "
-      "are empty; also gives the default joints, wrist link and home pose.", read_only=True),
+    P("robot", str, "panda", "The robot when robot_description and urdf_path are empty: a bundled robot (panda, "
+      "ur5, iiwa; it also gives the default joints, wrist link and home), a URDF file, or a parameter file "
+      "written by robodyn config (robot:=PATH on the command line of robodyn node, ros2 run or a launch file).",
+      read_only=True),
     P("robot_description", str, "", "URDF XML of the robot (takes precedence over urdf_path and robot).",
       read_only=True),
     P("urdf_path", str, "", "Path of the robot's URDF (used when robot_description is empty).", read_only=True),
-    P("joints", list[str], [], "Commanded joints in command order; other URDF joints are locked at 0. "
-      "Empty: the bundled robot's arm joints or every URDF joint.", read_only=True),
+    P("joints", list[str], [], "Commanded joints in command order; other URDF joints are locked (locked_joints, "
+      "else at 0). Empty: the bundled robot's arm joints or every URDF joint.", read_only=True),
+    P("locked_joints", list[str], [], "URDF joints held fixed, as NAME=VALUE (rad or m), e.g. a gripper's "
+      "fingers; a URDF joint neither in joints nor here is locked at 0.", read_only=True),
+    P("home", list[float], [], "Home configuration (joint order of joints), rad: the simulator's initial "
+      "positions, the generator's centre, where gains are derived from the mass matrix (slotine_li.kd); empty: "
+      "the bundled robot's home, else zero (and the generator centres on the first measured configuration).",
+      read_only=True),
     P("wrist_link", str, "", "Link of the wrist force/torque sensor and payload (empty: the bundled robot's "
       "flange link, else the last link).", read_only=True),
 )
@@ -65,6 +77,18 @@ BASE_PARAMETER_USE = (
       read_only=True),
     P("base_parameters.cutoff", float, 20.0, "use_base_parameters: cutoff of the gate's filter of the joint "
       "states, Hz (the estimator's filter.cutoff).", range=(0.1, 500.0), read_only=True),
+    P("adaptation_timeout", float, 30.0, "use_base_parameters: /diagnostics turn WARN, with the parameter gate's "
+      "last reason, while no estimate has been applied this many seconds (joint-state time) after the first "
+      "joint state (0: off).", range=(0.0, None), live=True),
+)
+
+# ---------------------------------------------------------------------------- the controllers' diagnostics
+TRACKING_DIAGNOSTICS = (
+    P("tracking_error.threshold", float, 0.1, "/diagnostics turn WARN, naming the joints, while a joint's RMS "
+      "tracking error over the last tracking_error.window seconds exceeds this, rad (0: off).",
+      range=(0.0, None), live=True),
+    P("tracking_error.window", float, 1.0, "Window of the RMS tracking error, s (joint-state time).",
+      range=(0.01, 3600.0), live=True),
 )
 
 # ------------------------------------------------------------------------------------------- simulator
@@ -161,7 +185,7 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       range=(0.0, None), live=True),
     P("friction_compensation", bool, True, "Add the model's friction torque."),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
-) + BASE_PARAMETER_USE + (
+) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE + (
     P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
 )
 
@@ -201,6 +225,11 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),
     P("change_threshold", float, 25.0, "CUSUM alarm level h of the wrench payload-change detector.",
       range=(0.0, None)),
+    P("change_alarms.count", int, 3, "/diagnostics turn WARN when the payload-change detector reports this many "
+      "changes within change_alarms.window seconds: a model that does not fit the robot, or noise levels set "
+      "below the real ones, make it alarm again and again (0: off).", range=(0, 1000)),
+    P("change_alarms.window", float, 10.0, "Window of change_alarms.count, s (joint-state time).",
+      range=(0.1, None)),
     P("payload_publish_std.mass", float, 0.5, "Publishing the payload: while the wrench estimate's mass std "
       "(kg) or first-moment std (payload_publish_std.first_moment) is above its bound the last published "
       "payload is repeated; while only the inertia std is above payload_publish_std.inertia, the mass is "
@@ -256,10 +285,35 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("generator.period", float, 4.0, "Reference period, s.", range=(0.1, None)),
     P("generator.harmonics", int, 2, "Reference harmonics.", range=(1, 10)),
     P("use_estimates", bool, True, "Add the estimator's payload to the model live."),
-) + BASE_PARAMETER_USE
+) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE
 
 SCHEMAS = {"simulator": SIMULATOR, "inverse_dynamics": INVERSE_DYNAMICS, "estimator": ESTIMATOR, "mpc": MPC}
 NODE_NAMES = tuple(SCHEMAS)
+
+# Parameters every node has besides its schema: robodyn's autostart and rclpy's own.
+NODE_EXTRAS = (
+    P("autostart", bool, True, "Configure and activate on start (false: wait for a lifecycle manager, e.g. "
+      "ros2 lifecycle set).", read_only=True),
+    P("use_sim_time", bool, False, "rclpy: take the time from /clock."),
+)
+_ROS_OWNED = ("start_type_description_service",)
+_ROS_OWNED_PREFIXES = ("qos_overrides.",)
+
+
+def known_parameters(node=None):
+    """Names of the parameters node ``node`` (a key of :data:`SCHEMAS`) has; None: those of any node."""
+    schemas = SCHEMAS.values() if node is None else (SCHEMAS[node],)
+    return {spec.name for schema in schemas for spec in schema} | {spec.name for spec in NODE_EXTRAS} | set(_ROS_OWNED)
+
+
+def unknown_parameter_error(node, names, shared=False):
+    """One phrase naming the parameters of ``names`` that node ``node`` does not have, each with the closest
+    valid name, or None. ``shared``: names of a wildcard entry (``/**``) that other nodes read too, refused only
+    when no node has them."""
+    from .parameters import unknown_parameters
+    names = [n for n in names if not n.startswith(_ROS_OWNED_PREFIXES)]
+    error = unknown_parameters(names, known_parameters(None if shared else node))
+    return None if error is None else f"{error} for node {node}"
 
 
 def resolve_node_config(node, overrides):
@@ -273,7 +327,8 @@ def resolve_node_config(node, overrides):
 class Robot:
     """What a node builds from the robot parameters: ``model`` (locked joints removed), ``joints``
     (command order), ``command_order`` (model index of each commanded joint), ``wrist_link``, ``home``
-    (model order), ``name``."""
+    (model order), ``name``, ``home_known`` (the home is the bundled robot's or the ``home`` parameter, not
+    a zero stand-in)."""
 
     model: object
     joints: tuple
@@ -281,6 +336,7 @@ class Robot:
     wrist_link: str
     home: np.ndarray
     name: str
+    home_known: bool = True
 
     def to_command(self, tau):
         """Model-order torques (nv,) -> command order (the Float64MultiArray layout)."""
@@ -291,6 +347,48 @@ class Robot:
         out = np.empty(len(self.command_order))
         out[self.command_order] = command
         return out
+
+
+PARAMETER_FILE_SUFFIXES = (".yaml", ".yml")
+
+
+def robot_source(robot):
+    """What the ``robot`` parameter names: ``("bundled", name)``, ``("urdf", path)`` or ``("parameters", path)``
+    (a parameter file of ``robodyn config``); ModelError with the accepted forms otherwise."""
+    import os
+
+    from ..model.errors import ModelError
+    from ..model.robot_names import BUNDLED_ROBOTS
+
+    if robot in BUNDLED_ROBOTS:
+        return "bundled", robot
+    if robot.lower().endswith(PARAMETER_FILE_SUFFIXES):
+        if not os.path.isfile(robot):
+            raise ModelError(f"robot {robot}: no such parameter file")
+        return "parameters", robot
+    if os.path.isfile(robot):
+        return "urdf", robot
+    if robot.lower().endswith((".urdf", ".xml")) or os.sep in robot:
+        raise ModelError(f"robot {robot}: no such URDF file")
+    raise ModelError(f"unknown robot {robot!r}: not a bundled robot ({', '.join(BUNDLED_ROBOTS)}) nor a file; give "
+                     "robot:=PATH of a URDF or of a parameter file written by 'robodyn config URDF --output FILE', "
+                     "or urdf_path:=PATH")
+
+
+def parse_locked_joints(entries):
+    """``{joint: value}`` of ``locked_joints`` entries ``NAME=VALUE``; ModelError naming a malformed entry."""
+    from ..model.errors import ModelError
+
+    locked = {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        try:
+            locked[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip() or not np.isfinite(locked.get(name.strip(), np.nan)):
+            raise ModelError(f"parameter locked_joints: {entry!r} is not NAME=VALUE with a finite number")
+    return locked
 
 
 def load_robot(config):
@@ -305,23 +403,47 @@ def load_robot(config):
     elif config["urdf_path"]:
         source = config["urdf_path"]
     else:
-        info = bundled_robot_info(config["robot"])
-        source = info["urdf"]
+        kind, source = robot_source(config["robot"])
+        if kind == "parameters":
+            raise ModelError(f"robot {source} is a parameter file: robodyn node, ros2 run and the launch files read "
+                             "it given as robot:=PATH on their command line; elsewhere pass it as --params-file or "
+                             "set urdf_path")
+        if kind == "bundled":
+            info = bundled_robot_info(source)
+            source = info["urdf"]
     joints = tuple(config["joints"]) or (info["arm_joints"] if info else ())
     locked = dict(info["locked_joints"]) if info else {}
-    if joints:
-        full = Model.from_urdf(source, locked_joints=locked)
-        unknown = [j for j in joints if j not in full.joint_names]
-        if unknown:
-            raise ModelError(f"parameter joints names {unknown}, not movable joints of the URDF "
-                             f"({', '.join(full.joint_names)})")
-        locked.update({j: 0.0 for j in full.joint_names if j not in joints})
+    requested = parse_locked_joints(config["locked_joints"])
+    commanded_and_locked = sorted(set(requested) & set(joints))
+    if commanded_and_locked:
+        raise ModelError(f"parameters joints and locked_joints both name {commanded_and_locked}")
+    full = Model.from_urdf(source, locked_joints=locked or None) if (joints or requested) else None
+    if full is not None:
+        for label, names in (("joints", joints), ("locked_joints", requested)):
+            unknown = [j for j in names if j not in full.joint_names]
+            if unknown:
+                raise ModelError(f"parameter {label} names {unknown}, not movable joints of the URDF "
+                                 f"({', '.join(full.joint_names)})")
+        locked.update(requested)
+        if joints:
+            locked.update({j: 0.0 for j in full.joint_names if j not in joints and j not in requested})
     model = Model.from_urdf(source, locked_joints=locked) if locked else Model.from_urdf(source)
     joints = joints or tuple(model.joint_names)
     order = np.array([model.joint_names.index(j) for j in joints], dtype=np.intp)
     wrist = config["wrist_link"] or (info["wrist_link"] if info else model.body_names[-1])
     model.body_index(wrist)  # ModelError naming the links if unknown
     home = np.zeros(model.nv)
-    if info is not None:
+    if config["home"]:
+        if len(config["home"]) != len(joints):
+            raise ModelError(f"parameter home has {len(config['home'])} values for {len(joints)} joints "
+                             f"({', '.join(joints)})")
+        home[order] = config["home"]
+        outside = [f"{name} {home[i]:g} outside [{model.lower[i]:g}, {model.upper[i]:g}]"
+                   for i, name in enumerate(model.joint_names)
+                   if model.nq == model.nv and not model.lower[i] <= home[i] <= model.upper[i]]
+        if outside:
+            raise ModelError(f"parameter home: {'; '.join(outside)}")
+    elif info is not None:
         home[[model.joint_names.index(j) for j in info["arm_joints"]]] = info["home"]
-    return Robot(model, joints, order, wrist, home, config["robot"] if info else model.name)
+    return Robot(model, joints, order, wrist, home, config["robot"] if info else model.name,
+                 home_known=bool(config["home"]) or info is not None)

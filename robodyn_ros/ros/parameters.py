@@ -142,6 +142,64 @@ def _copy(value):
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
+def closest_name(name, names):
+    """The name of ``names`` closest to ``name`` (difflib's ratio at least 0.6), or None."""
+    import difflib
+
+    match = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+def unknown_parameters(names, known):
+    """One phrase naming the parameters of ``names`` that are not in ``known``, each with the closest known
+    name (``'refrence' (did you mean 'reference'?)``), or None when every name is known."""
+    unknown = [name for name in names if name not in known]
+    if not unknown:
+        return None
+    phrases = []
+    for name in unknown:
+        guess = closest_name(name, known)
+        phrases.append(f"'{name}'" + (f" (did you mean '{guess}'?)" if guess else ""))
+    return f"unknown parameter{'s' if len(unknown) > 1 else ''} " + ", ".join(phrases)
+
+
+def parameter_table(specs, extra=()):
+    """Plain-text table of a schema for ``--help``: per parameter one line with its name, type, default and
+    allowed values (range or choices; read-only: fixed once the node exists; live: applied while running),
+    then its description, indented. ``extra``: further specs listed after the schema's (e.g. ``autostart``)."""
+    import textwrap
+
+    lines = []
+    for spec in tuple(specs) + tuple(extra):
+        allowed = []
+        if spec.range is not None:
+            lo, hi = spec.range
+            each = "each " if spec.type in _ARRAY_TYPES else ""
+            allowed.append(f"{each}in [{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]")
+        if spec.choices is not None:
+            allowed.append("one of " + ", ".join(map(str, spec.choices)))
+        if spec.read_only:
+            allowed.append("read-only")
+        if spec.live:
+            allowed.append("live")
+        default = _format_default(spec.default)
+        lines.append(f"  {spec.name}  ({_type_name(spec)}, default {default}"
+                     + (f"; {'; '.join(allowed)}" if allowed else "") + ")")
+        lines += textwrap.wrap(" ".join(spec.description.split()), width=100, initial_indent="      ",
+                               subsequent_indent="      ")
+    return "\n".join(lines)
+
+
+def _format_default(value):
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_format_default(v) for v in value) + "]"
+    return repr(value)
+
+
 # ------------------------------------------------------------------------------------------------ rclpy
 def descriptor_for(spec):
     """``rcl_interfaces/ParameterDescriptor`` of a spec (ranges only for scalar int/float, as ROS has)."""
@@ -267,20 +325,30 @@ def load_params_yaml(path, node_name):
     as rcl types them (``true``/``false``/``yes``... -> bool, integer, then anything strtod reads, such as
     ``1e-3``, -> float; quoted -> string); a list mixing types other than int/float is an error.
     """
+    result = {}
+    for _, params in params_yaml_entries(path, node_name):
+        result.update(params)
+    return result
+
+
+def params_yaml_entries(path, node_name):
+    """The entries of parameter file ``path`` that apply to node ``node_name``, in file order, as ``(key,
+    {name: value})`` pairs: ``key`` the node key as written (a key with ``*`` is a wildcard entry, shared with
+    other nodes). :func:`load_params_yaml` merges them; the same errors."""
     with open(path, encoding="utf-8") as stream:
         root = yaml.compose(stream)
     if root is None:
-        return {}
+        return []
     if not isinstance(root, yaml.MappingNode):
         raise ValueError(f"{path}: a ROS parameter file is a mapping of node names")
     fqn = node_name if node_name.startswith("/") else "/" + node_name
-    result = {}
+    entries = []
     for key, params in _node_entries(root, "", path):
         pattern = key if key.startswith("/") else "/" + key
         regex = pattern.replace("/**", _WORD + "*").replace("/*", _WORD)
         if re.fullmatch(regex, fqn):
-            result.update(params)
-    return result
+            entries.append((key, params))
+    return entries
 
 
 def _node_entries(mapping, prefix, path):

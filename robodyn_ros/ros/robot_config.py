@@ -1,0 +1,338 @@
+"""A starting parameter file for any URDF: one section per node (simulator, estimator, inverse_dynamics,
+mpc) with the robot's joints, a home inside its limits, settings derived from its limits and gains scaled
+to its inertia. ``robodyn config URDF --output FILE`` writes it; every node, the launch files and the
+in-process bringup accept such a file (``--params-file FILE`` or ``robot:=FILE``), and ``robot:=URDF``
+builds the same settings on the fly.
+
+What is derived, and from what (nothing here is a number the user must know about their robot):
+
+- ``joints``: the URDF's movable joints in chain order, without the locked ones (``--lock-joint``);
+- ``home``: given (``--home``), else the bundled robot's, else per joint 0 where 0 lies inside the limits
+  by 10 % of the range, else the middle of the range. A home at which the arm lies flat in its base's
+  horizontal plane or reaches below its base (UR arms and Kinova's Jaco at zero) is flagged: that is where
+  the floor or table the robot stands on is; the user gives ``--home``;
+- ``wrist_link``: the flange frame merged into the last body (``tool0``, ``flange``, ...), else the last
+  body;
+- the generator's amplitude: at most 0.3 rad (the bundled robots'), within 80 % of the distance from home
+  to every limit, and its peak velocity ``A w_f (K + 1) / 2`` (K equal harmonics) within 80 % of every
+  velocity limit;
+- gains: computed torque's ``kp``, ``kd`` act on accelerations (1/s², 1/s) and do not depend on the
+  robot; Slotine-Li's ``K_D`` is derived by the node at ``home`` (``slotine_li.kd`` < 0: ``40 M_jj(home)``);
+  the MPC's torque weight scales with the inertia, ``r_weight = 1e-3 (m_ref / m)²`` with ``m`` the mean
+  diagonal of ``M(home)`` and ``m_ref`` the bundled Panda's at its home, on which the weights were tuned;
+- joint torque noise of the estimator and of the controllers' gate: 0.5 % of each joint's effort limit
+  (the real Panda's measured levels are 0.3-0.5 % of its limits).
+
+Settings that depend on hardware the URDF does not describe are marked ``CHECK`` in the file: the joint
+torque noise, the F/T sensor's noise and range, the Coulomb smoothing width of a real robot, the wrist link.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model.errors import ModelError
+
+NODE_ORDER = ("simulator", "estimator", "inverse_dynamics", "mpc")
+HOME_MARGIN = 0.1          # fraction of a joint's range that a zero home keeps from its limits
+MAX_AMPLITUDE = 0.3        # rad: the bundled robots' generator amplitude
+LIMIT_FRACTION = 0.8       # of the distance to the position limits and of the velocity limits the generator uses
+GENERATOR_PERIOD, GENERATOR_HARMONICS = 4.0, 2
+EFFORT_NOISE_FRACTION = 0.005   # of the effort limit: the joint torque noise assumed without a measurement
+REFERENCE_R_WEIGHT = 1e-3       # the MPC's torque weight tuned on the bundled Panda
+FLANGE_NAMES = ("tool0", "flange", "tool", "ee_link", "end_effector", "ee")
+
+
+@dataclass(frozen=True)
+class RobotConfiguration:
+    """``urdf_path`` (absolute), ``name``, ``joints`` (command order), ``home`` (joint order, rad),
+    ``home_source`` (``given``, ``bundled`` or ``derived``), ``wrist_link``, ``locked_joints`` ({joint:
+    value}), ``sections`` ({node: [(parameter, value, comment or None)]}), ``warnings`` (lines the user must
+    act on, e.g. a home in the floor plane)."""
+
+    urdf_path: str
+    name: str
+    joints: tuple
+    home: np.ndarray
+    home_source: str
+    wrist_link: str
+    locked_joints: dict
+    sections: dict
+    warnings: tuple
+
+    def parameters(self, node):
+        """``{name: value}`` of node ``node``'s section (dotted names), e.g. for a launch file's ``parameters``."""
+        return {name: value for name, value, _ in self.sections[node]}
+
+
+def default_home(model):
+    """(nv,) per joint: 0 where 0 lies inside the limits by HOME_MARGIN of the range (or the joint has no
+    limits), else the middle of the range."""
+    home = np.zeros(model.nv)
+    for i in range(model.nv):
+        lo, hi = model.lower[i], model.upper[i]
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            continue
+        margin = HOME_MARGIN * (hi - lo)
+        if not lo + margin <= 0.0 <= hi - margin:
+            home[i] = 0.5 * (lo + hi)
+    return home
+
+
+def home_near_base_plane(model, q):
+    """Why the arm at ``q`` (nq,) may touch what it stands on, or None: its bodies lie flat in the base's
+    horizontal plane (their height spread is under a quarter of their horizontal reach), or one of them is
+    below the base. Heights are along ``-gravity``."""
+    from ..dynamics.kinematics import forward_kinematics
+
+    g = np.asarray(model.gravity, dtype=float)
+    up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
+    points = np.array([p for _, p in forward_kinematics(model, q)] + [_frame_position(model, q, flange_link(model))])
+    height = points @ up
+    horizontal = np.linalg.norm(points - np.outer(height, up), axis=1)
+    reach = float(horizontal.max())
+    lowest = int(np.argmin(height))
+    if height[lowest] < -0.02 * max(reach, float(np.abs(height).max())):
+        where = model.body_names[lowest] if lowest < model.nbodies else flange_link(model)
+        return f"link {where} is {-height[lowest]:.3f} m below the base"
+    if reach > 0.0 and height.max() - height.min() < 0.25 * reach:
+        return (f"the arm lies flat in the base's horizontal plane (heights within {height.max() - height.min():.3f} m "
+                f"over a reach of {reach:.3f} m)")
+    return None
+
+
+def _frame_position(model, q, link):
+    from ..dynamics.kinematics import frame_placement
+    return frame_placement(model, q, link)[1]
+
+
+def flange_link(model):
+    """The link a wrist sensor or payload sits on: a flange-like link merged into the last body, else it."""
+    merged = model.merged_links[-1] if model.merged_links else ()
+    for pattern in FLANGE_NAMES:
+        for link in merged:
+            if link == pattern or link.endswith(("_" + pattern, "/" + pattern)):
+                return link
+    return model.body_names[-1]
+
+
+def generator_amplitude(model, home, period=GENERATOR_PERIOD, harmonics=GENERATOR_HARMONICS):
+    """The generator amplitude (rad, module docstring): MAX_AMPLITUDE, or less where the limits need it."""
+    amplitude = MAX_AMPLITUDE
+    distance = np.minimum(home - model.lower, model.upper - home)
+    finite = np.isfinite(distance)
+    if np.any(finite):
+        amplitude = min(amplitude, LIMIT_FRACTION * float(distance[finite].min()))
+    peak_velocity_per_rad = (2.0 * math.pi / period) * (harmonics + 1) / 2.0
+    limits = model.velocity_limit[np.isfinite(model.velocity_limit) & (model.velocity_limit > 0)]
+    if limits.size:
+        amplitude = min(amplitude, LIMIT_FRACTION * float(limits.min()) / peak_velocity_per_rad)
+    return max(0.0, round(amplitude, 3))
+
+
+def mean_inertia(model, q):
+    """Mean diagonal of the mass matrix M(q), kg m² (or kg for prismatic joints)."""
+    from ..dynamics.crba import crba
+    return float(np.mean(np.diag(crba(model, q))))
+
+
+def reference_inertia():
+    """:func:`mean_inertia` of the bundled Panda at its home: the robot the default MPC weights were tuned on."""
+    from ..model.model import Model
+    from ..robots import bundled_robot_info
+    info = bundled_robot_info("panda")
+    return mean_inertia(Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"]), info["home"])
+
+
+def robot_configuration(urdf, home=None, locked_joints=None):
+    """:class:`RobotConfiguration` of ``urdf`` (a path or a bundled robot name); ``home`` (joint order, after
+    the locks) or None; ``locked_joints``: {joint: value}. ModelError naming what is wrong."""
+    from ..dynamics.crba import crba
+    from ..model.model import Model
+    from ..model.robot_names import BUNDLED_ROBOTS, resolve_urdf
+    from ..robots import bundled_robot_info
+
+    info = bundled_robot_info(urdf) if urdf in BUNDLED_ROBOTS else None
+    path = resolve_urdf(urdf)
+    if not os.path.isfile(path):
+        raise ModelError(f"{urdf}: no such URDF file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
+    locks = {**(info["locked_joints"] if info else {}), **(locked_joints or {})}
+    full = Model.from_urdf(path)
+    unknown = [name for name in locks if name not in full.joint_names]
+    if unknown:
+        raise ModelError(f"--lock-joint {unknown[0]}: not a movable joint of {path} ({', '.join(full.joint_names)})")
+    model = Model.from_urdf(path, locked_joints=locks) if locks else full
+    if model.nv == 0 or model.nq != model.nv:
+        raise ModelError(f"{path}: the nodes need a fixed-base robot with one coordinate per joint")
+    joints = tuple(model.joint_names)
+    if home is not None:
+        home = np.asarray(home, dtype=float)
+        if home.shape != (model.nv,):
+            raise ModelError(f"--home: {home.size} values for {model.nv} joints ({', '.join(joints)})")
+        outside = [f"{n} {h:g} outside [{lo:g}, {hi:g}]" for n, h, lo, hi in zip(joints, home, model.lower, model.upper)
+                   if not lo <= h <= hi]
+        if outside:
+            raise ModelError(f"--home: {'; '.join(outside)}")
+        source = "given"
+    elif info is not None and joints == tuple(info["arm_joints"]):
+        home, source = np.asarray(info["home"], dtype=float), "bundled"
+    else:
+        home, source = default_home(model), "derived"
+    wrist = info["wrist_link"] if info is not None else flange_link(model)
+    warnings = []
+    flat = home_near_base_plane(model, home)
+    if flat is not None:
+        warnings.append(f"at the home {_numbers(home)} {flat}: the floor or table the robot stands on is there; "
+                        "give --home Q1,... with the arm clear of it (the simulator has no floor, a real robot has)")
+    amplitude = generator_amplitude(model, home)
+    if amplitude < 0.05:
+        warnings.append(f"the home lies within {amplitude / LIMIT_FRACTION:.3f} rad of a joint limit: the generator's "
+                        f"amplitude is {amplitude:g} rad; give --home away from the limits")
+    M = crba(model, home)
+    r_weight = REFERENCE_R_WEIGHT * (reference_inertia() / float(np.mean(np.diag(M)))) ** 2
+    noise = [_round(EFFORT_NOISE_FRACTION * e) if np.isfinite(e) and e > 0 else 0.5 for e in model.effort_limit]
+    missing = [n for n, e in zip(joints, model.effort_limit) if not (np.isfinite(e) and e > 0)]
+    if missing:
+        warnings.append(f"no effort limit in the URDF for {missing}: their torque noise is set to 0.5 N m and no "
+                        "torque limit protects them; add <limit effort=...>")
+    sections = _sections(os.path.abspath(path), joints, home, wrist, locks, amplitude, r_weight, noise,
+                         40.0 * np.diag(M), source)
+    return RobotConfiguration(urdf_path=os.path.abspath(path), name=model.name, joints=joints, home=home,
+                              home_source=source, wrist_link=wrist, locked_joints=locks, sections=sections,
+                              warnings=tuple(warnings))
+
+
+CHECK_NOISE = "CHECK: your robot's joint torque noise at rest, N m (derived: 0.5 % of the effort limits)"
+
+
+def _sections(path, joints, home, wrist, locks, amplitude, r_weight, noise, slotine_kd, home_source):
+    home_comment = {"given": "rad, joint order (--home)", "bundled": "rad, joint order (the bundled robot's)",
+                    "derived": "rad, joint order: 0 inside the limits, else mid-range; CHECK it is clear of the "
+                               "floor, or give --home"}[home_source]
+    robot = [("urdf_path", path, None), ("joints", list(joints), None),
+             ("home", [float(x) for x in home], home_comment),
+             ("wrist_link", wrist, "CHECK: the link of the F/T sensor frame and payload")]
+    if locks:
+        robot.append(("locked_joints", [f"{name}={value:g}" for name, value in locks.items()], None))
+    generator = [("generator.amplitude", amplitude, "rad: within the limits and velocity limits around home"),
+                 ("generator.period", GENERATOR_PERIOD, None), ("generator.harmonics", GENERATOR_HARMONICS, None)]
+    tracking = [("tracking_error.threshold", 0.1, "rad RMS per joint over tracking_error.window: WARN above"),
+                ("tracking_error.window", 1.0, None)]
+    base_parameters = [
+        ("use_base_parameters", False, "true: control from the estimator's base parameters (its "
+                                       "publish_covariance: true)"),
+        ("base_parameters.coulomb_width", 0.001, "the estimator's coulomb_width"),
+        ("base_parameters.effort_noise_per_joint", noise, CHECK_NOISE),
+        ("base_parameters.cutoff", 20.0, None),
+        ("adaptation_timeout", 30.0, "s: WARN while no estimate has been applied this long")]
+    sections = {
+        "simulator": robot + [
+            ("rate", 1000.0, None), ("real_time_factor", 1.0, None), ("command_timeout", 0.1, None),
+            ("integrator", "rk4", None), ("friction", True, None),
+            ("noise.position", 1e-5, None), ("noise.velocity", 1e-3, None), ("noise.effort", 0.01, None),
+            ("noise.force", 0.1, None), ("noise.torque", 0.01, None), ("noise.seed", 0, None),
+            ("payload.mass", 0.0, "kg, attached by ~/attach_payload or at payload.attach_time (< 0: never)"),
+            ("payload.com", [0.0, 0.0, 0.05], None), ("payload.size", [0.1, 0.1, 0.1], None),
+            ("payload.attach_time", -1.0, None)],
+        "estimator": robot + [
+            ("decimation", 1, None), ("use_wrench", True, "false without a wrist F/T sensor"),
+            ("estimate_bias", True, None), ("base_parameters", True, None),
+            ("filter.cutoff", 20.0, None), ("filter.order", 2, None),
+            ("force_noise", 0.5, "CHECK: the F/T sensor's force noise, N"),
+            ("torque_noise", 0.05, "CHECK: the F/T sensor's torque noise, N m"),
+            ("effort_noise_per_joint", noise, CHECK_NOISE),
+            ("coulomb_width", 0.001, "rad/s: the simulator's; CHECK: about 0.05 on a real robot (the Panda's)"),
+            ("publish_covariance", False, "true for controllers with use_base_parameters"),
+            ("publish_rate", 100.0, None),
+            ("wrench_saturation.force", 0.0, "CHECK: the F/T sensor's range, N (0: not checked)"),
+            ("wrench_saturation.torque", 0.0, "CHECK: the F/T sensor's range, N m (0: not checked)"),
+            ("effort_saturation", 1.0, None), ("time_jump_threshold", 0.5, None),
+            ("change_alarms.count", 3, None), ("change_alarms.window", 10.0, None)],
+        "inverse_dynamics": robot + [
+            ("mode", "computed_torque", None), ("kp", 400.0, "1/s^2: acts on accelerations, any robot"),
+            ("kd", 40.0, "1/s"), ("slotine_li.lambda", 10.0, None),
+            ("slotine_li.kd", -1.0, "< 0: 40 M_jj(home) per joint, here " + _numbers(slotine_kd) + " N m s/rad"),
+            ("reference", "generator", "or file with trajectory_file (robodyn excite's CSV)")] + generator + [
+            ("state_timeout", 0.05, None), ("stale_action", "gravity_hold", None),
+            ("max_torque_rate", -1.0, "< 0: each joint's effort limit per 10 ms"),
+            ("use_estimates", True, None)] + tracking + base_parameters,
+        "mpc": robot + [
+            ("rate", 100.0, None), ("output", "feedforward", "feedforward: for inverse_dynamics in mode mpc"),
+            ("horizon", 20, None), ("dt", 0.01, None), ("solver", "rti", None),
+            ("q_weight", 1000.0, None), ("v_weight", 1.0, None),
+            ("r_weight", _round(r_weight), "1e-3 (Panda's mean M_jj(home) / this robot's)^2")] + generator
+            + tracking + base_parameters,
+    }
+    return sections
+
+
+def _round(x, digits=3):
+    """``x`` to ``digits`` significant digits."""
+    return float(f"{x:.{digits}g}")
+
+
+def _numbers(values):
+    return "[" + ", ".join(f"{_round(float(v), 4):g}" for v in values) + "]"
+
+
+def yaml_value(value):
+    """A value as ROS's parameter-file parser types it back: floats always with a decimal point (rcl reads
+    ``1`` as an integer, PyYAML reads ``1e-05`` as a string), strings double-quoted."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        mantissa, e, exponent = text.partition("e")
+        if "." not in mantissa and "inf" not in mantissa and "nan" not in mantissa:
+            mantissa += ".0"
+        return mantissa + e + exponent
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "[" + ", ".join(yaml_value(v) for v in value) + "]"
+
+
+def configuration_yaml(config, command=None):
+    """The parameter file of ``config`` (:class:`RobotConfiguration`): a header saying how to use it, then
+    ``<node>: ros__parameters:`` per node, groups nested, comments on the derived and the CHECK values."""
+    lines = [f"# robodyn_ros parameters for {config.name} ({config.urdf_path}), every node in one file"
+             + (f", written by: {command}" if command else "") + ".",
+             "#   robodyn node simulator --ros-args --params-file THIS_FILE     (likewise estimator, "
+             "inverse_dynamics, mpc)",
+             "#   ros2 launch robodyn_ros simulation.launch.py robot:=THIS_FILE",
+             "# Values marked CHECK depend on hardware the URDF does not describe. Floats need a decimal point."]
+    for warning in config.warnings:
+        lines.append(f"# WARNING: {warning}")
+    for node in NODE_ORDER:
+        lines += [f"{node}:", "  ros__parameters:"]
+        opened = []
+        for name, value, comment in config.sections[node]:
+            *groups, leaf = name.split(".")
+            common = 0
+            while common < min(len(groups), len(opened)) and groups[common] == opened[common]:
+                common += 1
+            opened = opened[:common]
+            for group in groups[common:]:
+                lines.append("    " + "  " * len(opened) + f"{group}:")
+                opened.append(group)
+            note = f"   # {comment}" if comment else ""
+            lines.append("    " + "  " * len(opened) + f"{leaf}: {yaml_value(value)}{note}")
+    return "\n".join(lines) + "\n"
+
+
+def write_temporary_configuration(urdf, directory=None):
+    """The configuration of URDF file ``urdf`` (defaults: derived home, no locks) written to a new file in
+    ``directory`` (default: the system's temporary directory); returns ``(path, RobotConfiguration)``. For
+    ``robot:=URDF`` in nodes and launch files: the same settings as ``robodyn config URDF`` writes."""
+    import tempfile
+
+    config = robot_configuration(urdf)
+    handle, path = tempfile.mkstemp(prefix=f"robodyn_{config.name}_", suffix=".yaml", dir=directory)
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        stream.write(configuration_yaml(config))
+    return path, config

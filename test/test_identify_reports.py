@@ -1,0 +1,79 @@
+"""What `robodyn identify` tells its user: every per-joint line names its joint, the condition number is named
+as robodyn excite's measure, and a nominal URDF that predicts the bag's torques far off (the UR5's URDF on a
+UR10's bag: same joint names, so it loads without complaint) is questioned, while the right URDF is not."""
+import os
+
+import numpy as np
+import pytest
+import yaml
+
+import robodyn_ros as rd
+from conftest import erd_path
+from robodyn_ros.bags.bag_io import write_joint_states_bag
+from robodyn_ros.cli.identify import main as identify
+from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
+from robodyn_ros.kernels import compile_kernels
+
+UR10 = "ur_description/urdf/ur10_robot.urdf"
+HOME = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
+
+
+@pytest.fixture(scope="module")
+def ur10_bag(tmp_path_factory):
+    """30 s at 200 Hz of a UR10 on a random 5-harmonic Fourier motion around its home, torques from its URDF
+    (friction included) with 0.5 % of their range as noise."""
+    path = erd_path(UR10)
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} missing from example-robot-data")
+    model = rd.Model.from_urdf(path)
+    rng = np.random.default_rng(4)
+    period, harmonics = 10.0, 5
+    a, b = (rng.uniform(-1.0, 1.0, (6, harmonics)) * 0.12 for _ in range(2))    # velocity amplitudes, rad/s
+    trajectory = FourierTrajectory(q0=HOME, a=a, b=b, period=period)
+    t = np.arange(0.0, 3 * period, 0.005)
+    Q, V, A = trajectory.evaluate(t)
+    assert np.abs(Q - HOME).max() < 1.0 and np.all(np.abs(V) < model.velocity_limit)
+    tau = compile_kernels(model).rnea_batch(Q, V, A) + np.array([rd.friction_torque(model, v) for v in V])
+    tau += rng.normal(size=tau.shape) * 0.005 * (tau.max(axis=0) - tau.min(axis=0))
+    return write_joint_states_bag(tmp_path_factory.mktemp("bag") / "ur10", t, model.joint_names, Q, V, tau,
+                                  storage="mcap"), path
+
+
+def run_identify(tmp_path, capsys, bag, urdf):
+    out = tmp_path / "params.yaml"
+    code = identify([str(bag), "--urdf", urdf, "--output", str(out), "--holdout", "0.3", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return captured.out.splitlines(), yaml.safe_load(out.read_text())
+
+
+def test_per_joint_lines_name_their_joints_and_the_condition_number_is_named(tmp_path, capsys, ur10_bag):
+    bag, urdf = ur10_bag
+    lines, doc = run_identify(tmp_path, capsys, bag, urdf)
+    joints = rd.Model.from_urdf(urdf).joint_names
+    start = lines.index("  per joint, filtered (%):")
+    assert lines[start + 1].split()[:1] == ["joint"]
+    rows = lines[start + 2:start + 2 + len(joints)]
+    assert [row.split()[0] for row in rows] == list(joints)
+    assert all(len(row.split()) == 4 for row in rows)            # identified, least squares, nominal URDF
+    fit = next(line for line in lines if line.startswith("fit: "))
+    assert "regressor condition number" in fit and "the measure robodyn excite prints for its planned motion" in fit
+    assert f"{doc['fit']['condition_number']:.4g}" in fit
+    assert not any(line.startswith("warning:") for line in lines)   # the right URDF: no question asked
+    assert "warning" not in doc["prediction"]
+    assert doc["prediction"]["relative_error_nominal_urdf"] < 0.02
+
+
+def test_a_urdf_of_another_robot_is_questioned(tmp_path, capsys, ur10_bag):
+    bag, _ = ur10_bag
+    lines, doc = run_identify(tmp_path, capsys, bag, "ur5")
+    warning = [line for line in lines if line.startswith("warning:")]
+    error = doc["prediction"]["relative_error_nominal_urdf"]
+    assert error > 0.3 and len(warning) == 1 and lines[-2] == warning[0]    # the last line before "wrote"
+    assert f"with {100 * error:.1f} % relative error (more than 30 %, --nominal-warning): is ur5 the robot of " \
+           "this bag?" in warning[0]
+    assert doc["prediction"]["warning"] == warning[0][len("warning: "):]
+    # the threshold is the user's
+    out = tmp_path / "quiet.yaml"
+    assert identify([str(bag), "--urdf", "ur5", "--output", str(out), "--quiet", "--nominal-warning", "0"]) == 0
+    assert "warning:" not in capsys.readouterr().out

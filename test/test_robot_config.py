@@ -1,0 +1,242 @@
+"""`robodyn config URDF`: a parameter file for a robot that is not bundled, which every node, the launch files
+and the in-process bringup accept (also as robot:=PATH), with a home inside the limits (a floor-plane home
+reported), settings within the limits and gains scaled to the robot; on two arms of example-robot-data."""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import erd_path
+from robodyn_ros.cli.main import main
+from robodyn_ros.model.model import Model
+from robodyn_ros.ros.node_main import params_file_error, prepare_arguments
+from robodyn_ros.ros.node_parameters import NODE_NAMES, load_robot, resolve_node_config
+from robodyn_ros.ros.parameters import load_params_yaml
+from robodyn_ros.ros.robot_config import (configuration_yaml, home_near_base_plane, reference_inertia,
+                                          robot_configuration)
+
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARMS = {"ur10": "ur_description/urdf/ur10_robot.urdf", "kinova": "kinova_description/robots/kinova.urdf"}
+UR10_HOME = "0,-1.571,1.571,-1.571,-1.571,0"
+
+
+def urdf_of(arm):
+    path = erd_path(ARMS[arm])
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} missing from example-robot-data")
+    return path
+
+
+def write_config(tmp_path, arm, *extra):
+    out = tmp_path / f"{arm}.yaml"
+    assert main(["config", urdf_of(arm), "--output", str(out), *extra]) == 0
+    return str(out)
+
+
+@pytest.mark.parametrize("arm, extra", [("ur10", ["--home", UR10_HOME]), ("kinova", [])])
+def test_every_node_configures_from_the_written_file(tmp_path, capsys, arm, extra):
+    """The file loads for each node exactly as written (rcl's typing: floats stay floats), passes the node's
+    parameter pre-check, and resolves to the robot: every movable joint, the home inside the limits, the
+    flange link; each node's robot is the same."""
+    path = write_config(tmp_path, arm, *extra)
+    out = capsys.readouterr().out
+    assert "warning" not in out, out
+    model = Model.from_urdf(urdf_of(arm))
+    config = robot_configuration(urdf_of(arm), home=[float(x) for x in UR10_HOME.split(",")] if extra else None)
+    robots = []
+    for node in NODE_NAMES:
+        assert params_file_error(node, ["--ros-args", "--params-file", path]) is None
+        loaded = load_params_yaml(path, node)
+        assert loaded == config.parameters(node)
+        assert all(type(loaded[name]) is type(value) for name, value in config.parameters(node).items())
+        robot = load_robot(resolve_node_config(node, loaded))
+        assert robot.joints == model.joint_names and robot.home_known
+        assert np.all(robot.home >= model.lower) and np.all(robot.home <= model.upper)
+        robots.append(robot)
+    assert len({(r.wrist_link, tuple(r.home)) for r in robots}) == 1
+    if arm == "kinova":       # zero is outside joints 2, 3 and 5 ([0.82, 5.46], ...): mid-range there, 0 elsewhere
+        mid = 0.5 * (model.lower + model.upper)
+        outside = ~((model.lower <= 0) & (model.upper >= 0))
+        np.testing.assert_allclose(robots[0].home[outside], mid[outside])
+        assert np.all(robots[0].home[~outside] == 0.0) and outside.sum() == 3
+        assert robots[0].wrist_link == "j2s6s200_end_effector"
+    else:
+        assert robots[0].wrist_link == "tool0"
+
+
+def test_home_in_the_floor_plane_is_reported(tmp_path, capsys):
+    """UR10 at zero lies flat at shoulder height and the Jaco at zero reaches below its base: both reported; the
+    UR10's usual home and the Jaco's mid-range home are not."""
+    write_config(tmp_path, "ur10")
+    out = capsys.readouterr().out
+    assert "warning: at the home [0, 0, 0, 0, 0, 0] the arm lies flat" in out and "--home" in out
+    assert "# WARNING: at the home" in open(tmp_path / "ur10.yaml").read()
+    kinova = Model.from_urdf(urdf_of("kinova"))
+    assert "below the base" in home_near_base_plane(kinova, np.zeros(6))
+    assert home_near_base_plane(kinova, robot_configuration(urdf_of("kinova")).home) is None
+    ur10 = Model.from_urdf(urdf_of("ur10"))
+    assert home_near_base_plane(ur10, np.array([0, -1.571, 1.571, -1.571, -1.571, 0])) is None
+
+
+def test_settings_follow_the_limits_and_the_inertia(tmp_path):
+    """The bundled Panda gets back the bundled file's tuned values; the generator stays within the position and
+    velocity limits (Jaco's 0.63 rad/s shrinks it); the MPC's torque weight scales with 1 / inertia^2; the
+    torque noise with the effort limits."""
+    panda = robot_configuration("panda")
+    assert panda.parameters("mpc")["r_weight"] == pytest.approx(1e-3, rel=1e-3)
+    assert panda.parameters("inverse_dynamics")["generator.amplitude"] == 0.3
+    assert panda.parameters("inverse_dynamics")["kp"] == load_params_yaml(
+        os.path.join(CHECKOUT, "config", "panda.yaml"), "inverse_dynamics")["kp"]
+    for arm in ARMS:
+        home = [float(x) for x in UR10_HOME.split(",")] if arm == "ur10" else None
+        config = robot_configuration(urdf_of(arm), home=home)
+        model = Model.from_urdf(urdf_of(arm))
+        p = config.parameters("inverse_dynamics")
+        amplitude = p["generator.amplitude"]
+        assert 0.0 < amplitude <= 0.3
+        assert np.all(config.home - amplitude >= model.lower) and np.all(config.home + amplitude <= model.upper)
+        peak_velocity = amplitude * (2 * np.pi / p["generator.period"]) * (p["generator.harmonics"] + 1) / 2
+        assert peak_velocity <= model.velocity_limit.min()
+        from robodyn_ros.dynamics.crba import crba
+        m = np.mean(np.diag(crba(model, config.home)))
+        assert config.parameters("mpc")["r_weight"] == pytest.approx(1e-3 * (reference_inertia() / m) ** 2, rel=2e-3)
+        np.testing.assert_allclose(config.parameters("estimator")["effort_noise_per_joint"],
+                                   0.005 * model.effort_limit, rtol=2e-3)
+    assert robot_configuration(urdf_of("kinova")).parameters("inverse_dynamics")["generator.amplitude"] < 0.3
+    # heavier arm, smaller torque weight
+    assert robot_configuration(urdf_of("ur10")).parameters("mpc")["r_weight"] < 1e-3 < \
+        robot_configuration(urdf_of("kinova")).parameters("mpc")["r_weight"]
+
+
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, capsys):
+    out = tmp_path / "x.yaml"
+    for args, says in (([urdf_of("ur10"), "--home", "0,0"], "--home: 2 values for 6 joints"),
+                       ([urdf_of("ur10"), "--home", "0,0,9,0,0,0"], "elbow_joint 9 outside"),
+                       ([urdf_of("ur10"), "--home", "a,b"], "comma-separated numbers"),
+                       ([urdf_of("ur10"), "--lock-joint", "wrist_9_joint=0"], "wrist_9_joint: not a movable joint"),
+                       (["ur10_robot.urdf"], "no such URDF file")):
+        assert main(["config", *args, "--output", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0], err
+    assert not out.exists()
+
+
+def test_locked_joints_reach_every_node(tmp_path):
+    path = write_config(tmp_path, "ur10", "--lock-joint", "wrist_3_joint=0.5", "--home", "0,-1.571,1.571,-1.571,-1.571")
+    for node in NODE_NAMES:
+        robot = load_robot(resolve_node_config(node, load_params_yaml(path, node)))
+        assert robot.joints == ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint",
+                                "wrist_2_joint")
+
+
+def test_robot_path_in_node_arguments_and_launch_files(tmp_path):
+    """-p robot:=FILE.yaml is read as a --params-file given first (explicit files and -p override it); robot:=URDF
+    as the file robodyn config writes; the launch files and the bringup take the same (test_launch_files'
+    stand-ins run the real launch file)."""
+    from test_launch_files import _launch_parameters, launched_actions
+
+    path = write_config(tmp_path, "ur10", "--home", UR10_HOME)
+    argv = prepare_arguments("simulator", ["--ros-args", "-p", f"robot:={path}", "-p", "rate:=500.0"], str(tmp_path))
+    assert argv[:3] == ["--ros-args", "--params-file", path]
+    generated = prepare_arguments("estimator", ["--ros-args", "-p", f"robot:={urdf_of('ur10')}"], str(tmp_path))
+    assert load_params_yaml(generated[2], "estimator") == robot_configuration(urdf_of("ur10")).parameters("estimator")
+    actions = launched_actions("simulation", robot=path)
+    nodes = [a for a in actions if type(a).__name__ == "LifecycleNode"]
+    assert [a.kwargs["parameters"][0] for a in nodes] == [path] * 3
+    for action in nodes:
+        name = action.kwargs["name"]
+        assert _launch_parameters(action) == {**load_params_yaml(path, name), "use_sim_time": False}
+    from_urdf = [a for a in launched_actions("simulation", robot=urdf_of("ur10"))
+                 if type(a).__name__ == "LifecycleNode"]
+    expected = robot_configuration(urdf_of("ur10"))
+    for action in from_urdf:
+        assert _launch_parameters(action) == {**expected.parameters(action.kwargs["name"]), "use_sim_time": False}
+    os.unlink(from_urdf[0].kwargs["parameters"][0])
+
+
+def test_bringup_with_a_robot_file_starts_the_nodes_on_that_robot(tmp_path):
+    pytest.importorskip("rclpy")
+    from robodyn_ros.ros.bringup import Bringup
+    from robodyn_ros.ros.testing import ros_context
+
+    path = write_config(tmp_path, "kinova")
+    with ros_context() as context, Bringup.from_launch("robot", context, robot=path) as up:
+        for node in up.nodes.values():
+            assert node.get_parameter("urdf_path").value == urdf_of("kinova")
+            assert list(node.get_parameter("home").value) == load_params_yaml(path, node.get_name())["home"]
+
+
+def test_a_node_process_runs_the_robot_of_the_file(tmp_path):
+    """robodyn node simulator -p robot:=FILE.yaml in another process: it configures for the UR10 and publishes
+    its joint states from the file's home (in lockstep, so that the arm waits for commands there)."""
+    pytest.importorskip("rclpy")
+    import rclpy
+    from sensor_msgs.msg import JointState
+
+    from robodyn_ros.ros import qos
+    from robodyn_ros.ros.testing import ros_context, spin_until
+
+    path = write_config(tmp_path, "ur10", "--home", UR10_HOME)
+    with ros_context() as context:
+        env = dict(os.environ, PYTHONPATH=CHECKOUT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                   OPENBLAS_NUM_THREADS="1")
+        proc = subprocess.Popen([sys.executable, "-m", "robodyn_ros.ros.node_main", "simulator", "--ros-args",
+                                 "-p", f"robot:={path}", "-p", "real_time_factor:=0.0", "-p", "lockstep_timeout:=10.0"],
+                                env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            node = rclpy.create_node("listener", context=context)
+            states = []
+            node.create_subscription(JointState, "/joint_states", states.append, qos.SENSOR_INPUT_QOS)
+            executor = rclpy.executors.SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+            deadline = time.monotonic() + 180.0
+            while not states and time.monotonic() < deadline and proc.poll() is None:
+                spin_until(executor, lambda: bool(states), 0.5)
+            assert states, "no joint state from the node process"
+            assert list(states[0].name) == ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint",
+                                            "wrist_1_joint", "wrist_2_joint", "wrist_3_joint"]
+            np.testing.assert_allclose(states[0].position, [float(x) for x in UR10_HOME.split(",")], atol=1e-2)
+            executor.remove_node(node)
+            node.destroy_node()
+            executor.shutdown()
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(2)
+            try:
+                out, _ = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+        assert proc.returncode == 0 and "configured for ur10 (6 joints)" in out, out[-2000:]
+
+
+def test_configuration_yaml_is_what_pyyaml_reads_too(tmp_path):
+    """Other readers (PyYAML: robodyn replay --config) type the file's values as rcl does."""
+    import yaml
+
+    config = robot_configuration(urdf_of("ur10"))
+    doc = yaml.safe_load(configuration_yaml(config))
+    assert doc["mpc"]["ros__parameters"]["r_weight"] == config.parameters("mpc")["r_weight"]
+    assert isinstance(doc["simulator"]["ros__parameters"]["noise"]["position"], float)
+
+
+def test_robot_description_and_unknown_robots_on_the_command_line(tmp_path):
+    """-p robot_description:="$(cat URDF)" reaches the node through a parameter file (rcl's command-line parser
+    printed the whole URDF back and failed); -p robot:=ur10 (neither bundled nor a file) says what robot takes."""
+    from robodyn_ros.model.errors import ModelError
+
+    xml = open(urdf_of("ur10")).read()
+    argv = prepare_arguments("estimator", ["--ros-args", "-p", f"robot_description:={xml}", "-p", "decimation:=2"],
+                             str(tmp_path))
+    assert xml not in argv and argv[:3] == ["--ros-args", "-p", "decimation:=2"]
+    assert argv[3:5] == ["--ros-args", "--params-file"]
+    assert load_params_yaml(argv[5], "estimator") == {"robot_description": xml}
+    assert params_file_error("estimator", argv) is None
+    assert load_robot(resolve_node_config("estimator", load_params_yaml(argv[5], "estimator"))).name == "ur10"
+    with pytest.raises(ModelError, match=r"unknown robot 'ur10': not a bundled robot \(panda, ur5, iiwa\) nor a "
+                                         r"file; give robot:=PATH of a URDF or of a parameter file"):
+        prepare_arguments("simulator", ["--ros-args", "-p", "robot:=ur10"], str(tmp_path))
