@@ -8,7 +8,8 @@ import robodyn_ros as rd
 from conftest import assert_close
 from robodyn_ros.control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                                         BaseParameterSlotineLi)
-from robodyn_ros.control.parameter_gate import ParameterGate, friction_from_base, friction_indices
+from robodyn_ros.control.parameter_gate import (ParameterGate, friction_from_base, friction_indices,
+                                                mass_matrix_weighting)
 from robodyn_ros.control.reference import fourier_reference
 from robodyn_ros.estimation.recursive import RecursiveLeastSquares
 from robodyn_ros.identification.base_parameters import compute_base_parameters, full_parameters
@@ -71,41 +72,77 @@ def test_base_parameter_estimate_reproduces_the_twins_torques(setup, rng):
         ct.set_parameters(np.full(base.count, np.nan))
 
 
-def test_gate_rolls_a_diverging_estimate_back(setup, rng):
-    """Samples of the twin: the gate accepts a converged estimate close to the twin, rejects an
-    unconverged one, refuses a diverging one (residual beyond the nominal model's) and hands back the last
-    good one for the estimator to restore; negative friction is implausible; an applied estimate that has
-    become worse than the nominal model falls back to it."""
+def _observe_twin(gate, nominal, plant, dyn, rng, n, torque=None):
+    for _ in range(n):
+        q, v, a = nominal.random_configuration(rng), rng.uniform(-1, 1, 7), rng.uniform(-3, 3, 7)
+        tau = twin_torque(plant, q, v, a) if torque is None else torque(q, v, a)
+        gate.observe(dyn.regressor(q, v, a), tau + rng.normal(0.0, plant.effort_noise), q=q)
+
+
+def test_gate_judges_estimates_on_samples_they_never_saw(setup, rng):
+    """Samples of the twin, weighed by the nominal M(q)⁻¹: an estimate close to the twin waits for 50 new
+    samples, then is accepted; one that is worse than the nominal model on them after an estimate was accepted
+    is diverging, and the gate hands back the last good one for the estimator to restore; negative friction and
+    non-finite parameters are implausible; an applied estimate that has become worse than the nominal model
+    falls back to it; a controller can revoke the applied one."""
     nominal, plant, base, dyn = setup
     beta_nom = base.from_full(full_parameters(nominal))
     beta_twin = base.from_full(full_parameters(plant.model))
-    gate = ParameterGate(beta_nom, window=200, torque_std=plant.effort_noise, friction_indices=friction_indices(base))
-    for _ in range(200):
-        q, v, a = nominal.random_configuration(rng), rng.uniform(-1, 1, 7), rng.uniform(-3, 3, 7)
-        gate.observe(dyn.regressor(q, v, a), twin_torque(plant, q, v, a) + rng.normal(0.0, plant.effort_noise))
-    small = np.full(base.count, 1e-10)
+    gate = ParameterGate(beta_nom, window=200, fresh=50, weighting=mass_matrix_weighting(nominal),
+                         friction_indices=friction_indices(base))
+    _observe_twin(gate, nominal, plant, dyn, rng, 100)
     good = beta_twin + rng.normal(size=base.count) * 1e-4
-    assert gate.offer(good, np.full(base.count, 10.0)).status == "unconverged"
-    assert np.array_equal(gate.applied, beta_nom)
-    d = gate.offer(good, small)
+    assert gate.offer(good, source="estimate").status == "unconverged"
+    _observe_twin(gate, nominal, plant, dyn, rng, 49)
+    assert gate.offer(good, source="estimate").status == "unconverged"      # 49 new samples: not yet judged
+    _observe_twin(gate, nominal, plant, dyn, rng, 1)
+    d = gate.offer(good, source="estimate")
     assert d.status == "accepted" and np.array_equal(gate.applied, good) and d.residual_offered < d.residual_nominal / 3
     diverged = good.copy()
     diverged[np.argmax(np.abs(good))] *= 3.0       # e.g. a run-away from bad data
-    d = gate.offer(diverged, small)
-    assert d.status == "diverging" and d.residual_offered > d.residual_nominal
-    assert np.array_equal(d.restore, good) and np.array_equal(d.beta, good) and np.array_equal(gate.applied, good)
-    negative = good.copy()
-    negative[friction_indices(base)[0]] = -0.5
-    assert gate.offer(negative, small).status == "implausible"
-    assert gate.offer(np.full(base.count, np.inf), small).status == "implausible"
+    for source, beta, status in (("run-away", diverged, "diverging"), ("negative", None, "implausible"),
+                                 ("infinite", np.full(base.count, np.inf), "implausible")):
+        if beta is None:
+            beta = good.copy()
+            beta[friction_indices(base)[0]] = -0.5
+        assert gate.offer(beta, source=source).status == "unconverged"
+        _observe_twin(gate, nominal, plant, dyn, rng, 50)
+        d = gate.offer(beta, source=source)
+        assert d.status == status, (source, d.status, gate.last_reason)
+        assert np.array_equal(d.beta, good) and np.array_equal(gate.applied, good)
+    assert gate.counts["diverging"] == 1
     # the robot changes so much that the applied estimate is worse than the nominal model: back to nominal
     gate.clear_window()
-    for _ in range(200):
-        q, v, a = nominal.random_configuration(rng), rng.uniform(-1, 1, 7), rng.uniform(-3, 3, 7)
-        gate.observe(dyn.regressor(q, v, a), dyn.torque(q, v, a, beta_nom))
-    d = gate.offer(diverged, small)
+    gate.offer(good, source="estimate")
+    _observe_twin(gate, nominal, plant, dyn, rng, 60, torque=lambda q, v, a: dyn.torque(q, v, a, beta_nom))
+    d = gate.offer(good, source="estimate")
     assert gate.counts["fallback_nominal"] == 1 and np.array_equal(gate.applied, beta_nom)
-    assert d.status == "diverging" and np.array_equal(d.restore, beta_nom)
+    assert d.status == "worse" and d.restore is None        # nothing good to roll back to any more
+    # an accepted estimate the controller cannot use is handed back: the one applied before returns
+    gate.offer(beta_nom * 1.3, source="scaled")
+    _observe_twin(gate, nominal, plant, dyn, rng, 60, torque=lambda q, v, a: dyn.torque(q, v, a, beta_nom * 1.3))
+    assert gate.offer(beta_nom * 1.3, source="scaled").status == "accepted"
+    gate.revoke()
+    assert np.array_equal(gate.applied, beta_nom) and gate.counts["revoked"] == 1
+
+
+def test_gate_refuses_an_estimate_fitted_to_the_noise_of_its_own_window(setup, rng):
+    """The nominal model is exact (torques of the nominal model plus noise): a least-squares fit to the window's
+    own samples predicts them better than the nominal model (it fitted their noise), but not the samples that
+    follow, and the gate keeps the nominal model; judged on the window it was fitted to, it would pass."""
+    nominal, plant, base, dyn = setup
+    beta_nom = base.from_full(full_parameters(nominal))
+    gate = ParameterGate(beta_nom, window=400, fresh=50, weighting=mass_matrix_weighting(nominal))
+    exact = lambda q, v, a: dyn.torque(q, v, a, beta_nom)          # noqa: E731
+    _observe_twin(gate, nominal, plant, dyn, rng, 120, torque=exact)
+    Y, tau = np.concatenate(list(gate._Y)), np.concatenate(list(gate._tau))
+    overfit = np.linalg.lstsq(Y, tau, rcond=None)[0]
+    assert gate.residual(overfit) < 0.9 * gate.residual(beta_nom)          # in-sample: "better"
+    gate.offer(overfit)
+    _observe_twin(gate, nominal, plant, dyn, rng, 50, torque=exact)
+    d = gate.offer(overfit)
+    assert d.status == "worse" and np.array_equal(gate.applied, beta_nom), gate.last_reason
+    assert d.residual_offered > d.residual_nominal
 
 
 def test_closed_loop_on_the_twin_adapts_from_joint_torques(setup):

@@ -61,7 +61,7 @@ def test_polled_input_gives_the_callback_estimates_bit_for_bit(estimator_factory
     assert direct.estimator.time_jumps == polled.estimator.time_jumps == 1
     assert polled.skipped_overload == 0
     np.testing.assert_array_equal(polled.estimator.wrench_rls.beta, direct.estimator.wrench_rls.beta)
-    np.testing.assert_array_equal(polled.estimator.base_rls.beta, direct.estimator.base_rls.beta)
+    np.testing.assert_array_equal(polled.estimator.base_estimator.beta, direct.estimator.base_estimator.beta)
     np.testing.assert_array_equal(polled.estimator.wrench_rls.P, direct.estimator.wrench_rls.P)
     assert abs(polled.estimator.payload_parameters()[0] - PAYLOAD.pi[0]) < 0.1
 

@@ -193,12 +193,12 @@ def test_effort_at_the_limit_pauses_the_base_parameter_estimate(estimator_factor
     tau = np.zeros(7)
     for k in range(100):                                   # settle, then estimate on consistent zero torques
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k], tau))
-    assert node.estimator.base_rls.updates > 0
-    beta, updates = node.estimator.base_rls.beta.copy(), node.estimator.base_rls.updates
+    assert node.estimator.base_estimator.updates > 0
+    beta, updates = node.estimator.base_estimator.beta.copy(), node.estimator.base_estimator.updates
     for k in range(100, 150):                              # joint 2 pinned at its limit
         node._on_state(make_joint_state(float(t[k]), names, Q[k], V[k], np.where(np.arange(7) == 1, limit, 0.0)))
-    assert node.estimator.effort_saturated == 50 and node.estimator.base_rls.updates == updates
-    assert np.array_equal(node.estimator.base_rls.beta, beta)
+    assert node.estimator.effort_saturated == 50 and node.estimator.base_estimator.updates == updates
+    assert np.array_equal(node.estimator.base_estimator.beta, beta)
     level, text, values = node.diagnostic_status(t[149])
     assert values["effort_saturated"] == 50 and level == "WARN" and "effort saturated" in text
 

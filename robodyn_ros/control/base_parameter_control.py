@@ -12,15 +12,19 @@ dynamics of the estimated robot needs β only, never the full parameters an esti
   (``M a_cmd + C v + g + τ_f`` of the estimated robot);
 * Slotine-Li (Slotine and Li 1987): ``v_r = v_d - Λ e``, ``a_r = a_d - Λ ė``, ``s = ė + Λ e``,
   ``τ = Y_sl,base(q, v, v_r, a_r) β - K_D s`` with ``Y_sl π = M a_r + C(q, v) v_r + g`` (Christoffel C) plus
-  the joint columns ``[a_r, v, sgn(v), 1]``. The reduction to base columns holds for ``Y_sl`` too: a
+  the joint columns ``[a_r, v_r, sgn(v_d), 1]``. The reduction to base columns holds for ``Y_sl`` too: a
   parameter direction that changes no joint torque changes neither ``M(q)`` nor ``g(q)``, hence neither
   the Christoffel ``C`` built from ``M``. Optionally the controller adapts β itself by the gradient law
   ``β̇ = -Γ Y_sl,baseᵀ s`` (``gamma``); by default it consumes the estimator's β (certainty equivalence).
 
-Both compensate Coulomb friction at the reference velocity, ``f_c sgn(v_d)`` (friction feed-forward): at the
-measured velocity the compensation flips with the noise and the tracking error around every velocity reversal
-and, where the model's Coulomb smoothing is sharper than the robot's friction, drives a limit cycle (on the
-iiwa with the exact parameters, 4e-2 rad RMS against 4e-4 rad at the reference velocity).
+Both compensate friction from the reference, not the measured velocity: computed torque ``f_v v_d + f_c
+sgn(v_d)``, Slotine-Li ``f_v v_r + f_c sgn(v_d)`` (friction feed-forward; Slotine-Li's ``v_r`` keeps its
+passivity argument). At the measured velocity the compensation is velocity feedback: a viscous coefficient
+estimated above the robot's by more than the loop's damping ``K_D M̂`` turns the loop unstable (measured: the
+Panda twin's light wrist diverged within 0.2 s of an estimate with 0.50 instead of 0.04 N m s/rad), and the
+Coulomb sign flips with the noise around every velocity reversal and, where the model's smoothing is sharper
+than the robot's friction, drives a limit cycle (the iiwa with its exact parameters: 4e-2 rad RMS against
+4e-4 rad from the reference velocity).
 
 β comes from the estimator through a :class:`robodyn_ros.control.parameter_gate.ParameterGate` (converged,
 plausible, not diverging). Both controllers clip the reference to the joint limits, hold the last safe command
@@ -59,24 +63,27 @@ class BaseParameterDynamics:
         self._rows, self._col = j, n_rigid + 4 * j
         self._Y[j, self._col + 3] = 1.0
 
-    def full_regressor(self, Y_rigid, v, a, v_coulomb=None):
+    def full_regressor(self, Y_rigid, v, a, v_friction=None, v_coulomb=None):
         """``Y_full`` (nv, 10 nb + 4 nv) from the rigid part (nv, 10 nb) and the joint columns of ``a``, ``v``;
-        the Coulomb column's sign is taken at ``v_coulomb`` when given (a controller's reference velocity)."""
+        the viscous column taken at ``v_friction`` and the Coulomb column's sign at ``v_coulomb`` when given
+        (default: ``v_friction``, else ``v``)."""
+        v_friction = v if v_friction is None else v_friction
         Y = self._Y
         Y[:, :Y_rigid.shape[1]] = Y_rigid
         Y[self._rows, self._col] = a
-        Y[self._rows, self._col + 1] = v
-        Y[self._rows, self._col + 2] = smooth_sign(v if v_coulomb is None else v_coulomb, self.base.coulomb_width)
+        Y[self._rows, self._col + 1] = v_friction
+        Y[self._rows, self._col + 2] = smooth_sign(v_friction if v_coulomb is None else v_coulomb,
+                                                   self.base.coulomb_width)
         return Y
 
-    def regressor(self, q, v, a, v_coulomb=None):
-        """``Y_base(q, v, a)`` (nv, r) (the Coulomb sign at ``v_coulomb`` when given)."""
-        return self.full_regressor(np.asarray(self.rigid_regressor(q, v, a)), v, a, v_coulomb)[:, self.base.independent]
+    def regressor(self, q, v, a, v_friction=None):
+        """``Y_base(q, v, a)`` (nv, r) (the friction columns at ``v_friction`` when given)."""
+        return self.full_regressor(np.asarray(self.rigid_regressor(q, v, a)), v, a, v_friction)[:, self.base.independent]
 
-    def torque(self, q, v, a, beta, v_coulomb=None):
+    def torque(self, q, v, a, beta, v_friction=None):
         """``Y_base(q, v, a) β`` (nv,): rigid body, armature and friction of the parameters ``β`` (r,) (the
-        Coulomb sign at ``v_coulomb`` when given)."""
-        return self.regressor(q, v, a, v_coulomb) @ beta
+        friction at ``v_friction`` when given)."""
+        return self.regressor(q, v, a, v_friction) @ beta
 
     def mass_matrix(self, q, beta):
         """``M̂(q)`` (nv, nv) of the parameters ``β`` (r,): column i is ``Y_base(q, 0, e_i) β - Y_base(q, 0, 0) β``
@@ -146,7 +153,7 @@ class BaseParameterComputedTorque:
             return self.guard.hold(), status
         q, v, q_d, v_d, a_d = inputs
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
-        return self.guard.accept(self.dynamics.torque(q, v, a_cmd, self.beta, v_coulomb=v_d), status), status
+        return self.guard.accept(self.dynamics.torque(q, v, a_cmd, self.beta, v_friction=v_d), status), status
 
 
 class BaseParameterSlotineLi:
@@ -178,9 +185,9 @@ class BaseParameterSlotineLi:
         self.beta = _check_beta(beta, self.base.count)
 
     def regressor(self, q, v, v_r, a_r, v_coulomb=None):
-        """``Y_sl,base(q, v, v_r, a_r)`` (nv, r): the Slotine-Li regressor with joint columns ``[a_r, v, sgn v, 1]``
+        """``Y_sl,base(q, v, v_r, a_r)`` (nv, r): the Slotine-Li regressor with joint columns ``[a_r, v_r, sgn v, 1]``
         (the sign at ``v_coulomb`` when given)."""
-        return self.joint.full_regressor(self.functions.slotine_li(q, v, v_r, a_r), v, a_r,
+        return self.joint.full_regressor(self.functions.slotine_li(q, v, v_r, a_r), v, a_r, v_r,
                                          v_coulomb)[:, self.base.independent]
 
     def compute(self, q, v, q_d, v_d, a_d, dt=0.0):

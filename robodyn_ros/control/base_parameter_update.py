@@ -35,6 +35,10 @@ from .base_parameter_control import BaseParameterDynamics, InertiaPlausibility
 from .consistent_parameters import ConsistentParameters
 from .parameter_gate import ParameterGate, friction_indices, mass_matrix_weighting
 
+# gate samples a payload candidate must predict before it is judged (ten parameters on top of a converged
+# model, where the estimate's own fifty keep early estimates of the whole robot out)
+PAYLOAD_FRESH = 20
+
 
 class ConsistentWorker:
     """A thread fitting :class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters` to the
@@ -142,6 +146,7 @@ class BaseParameterUpdate:
         self.t = None                  # joint-state time of the last observed state
         self._t0, self._count = None, 0
         self._submitted = None         # joint-state time of the last fit submitted
+        self._observe_from = -np.inf   # no samples before this time (the filter's response to a change)
         self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), keep_all=self.deterministic)
 
     def close(self):
@@ -167,7 +172,7 @@ class BaseParameterUpdate:
         if self._t0 is None:
             self._t0 = t
         self._count += 1
-        if t - self._t0 >= self.settle_time and self._count % self.observe_every == 0:
+        if t - self._t0 >= self.settle_time and self._count % self.observe_every == 0 and t >= self._observe_from:
             self.gate.observe(self.dynamics.regressor(q_f, v_f, a_f), tau_f, q=q_f)
 
     def set_covariance(self, P):
@@ -197,7 +202,8 @@ class BaseParameterUpdate:
             K, pi_p, body = self.payload
             theta = self._theta_before.copy()
             theta[10 * body:10 * body + 10] += pi_p
-            payload_decision = self.gate.offer(self.beta_before + K @ pi_p, source="payload", tag=theta)
+            payload_decision = self.gate.offer(self.beta_before + K @ pi_p, source="payload", tag=theta,
+                                               fresh=PAYLOAD_FRESH)
             if decision is None or payload_decision.status != "unconverged":
                 decision = payload_decision
         if decision is None:         # no consistent set yet: nothing to judge
@@ -244,8 +250,15 @@ class BaseParameterUpdate:
         if abs(mass) >= self.payload_min_mass:
             if not had:
                 self.beta_before, self._theta_before = self.gate.applied.copy(), self.theta.copy()
-                self.gate.clear_window()
+                self._clear_window()
             self.payload = (self.base.K[:, 10 * body:10 * body + 10], np.asarray(pi_p, dtype=float), body)
         elif had:
             self.beta_before = self.payload = None
-            self.gate.clear_window()
+            self._clear_window()
+
+    def _clear_window(self):
+        """The robot changed: the gate forgets its samples, and takes none while the filter responds to the
+        change (its settling time)."""
+        self.gate.clear_window()
+        if self.t is not None:
+            self._observe_from = self.t + self.settle_time

@@ -11,7 +11,7 @@ With ``use_base_parameters`` the estimator's base parameters reach the NLP as it
 set a worker thread fits to each estimate, as far as the parameter gate on this loop's own joint-state
 samples lets it through (:class:`~robodyn_ros.control.base_parameter_update.BaseParameterUpdate`, as the
 inverse_dynamics node). With ``output: commands`` the Coulomb part is left out of the NLP and compensated at
-the joint-state rate, ``+ f_c tanh(v / coulomb_width)`` (as :class:`~robodyn_ros.control.adaptive_mpc.
+the joint-state rate, ``+ f_c tanh(v_d / coulomb_width)`` at the reference velocity (as :class:`~robodyn_ros.control.adaptive_mpc.
 AdaptiveMPC`: a light wrist's smoothed Coulomb term is too stiff for the 10-ms intervals); with
 ``output: feedforward`` it stays in the NLP.
 """
@@ -125,8 +125,9 @@ class MpcLoop:
             self.adaptation.observe(t)
         if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
-            if self.base_update is not None:
-                tau = tau + self.coulomb * np.tanh(v / self.base_update.base.coulomb_width)
+            if self.base_update is not None:        # Coulomb feed-forward at the reference velocity
+                v_d = self.reference.evaluate(t - self.t0)[1]
+                tau = tau + self.coulomb * np.tanh(v_d / self.base_update.base.coulomb_width)
             return self.output.publish(tau, t)
         return None
 

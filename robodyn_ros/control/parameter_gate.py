@@ -143,19 +143,21 @@ class ParameterGate:
                             "configurations")
         return None
 
-    def offer(self, beta, P=None, source="estimate", tag=None):
+    def offer(self, beta, P=None, source="estimate", tag=None, fresh=None):
         """Offer the estimate ``beta`` (r,) (covariance ``P``: (r, r), (r,) diagonal or None) from ``source``,
         with ``tag`` (anything the caller needs back with it, e.g. the full parameters it stands for: kept
         as :attr:`applied_tag` when accepted); returns the :class:`GateDecision` (the pending estimate of that
-        source judged, if it has seen ``fresh`` samples, and ``beta`` pending in its place)."""
+        source judged, if it has seen ``fresh`` samples (default: the gate's), and ``beta`` pending in its
+        place)."""
+        fresh = self.fresh if fresh is None else int(fresh)
         beta = np.array(beta, dtype=float)
         std = None if P is None else np.sqrt(np.clip(np.diag(P) if np.ndim(P) == 2 else np.asarray(P), 0.0, None))
         pending = self._pending.get(source)
-        if pending is None or self.observed - pending[2] < self.fresh or len(self._Y) < self.fresh:
+        if pending is None or self.observed - pending[2] < fresh or len(self._Y) < fresh:
             if pending is None:
                 self._pending[source] = (beta, std, self.observed, tag)
             seen = 0 if pending is None else min(self.observed - pending[2], len(self._Y))
-            return self._decide("unconverged", why=f"the {source} offered last has predicted {seen} of the {self.fresh} "
+            return self._decide("unconverged", why=f"the {source} offered last has predicted {seen} of the {fresh} "
                                                     "new samples it is judged on")
         self._pending[source] = (beta, std, self.observed, tag)
         return self._judge(*pending)

@@ -98,7 +98,7 @@ class BaseParameterEstimator:
         self.eta_data = np.zeros(self.beta0.size)
         self._eta0 = self.A0 @ self.beta0
         self.beta = self.beta0.copy()
-        self._factor = None
+        self._factor = self._P = None
         self._s2 = None if self.fixed_sigma is None else self.fixed_sigma ** 2
         self._sigma_weight = 0.0          # seconds of data in σ (up to sigma_time)
         self._t = self._t0 = None
@@ -128,12 +128,17 @@ class BaseParameterEstimator:
     def _cholesky(self):
         if self._factor is None:
             self._factor = scipy.linalg.cho_factor(self.A, lower=True, check_finite=False)
+            self._P = None
         return self._factor
 
     @property
     def P(self):
-        """The covariance ``A⁻¹`` (r, r)."""
-        return scipy.linalg.cho_solve(self._cholesky(), np.eye(self.beta0.size), check_finite=False)
+        """The covariance ``A⁻¹`` (r, r) (computed once per update, when asked)."""
+        factor = self._cholesky()
+        if self._P is None:
+            self._P = scipy.linalg.cho_solve(factor, np.eye(self.beta0.size), check_finite=False)
+            self._P.setflags(write=False)
+        return self._P
 
     @property
     def std(self):
@@ -149,8 +154,10 @@ class BaseParameterEstimator:
                 and self._t >= self._rest_until)
 
     # ----------------------------------------------------------------------------------------- update
-    def update(self, t, Y, tau):
-        """One sample at time ``t`` (s): ``Y`` (m, r), ``τ`` (m,). Returns :class:`EstimatorUpdate`."""
+    def update(self, t, Y, tau, extra_variance=None):
+        """One sample at time ``t`` (s): ``Y`` (m, r), ``τ`` (m,); ``extra_variance`` (m,): the variance of what
+        the model cannot say about this sample's rows (e.g. the friction of a joint near rest), added to σ²
+        (the row weighs less, counts less in σ and in the change detector). Returns :class:`EstimatorUpdate`."""
         dt = 0.0 if self._t is None else max(0.0, float(t) - self._t)
         if self._t is None:
             self._t0 = float(t)
@@ -159,8 +166,9 @@ class BaseParameterEstimator:
         L = self._cholesky()[0]
         G = scipy.linalg.solve_triangular(L, Y.T, lower=True, check_finite=False)     # (r, m): Y P Yᵀ = Gᵀ G
         predicted = np.einsum("ij,ij->j", G, G)                                          # diag(Y P Yᵀ)
-        self._learn_sigma(e, dt)
-        s2 = np.maximum(self._s2, self.sigma_floor ** 2)
+        extra = 0.0 if extra_variance is None else np.asarray(extra_variance, dtype=float)
+        self._learn_sigma(e, dt, extra)
+        s2 = np.maximum(self._s2, self.sigma_floor ** 2) + extra
         S = G.T @ G
         S.flat[::self.rows + 1] += s2
         z = float(e @ np.linalg.solve(S, e)) / self.rows
@@ -189,20 +197,22 @@ class BaseParameterEstimator:
         self.updates += 1
         return EstimatorUpdate(True, z, change)
 
-    def _learn_sigma(self, e, dt):
-        """σ² ← exponentially weighted mean of the innovations' squares over ``sigma_time`` (module docstring)."""
+    def _learn_sigma(self, e, dt, extra=0.0):
+        """σ² ← exponentially weighted mean of the innovations' squares over ``sigma_time`` (module docstring),
+        each row counting ``σ² / (σ² + extra)``: rows the model cannot predict tell little about the noise."""
         if self.fixed_sigma is not None:
             return
         e2 = e * e
         if self._s2 is None:
             self._s2 = e2.copy()
             return
+        s2 = np.maximum(self._s2, self.sigma_floor ** 2)
         settled = self._sigma_weight >= self.sigma_time
         if settled:
-            e2 = np.minimum(e2, 25.0 * np.maximum(self._s2, self.sigma_floor ** 2))
+            e2 = np.minimum(e2, 25.0 * s2)
         self._sigma_weight += dt
         w = (1.0 - np.exp(-dt / self.sigma_time)) if settled else dt / max(self._sigma_weight, 1e-12)
-        self._s2 += w * (e2 - self._s2)
+        self._s2 += w * (s2 / (s2 + extra)) * (e2 - self._s2)
 
     def _detect(self, z, relative_uncertainty, dt):
         """The change detector's statistic and decision (module docstring)."""

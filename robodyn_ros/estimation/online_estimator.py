@@ -58,6 +58,8 @@ COULOMB_WIDTH = 0.02  # rad/s, tanh(v / coulomb_width) for the Coulomb friction 
 PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
 PAYLOAD_REFERENCE_WINDOW = 3.0  # s: payload_reference before_change keeps its reference through re-alarms this close
 PAYLOAD_REFERENCES = ("nominal", "before_change")
+FRICTION_BOUND = 0.03           # Coulomb friction of a joint, at most, as a fraction of its torque scale
+FRICTION_SMOOTHING_MAX = 0.05   # rad/s: beyond a few of these every plausible Coulomb transition is complete
 
 #: The estimation parameters of the ``estimator`` node (ros/node_parameters.py ESTIMATOR, where each is
 #: described) and their defaults; a test checks that both agree.
@@ -289,6 +291,7 @@ class OnlineEstimator:
         last = model.nbodies - 1
         moved = np.flatnonzero(np.abs(self.base.K[:, 10 * last:10 * last + 10]).sum(axis=1) > 1e-9)
         prior = base_parameter_prior(model, self.base, self.beta_nominal)
+        self._friction_bound = FRICTION_BOUND * joint_torque_scale(model)
         fixed = self._fixed_effort_std()
         self.base_estimator = BaseParameterEstimator(
             self.beta_nominal, prior, model.nv, bandwidth=c["filter.cutoff"], sigma=fixed,
@@ -451,7 +454,7 @@ class OnlineEstimator:
             mass_before = self.payload_parameters()[0] if self.wrench_rls is None else None
             Y_base = self.base.reduce(Y_full)
             beta_before = self.base_estimator.beta.copy() if self._referenced else None
-            result = self.base_estimator.update(t, Y_base, tau_f)
+            result = self.base_estimator.update(t, Y_base, tau_f, self._friction_variance(v_f))
             self.base_updated, self.base_sample = result.accepted, (Y_base, tau_f)
             if self.base_started_at is None:
                 self.base_started_at = t
@@ -460,7 +463,12 @@ class OnlineEstimator:
                     self._reference_payload(t, beta_before)
                 self._payload_changed(t, mass_before, "joint torques")
             if self._referenced and self._beta_ref is not None:
-                self.payload_rls.update(Y_full[:, self.last_body_columns], tau_f - Y_base @ self._beta_ref)
+                # rows scaled by σ / sqrt(σ² + friction variance): the friction near rest weighs as in the
+                # base-parameter estimate
+                s2 = self.base_estimator.sigma ** 2
+                w = np.sqrt(s2 / (s2 + self._friction_variance(v_f)))
+                self.payload_rls.update(w[:, None] * Y_full[:, self.last_body_columns],
+                                        w * (tau_f - Y_base @ self._beta_ref))
         self.updates += 1
         start, count = self._rate_window
         now = time.monotonic()
@@ -495,6 +503,17 @@ class OnlineEstimator:
         # independent sample each one is (BaseParameterEstimator's c_k)
         share = min(1.0, 2.0 * self.config["filter.cutoff"] * max(self._update_step, 1e-6))
         self.payload_rls.set_noise_std(self.base_estimator.sigma / np.sqrt(share))
+
+    def _friction_variance(self, v_f):
+        """The variance (nv,) of what no Coulomb model fixed in advance says about each joint's friction at the
+        filtered velocity ``v_f``: ``(c_j (1 - tanh(|v_j| / FRICTION_SMOOTHING_MAX)))²`` with ``c_j``
+        FRICTION_BOUND of the joint's torque scale. Near rest a joint's friction is stiction, anything up to its
+        Coulomb level, and up to ``FRICTION_SMOOTHING_MAX`` it depends on how smoothly the friction turns
+        over, which differs from joint to joint and robot to robot; beyond it every plausible model agrees. So
+        the equations of joints near rest weigh little in the estimate (a Coulomb smoothing that is not the
+        robot's would otherwise bias the Coulomb and viscous coefficients), while they still count where
+        they carry information the other rows do not."""
+        return (self._friction_bound * (1.0 - np.tanh(np.abs(v_f) / FRICTION_SMOOTHING_MAX))) ** 2
 
     def _full_regressor(self, q_f, v_f, a_f):
         """``Y_full`` (nv, 10 nb + 4 nv): the rigid-body regressor (compiled kernel) and the joint columns

@@ -46,7 +46,7 @@ class EstimatorNode(RobodynNode):
         self.covariance_pub = None   # the base parameters' covariance (r x r), for base-parameter controllers
         if c["publish_covariance"] and self.estimator.base is not None:
             self.covariance_pub = self.pub(Float64MultiArray, c["base_covariance_topic"], qos.ESTIMATE_QOS)
-            self._covariance_msg = rm.SerializedFloat64MultiArray(self.estimator.base_rls.P, dim_label="covariance")
+            self._covariance_msg = rm.SerializedFloat64MultiArray(self.estimator.base_estimator.P, dim_label="covariance")
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
         # the middleware's receive threads allocate the message buffers this thread frees: bursts ratchet
         # glibc's arenas up; trimming every HEAP_TRIM_PERIOD s gives the free pages back (ros.heap_trim)
@@ -199,10 +199,10 @@ class EstimatorNode(RobodynNode):
                                                              np.zeros((3, 3))))
         if est.base is not None:
             if self._base_msg is None:  # the labelled layout (one dimension per parameter) is serialized once
-                self._base_msg = rm.SerializedFloat64MultiArray(est.base_rls.beta, labels=est.base.names)
-            self.base_pub.publish(self._base_msg.serialize(est.base_rls.beta))
+                self._base_msg = rm.SerializedFloat64MultiArray(est.base_estimator.beta, labels=est.base.names)
+            self.base_pub.publish(self._base_msg.serialize(est.base_estimator.beta))
             if self.covariance_pub:
-                self.covariance_pub.publish(self._covariance_msg.serialize(est.base_rls.P))
+                self.covariance_pub.publish(self._covariance_msg.serialize(est.base_estimator.P))
         if est.diagnostics_due():
             level, text, values = self.diagnostic_status(est.last_t)
             self.diag_pub.publish(rm.make_diagnostic_array(stamp, f"{self.get_name()}: online estimation", level,

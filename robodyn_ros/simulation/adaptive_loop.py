@@ -31,6 +31,7 @@ import numpy as np
 
 from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                               BaseParameterSlotineLi, InertiaPlausibility)
+from ..control.base_parameter_update import PAYLOAD_FRESH
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
 from ..estimation.online_estimator import COULOMB_WIDTH, OnlineEstimator
@@ -207,7 +208,7 @@ class AdaptiveLoop:
         t_est, mass, betas, statuses, coulomb = [], [], [], [], []
         non_finite, rollbacks, attached, events = 0, 0, False, 0
         consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
-        fit, applied_before, theta_before, restored = None, None, None, 0
+        fit, applied_before, theta_before, restored, observe_from = None, None, None, 0, -np.inf
         wall = time.monotonic()
         for k in range(steps):
             t = sim.t
@@ -233,13 +234,14 @@ class AdaptiveLoop:
                 continue
             if est.admit(meas.t, meas.q, meas.v, meas.tau):
                 est.step(meas.t, meas.q, meas.v, meas.tau)
-                if est.base_sample is not None and k % 10 == 0:
+                if est.base_sample is not None and k % 10 == 0 and meas.t >= observe_from:
                     gate.observe(*est.base_sample, q=est.filtered[0])
             if len(est.payload_references) > events:        # a payload change: judge on the new robot only
                 events = len(est.payload_references)
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
-                gate.clear_window()
+                gate.clear_window()        # and the filtered samples of the change itself are no robot's
+                observe_from = meas.t + est.settle_time
             if k % every or est.base_started_at is None:
                 continue
             estimator = est.base_estimator
@@ -252,7 +254,7 @@ class AdaptiveLoop:
                 rollbacks += 1
             with_payload = payload_candidate(est, applied_before) if events else None
             if with_payload is not None:
-                payload_decision = gate.offer(*with_payload, source="payload",
+                payload_decision = gate.offer(*with_payload, source="payload", fresh=PAYLOAD_FRESH,
                                               tag=self._with_payload(theta_before, est.payload_rls.beta))
                 if payload_decision.status != "unconverged":
                     decision = payload_decision
