@@ -105,37 +105,41 @@ def test_adaptation_watchdog_waits_for_the_timeout_and_ends_with_the_first_appli
 
 
 def test_control_loop_says_why_no_base_parameter_estimate_is_applied():
-    """use_base_parameters on a UR5: past adaptation_timeout the status is WARN with the reason, which follows what
-    the loop got (nothing; estimates without a covariance; a consistent fit the gate judges on too few samples),
-    until the gate accepts an estimate (the plant's own parameters, its torques measured with noise): OK."""
+    """use_base_parameters on a UR5 whose links are 30 % heavier than its URDF: past adaptation_timeout the status
+    is WARN with the reason, which follows what the loop got (nothing; estimates without a covariance; a
+    consistent fit not yet due, then a candidate waiting for the new samples it is judged on), until the gate
+    accepts the plant's own parameters (its torques measured with noise): OK."""
+    from robodyn_ros.identification.base_parameters import full_parameters
     robot = load_robot(resolve_node_config("inverse_dynamics", {"robot": "ur5"}))
     config = resolve_node_config("inverse_dynamics", {"robot": "ur5", "use_base_parameters": True,
                                                       "adaptation_timeout": 0.3})
     loop = ControlLoop(robot, config, lambda tau: None)
-    kernels = compile_kernels(robot.model, register=False)
+    plant = robot.model.with_inertial_parameters(1.3 * robot.model.inertial_parameters())
+    kernels = compile_kernels(plant, register=False)
     rng = np.random.default_rng(0)
     try:
         loop.start()
-        state = closed_loop(loop, robot.model, kernels, (0.0, robot.home, np.zeros(6)), 0.5, effort_noise=0.05, rng=rng)
+        state = closed_loop(loop, plant, kernels, (0.0, robot.home, np.zeros(6)), 0.5, effort_noise=0.05, rng=rng)
         level, text, _ = loop.status()
         assert level == "WARN" and "adaptation on, but no estimate applied 0.499 s after the first joint state: no " \
                                    "base parameters received" in text, text
-        beta = loop.base_update.beta_nominal
+        beta = loop.base_update.base.from_full(full_parameters(plant))
         loop.apply_base_parameters(beta)
         assert "no covariance received on base_covariance_topic (the estimator needs publish_covariance: true)" in \
             loop.status()[1]
         P = np.eye(len(beta)) * 1e-10
-        loop.apply_base_parameters(beta, P)
+        assert loop.apply_base_parameters(beta, P) == "unconverged"          # a fit submitted, not yet due
         deadline = time.monotonic() + 120.0
-        while loop.base_update.worker.result is None and time.monotonic() < deadline:
+        while loop.base_update.worker.fits == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert loop.base_update.worker.result is not None, loop.base_update.worker.last_failure
-        assert loop.apply_base_parameters(beta, P) == "unconverged"
-        text = loop.status()[1]
-        assert "the parameter gate's last decision: unconverged: 35 of the 100 samples needed in the window" in text, \
-            text
-        closed_loop(loop, robot.model, kernels, state, 1.5, effort_noise=0.05, rng=rng)
-        assert loop.apply_base_parameters(beta, P) == "accepted"
+        assert loop.base_update.worker.fits == 1, loop.base_update.worker.last_failure
+        assert "the parameter gate's last decision: unconverged: no consistent parameter set fitted yet" in \
+            loop.status()[1], loop.status()[1]
+        state = closed_loop(loop, plant, kernels, state, 0.6, effort_noise=0.05, rng=rng)
+        assert loop.apply_base_parameters(beta, P) == "unconverged"          # due now: pending on new samples
+        assert "predicted 0 of the 50 new samples it is judged on" in loop.status()[1], loop.status()[1]
+        closed_loop(loop, plant, kernels, state, 0.6, effort_noise=0.05, rng=rng)
+        assert loop.apply_base_parameters(beta, P) == "accepted", loop.base_update.gate.last_reason
         assert loop.status()[:2] == ("OK", "controlling"), loop.status()[1]
     finally:
         loop.close()
@@ -158,7 +162,8 @@ def test_a_failed_consistent_fit_is_a_status_not_solver_output(capfd):
         deadline = time.monotonic() + 60.0
         while update.worker.failures == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert update.worker.failures == 1 and update.worker.result is None
+        assert update.worker.failures == 1 and update.worker.fits == 0
+        assert update.worker.result(np.inf, wait=True) is None
         note = update.failure_note()
         assert note == ("consistent-parameter fit failed (1 so far; the last estimate kept): IPOPT "
                         "Invalid_Number_Detected")

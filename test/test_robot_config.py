@@ -84,7 +84,7 @@ def test_home_in_the_floor_plane_is_reported(tmp_path, capsys):
 def test_settings_follow_the_limits_and_the_inertia(tmp_path):
     """The bundled Panda gets back the bundled file's tuned values; the generator stays within the position and
     velocity limits (Jaco's 0.63 rad/s shrinks it); the MPC's torque weight scales with 1 / inertia^2; the
-    torque noise with the effort limits."""
+    estimator learns the torque noise."""
     panda = robot_configuration("panda")
     assert panda.parameters("mpc")["r_weight"] == pytest.approx(1e-3, rel=1e-3)
     assert panda.parameters("inverse_dynamics")["generator.amplitude"] == 0.3
@@ -103,8 +103,7 @@ def test_settings_follow_the_limits_and_the_inertia(tmp_path):
         from robodyn_ros.dynamics.crba import crba
         m = np.mean(np.diag(crba(model, config.home)))
         assert config.parameters("mpc")["r_weight"] == pytest.approx(1e-3 * (reference_inertia() / m) ** 2, rel=2e-3)
-        np.testing.assert_allclose(config.parameters("estimator")["effort_noise_per_joint"],
-                                   0.005 * model.effort_limit, rtol=2e-3)
+        assert config.parameters("estimator")["effort_noise"] == 0.0          # learnt from the data
     assert robot_configuration(urdf_of("kinova")).parameters("inverse_dynamics")["generator.amplitude"] < 0.3
     # heavier arm, smaller torque weight
     assert robot_configuration(urdf_of("ur10")).parameters("mpc")["r_weight"] < 1e-3 < \

@@ -198,7 +198,7 @@ class BaseParameterUpdate:
             decision = self.gate.offer(fit.beta, P, source="estimate", tag=np.array(fit.theta, dtype=float))
             if decision.status == "diverging":
                 self.rollbacks += 1
-        if self.beta_before is not None:
+        if self.beta_before is not None and t >= self._observe_from:
             K, pi_p, body = self.payload
             theta = self._theta_before.copy()
             theta[10 * body:10 * body + 10] += pi_p

@@ -30,8 +30,9 @@ with ``W_k = diag(1 / σ_j²)`` at sample k and ``P = A⁻¹`` the covariance. T
   after an alarm. An alarm adds ``boost_variance`` to the covariance of the parameters a payload moves
   (``boost_indices``; Woodbury's identity on A) so they re-converge, the others keep what they learnt.
 
-Single samples far off (``z`` beyond the chi-square tail ``outlier_probability``) are left out, unless
-``max_consecutive_outliers`` come in a row: that is a change.
+Once armed, samples far off (``z`` beyond the chi-square tail ``outlier_probability``: a corrupted
+measurement, smeared over the filter's response) are left out, unless they last longer than ``change_time``:
+that is a change. Before, the model may still be far from the robot and nothing is an outlier.
 
 Divergence guard: the estimator compares, over ``sigma_time``, its innovations with the residual of the prior
 (nominal) parameters on the same samples, both weighed by ``W_k``. While it predicts clearly better (half the
@@ -72,7 +73,7 @@ class BaseParameterEstimator:
 
     def __init__(self, beta0, prior_std, rows, *, bandwidth=None, sigma=None, sigma_floor=1e-3, sigma_time=2.0,
                  forgetting=1.0, boost_indices=(), boost_variance=0.0, change_ratio=4.0, change_time=0.15,
-                 detect=True, outlier_probability=1e-6, max_consecutive_outliers=20):
+                 detect=True, outlier_probability=1e-6):
         self.beta0 = np.array(beta0, dtype=float)
         r = self.beta0.size
         prior_std = np.broadcast_to(np.asarray(prior_std, dtype=float), (r,))
@@ -89,7 +90,6 @@ class BaseParameterEstimator:
         self.boost_variance = np.broadcast_to(np.asarray(boost_variance, dtype=float), (len(self.boost_indices),)).copy()
         self.change_ratio, self.change_time, self.detect = float(change_ratio), float(change_time), bool(detect)
         self.outlier_threshold = float(chi2.isf(outlier_probability, self.rows)) / self.rows
-        self.max_consecutive_outliers = int(max_consecutive_outliers)
         self.reset()
 
     def reset(self):
@@ -106,7 +106,7 @@ class BaseParameterEstimator:
         self._uncertainty = 1.0           # EW mean of diag(Y P Yᵀ) / σ²
         self._rest_until = -np.inf
         self.updates = self.rejected = self.changes = self.rollbacks = 0
-        self._consecutive = 0
+        self._outliers_since = None      # time of the first of the outliers in a row
         self._energy = None               # EW means of the weighted innovation energy: (estimate, nominal)
         self._checkpoint = None           # (A_data, eta_data, time) of the last estimate that predicted well
         self._worse_since = None
@@ -173,13 +173,14 @@ class BaseParameterEstimator:
         S.flat[::self.rows + 1] += s2
         z = float(e @ np.linalg.solve(S, e)) / self.rows
         change = self._detect(z, predicted / s2, dt)
-        if not change and z > self.outlier_threshold and self.updates > 0:
-            self._consecutive += 1
-            if self._consecutive <= self.max_consecutive_outliers:
+        if not change and z > self.outlier_threshold and self.armed:
+            if self._outliers_since is None:
+                self._outliers_since = self._t
+            if self._t - self._outliers_since <= self.change_time:
                 self.rejected += 1
                 return EstimatorUpdate(False, z, False)
             change = True
-        self._consecutive = 0
+        self._outliers_since = None
         if change:
             self.changes += 1
             self._last_change = self._t

@@ -83,7 +83,7 @@ DEFAULTS = {
     "payload_mass_std": 10.0,
     "change_threshold": 25.0,
     "change_ratio": 4.0,
-    "change_time": 0.15,
+    "change_time": 0.0,
     "change_alarms.count": 3,
     "change_alarms.window": 10.0,
     "payload_publish_std.mass": 0.5,
@@ -96,7 +96,7 @@ DEFAULTS = {
     "effort_saturation": 1.0,
     "time_jump_threshold": 0.5,
 }
-_POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "change_ratio", "change_time",
+_POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "change_ratio",
              "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold", "coulomb_width",
              "change_alarms.window")
 
@@ -296,7 +296,8 @@ class OnlineEstimator:
         self.base_estimator = BaseParameterEstimator(
             self.beta_nominal, prior, model.nv, bandwidth=c["filter.cutoff"], sigma=fixed,
             sigma_floor=1e-4 * joint_torque_scale(model), forgetting=c["forgetting"], boost_indices=moved,
-            boost_variance=prior[moved] ** 2, change_ratio=c["change_ratio"], change_time=c["change_time"])
+            boost_variance=prior[moved] ** 2, change_ratio=c["change_ratio"],
+            change_time=c["change_time"] if c["change_time"] > 0 else 3.0 / c["filter.cutoff"])
         self._friction_index = self._pure_base_columns(n_rigid)
         # payload_reference before_change: the load on the last body explaining the torque residual of the
         # base estimate held just before the detected change, ``τ_f - Y_base β_ref = Y_last π_p``

@@ -218,8 +218,9 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       "the estimate has converged).", range=(0.0, None)),
     P("change_ratio", float, 4.0, "Joint-torque change detector: a change when the residual variance over "
       "change_time stays this many times the level the estimate has learnt.", range=(1.0, None)),
-    P("change_time", float, 0.15, "Joint-torque change detector: averaging time, s (longer than the residual of "
-      "a velocity reversal lasts).", range=(1e-3, None)),
+    P("change_time", float, 0.0, "Joint-torque change detector: averaging time, s (longer than the residual of "
+      "a velocity reversal lasts); 0: 3 / filter.cutoff, six samples of independent noise behind the filter.",
+      range=(0.0, None)),
     P("publish_covariance", bool, False, "Also publish the base parameters' covariance (base_covariance_topic) "
       "at publish_rate, for controllers with use_base_parameters.", read_only=True),
     P("payload_mass_std", float, 10.0, "Prior / boost std of the payload mass, kg.", range=(1e-6, None)),

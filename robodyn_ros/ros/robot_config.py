@@ -20,11 +20,11 @@ What is derived, and from what (nothing here is a number the user must know abou
   robot; Slotine-Li's ``K_D`` is derived by the node at ``home`` (``slotine_li.kd`` < 0: ``40 M_jj(home)``);
   the MPC's torque weight scales with the inertia, ``r_weight = 1e-3 (m_ref / m)²`` with ``m`` the mean
   diagonal of ``M(home)`` and ``m_ref`` the bundled Panda's at its home, on which the weights were tuned;
-- joint torque noise of the estimator and of the controllers' gate: 0.5 % of each joint's effort limit
-  (the real Panda's measured levels are 0.3-0.5 % of its limits).
+- the estimator learns the joint torque noise from the data (``effort_noise: 0``), and the controllers' gate
+  judges estimates by how they predict the joint states they control from, so no noise level is written.
 
-Settings that depend on hardware the URDF does not describe are marked ``CHECK`` in the file: the joint
-torque noise, the F/T sensor's noise and range, the Coulomb smoothing width of a real robot, the wrist link.
+Settings that depend on hardware the URDF does not describe are marked ``CHECK`` in the file: the F/T
+sensor's noise and range, the wrist link.
 """
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ HOME_MARGIN = 0.1          # fraction of a joint's range that a zero home keeps 
 MAX_AMPLITUDE = 0.3        # rad: the bundled robots' generator amplitude
 LIMIT_FRACTION = 0.8       # of the distance to the position limits and of the velocity limits the generator uses
 GENERATOR_PERIOD, GENERATOR_HARMONICS = 4.0, 2
-EFFORT_NOISE_FRACTION = 0.005   # of the effort limit: the joint torque noise assumed without a measurement
 REFERENCE_R_WEIGHT = 1e-3       # the MPC's torque weight tuned on the bundled Panda
 FLANGE_NAMES = ("tool0", "flange", "tool", "ee_link", "end_effector", "ee")
 
@@ -194,22 +193,18 @@ def robot_configuration(urdf, home=None, locked_joints=None):
                         f"amplitude is {amplitude:g} rad; give --home away from the limits")
     M = crba(model, home)
     r_weight = REFERENCE_R_WEIGHT * (reference_inertia() / float(np.mean(np.diag(M)))) ** 2
-    noise = [_round(EFFORT_NOISE_FRACTION * e) if np.isfinite(e) and e > 0 else 0.5 for e in model.effort_limit]
     missing = [n for n, e in zip(joints, model.effort_limit) if not (np.isfinite(e) and e > 0)]
     if missing:
-        warnings.append(f"no effort limit in the URDF for {missing}: their torque noise is set to 0.5 N m and no "
-                        "torque limit protects them; add <limit effort=...>")
-    sections = _sections(os.path.abspath(path), joints, home, wrist, locks, amplitude, r_weight, noise,
+        warnings.append(f"no effort limit in the URDF for {missing}: no torque limit protects them; add "
+                        "<limit effort=...>")
+    sections = _sections(os.path.abspath(path), joints, home, wrist, locks, amplitude, r_weight,
                          40.0 * np.diag(M), source)
     return RobotConfiguration(urdf_path=os.path.abspath(path), name=model.name, joints=joints, home=home,
                               home_source=source, wrist_link=wrist, locked_joints=locks, sections=sections,
                               warnings=tuple(warnings))
 
 
-CHECK_NOISE = "CHECK: your robot's joint torque noise at rest, N m (derived: 0.5 % of the effort limits)"
-
-
-def _sections(path, joints, home, wrist, locks, amplitude, r_weight, noise, slotine_kd, home_source):
+def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd, home_source):
     home_comment = {"given": "rad, joint order (--home)", "bundled": "rad, joint order (the bundled robot's)",
                     "derived": "rad, joint order: 0 inside the limits, else mid-range; CHECK it is clear of the "
                                "floor, or give --home"}[home_source]
@@ -225,9 +220,8 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, noise, slot
     base_parameters = [
         ("use_base_parameters", False, "true: control from the estimator's base parameters (its "
                                        "publish_covariance: true)"),
-        ("base_parameters.coulomb_width", 0.001, "the estimator's coulomb_width"),
-        ("base_parameters.effort_noise_per_joint", noise, CHECK_NOISE),
-        ("base_parameters.cutoff", 20.0, None),
+        ("base_parameters.coulomb_width", 0.02, "the estimator's coulomb_width"),
+        ("base_parameters.cutoff", 20.0, "the estimator's filter.cutoff"),
         ("adaptation_timeout", 30.0, "s: WARN while no estimate has been applied this long")]
     sections = {
         "simulator": robot + [
@@ -244,8 +238,8 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, noise, slot
             ("filter.cutoff", 20.0, None), ("filter.order", 2, None),
             ("force_noise", 0.5, "CHECK: the F/T sensor's force noise, N"),
             ("torque_noise", 0.05, "CHECK: the F/T sensor's torque noise, N m"),
-            ("effort_noise_per_joint", noise, CHECK_NOISE),
-            ("coulomb_width", 0.001, "rad/s: the simulator's; CHECK: about 0.05 on a real robot (the Panda's)"),
+            ("effort_noise", 0.0, "N m; 0: the joint torque noise is learnt from the data, per joint"),
+            ("coulomb_width", 0.02, "rad/s: tanh(v / width) of the Coulomb friction column"),
             ("publish_covariance", False, "true for controllers with use_base_parameters"),
             ("publish_rate", 100.0, None),
             ("wrench_saturation.force", 0.0, "CHECK: the F/T sensor's range, N (0: not checked)"),

@@ -103,14 +103,17 @@ def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=None, coulomb
 
 
 def payload_candidate(estimator, beta_before, mass_std_limit=0.05):
-    """``(β, P)``: ``beta_before`` (the parameters applied before the change) plus the estimator's payload
-    (its RLS on the residual of the estimate before the change), ``β_before + K_last π_p`` with
-    ``P = K_last P_p K_lastᵀ``, once the payload mass is known to ``mass_std_limit`` kg; else None."""
+    """``(β, P, π_p)``: ``beta_before`` (the parameters applied before the change) plus the estimator's payload
+    (its RLS on the residual of the estimate before the change) made physical (as the estimator node publishes
+    it, :func:`~robodyn_ros.identification.payload.physical_payload`), ``β_before + K_last π_p`` with ``P =
+    K_last P_p K_lastᵀ``, once the payload mass is known to ``mass_std_limit`` kg; else None."""
+    from ..identification.payload import physical_payload
     rls = estimator.payload_rls
     if beta_before is None or not estimator.payload_references or rls.std[0] > mass_std_limit:
         return None
     K = estimator.base.K[:, estimator.last_body_columns]
-    return beta_before + K @ rls.beta, K @ rls.P @ K.T
+    pi_p = physical_payload(estimator.payload_parameters())
+    return beta_before + K @ pi_p, K @ rls.P @ K.T, pi_p
 
 
 def time_to_within(t, values, true_value, start, fraction=0.05):
@@ -252,10 +255,10 @@ class AdaptiveLoop:
             if decision.restore is not None:
                 estimator.restore(decision.restore)
                 rollbacks += 1
-            with_payload = payload_candidate(est, applied_before) if events else None
+            with_payload = payload_candidate(est, applied_before) if events and meas.t >= observe_from else None
             if with_payload is not None:
-                payload_decision = gate.offer(*with_payload, source="payload", fresh=PAYLOAD_FRESH,
-                                              tag=self._with_payload(theta_before, est.payload_rls.beta))
+                payload_decision = gate.offer(*with_payload[:2], source="payload", fresh=PAYLOAD_FRESH,
+                                              tag=self._with_payload(theta_before, with_payload[2]))
                 if payload_decision.status != "unconverged":
                     decision = payload_decision
             if c.controller == "mpc" and self.controller.restored > restored:
