@@ -1,23 +1,22 @@
-"""``robodyn demo --scenario twin`` through the ROS nodes over DDS (computed_torque and slotine_li).
+"""``robodyn demo --scenario twin`` through the ROS nodes over DDS (computed_torque, slotine_li, mpc).
 
-The in-process bringup of ``launch/simulation.launch.py`` with ``config/panda.yaml`` (private domain, as fast
-as possible, lockstep, ``/clock``), changed only where the twin scenario needs it:
+The in-process bringup of ``launch/simulation.launch.py`` with the robot's parameter file (``config/panda.yaml``,
+a ``robodyn config`` file, or the one written for a URDF; private domain, as fast as possible, lockstep,
+``/clock``), changed only where the scenario needs it, with the estimator's and the gate's own defaults
+(nothing tuned to the plant):
 
-* simulator: ``plant: panda_twin`` (its per-joint torque noise), ``substeps: 10``, the payload at
-  ``attach_time``;
-* estimator: joint torques only (``use_wrench: false``), the twin's noise as ``effort_noise_per_joint``, its
-  ``coulomb_width`` 0.05 rad/s, ``payload_reference: before_change`` (changes within the first 2 s are
-  convergence), ``publish_covariance: true``, and one callback per joint state (``input_poll_rate: 0``):
-  the simulation runs faster than real time, and a wall-clock poll at 200 Hz would find more states waiting
-  than its 50-deep queue keeps (measured on a loaded machine: states lost, the estimator paused as
-  "falling behind" and nothing was applied before the payload); a callback that finds several states
-  waiting estimates from all of them in order (measured in a full test run: with the newest only, half the
-  states were skipped and the first parameters came later, or not before the payload);
-* inverse_dynamics: the nominal panda model and the base-parameter law (``use_base_parameters``) with the
-  same noise and Coulomb width; in the paired nominal run the same law with no estimates (its estimate
-  topics point where nothing is published, ``use_estimates`` false), so it keeps the nominal parameters (for
-  slotine_li the node's own gradient adaptation, ``slotine_li.gamma``, would otherwise differ from the
-  library loop's law);
+* simulator: ``plant`` (``panda_twin``, ``perturbed:SEED``, a parameter file), ``substeps: 10``, the payload
+  at ``attach_time`` on the wrist link; lockstep with a long ``lockstep_timeout`` (the controller may wait for
+  a consistent-parameter fit, below);
+* estimator: joint torques only (``use_wrench: false``), ``publish_covariance: true``, and one callback per
+  joint state (``input_poll_rate: 0``): the simulation runs faster than real time, and a wall-clock poll at
+  200 Hz would find more states waiting than its 50-deep queue keeps; a callback that finds several states
+  waiting estimates from all of them in order;
+* inverse_dynamics: the nominal model and the base-parameter law (``use_base_parameters``) with
+  ``base_parameters.deterministic`` (each consistent-parameter fit takes effect at its due simulated time,
+  waited for if need be, so the same command gives the same report); in the paired nominal run the same law
+  with no estimates (its estimate topics point where nothing is published, ``use_estimates`` false), so it
+  keeps the nominal parameters;
 * ``--controller mpc``: the mpc node instead of inverse_dynamics, ``output: commands`` (its solution's
   ``tau_ff + K (x - x_plan)`` and the Coulomb compensation at the joint-state rate through the same output
   stage), solves at its configured 100 Hz (RTI, N = 20, 10 ms) with ``time_limit`` 10 s because the run is
@@ -38,7 +37,7 @@ import numpy as np
 LOCKSTEP_TIMEOUT = 30.0
 
 
-def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin", robot="panda"):
+def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin"):
     """Per-node parameter overrides of one run (module docstring)."""
     simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": LOCKSTEP_TIMEOUT, "clock_rate": 100.0,
                  "plant": plant, "substeps": 10, "noise.seed": int(seed)}
@@ -56,26 +55,28 @@ def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="
     }
 
 
-def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0):
+def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, params_file, plant="panda_twin", seed=0,
+                   timeout=1200.0):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
     "non_finite_commands", "diagnostics", "wall_seconds", "completed", "first_parameter_update"}`` (the
     simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
-    ``samples``, ``updates``, ``skipped_overload`` and ``payload_events`` times)."""
+    ``samples``, ``updates``, ``skipped_overload`` and ``payload_events`` times). ``params_file``: the nodes'
+    parameter file (the robot's), ``plant``: the simulator's ``plant`` parameter."""
     from std_msgs.msg import Float64MultiArray
 
     from ..control.parameter_gate import friction_from_base
     from ..ros import qos
     from ..ros.bringup import Bringup
-    from ..ros.launch_description_data import NodeEntry, config_file
+    from ..ros.launch_description_data import NodeEntry
     from ..ros.testing import ros_context
     from .demo_recorder import DemoRecorder
 
-    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed)
+    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
     with ros_context() as context:
-        with Bringup(entries, context, config_file("panda"), overrides=overrides, use_sim_time=True) as up:
+        with Bringup(entries, context, params_file, overrides=overrides, use_sim_time=True) as up:
             recorder_node = up.plain_node("twin_recorder")
             sim = up.nodes["simulator"]
             up.activate(order=[name for name in up.nodes if name != "simulator"])
@@ -140,29 +141,30 @@ def _record_mpc_tracking(node, loop, robot, errors):
 
 
 def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
-                   timeout=1200.0):
-    """The paired runs (nominal, adapted) over DDS; returns ``(report, {"adapted", "nominal"})``."""
-    from ..model.model import Model
-    from ..robots import bundled_robot_info
-    from ..simulation.adaptive_loop import rms, time_to_within
+                   timeout=1200.0, robot="panda", plant="twin"):
+    """The paired runs (nominal, adapted) over DDS for ``robot`` simulated as ``plant`` (as
+    :func:`robodyn_ros.cli.demo.run_twin`); returns ``(report, {"adapted", "nominal"})``."""
+    from ..simulation.adaptive_loop import rms, time_to_within, window_report
     from ..simulation.plant import load_plant
+    from .demo import plant_description
+    from .demo_robot import demo_robot, plant_source
 
     if controller not in ("computed_torque", "slotine_li", "mpc"):
         raise ValueError(f"the twin scenario over the nodes runs computed_torque, slotine_li or mpc, not {controller!r}")
-    info = bundled_robot_info("panda")
-    model = Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])
-    plant = load_plant("panda_twin", model)
+    setup = demo_robot(robot)
+    source = plant_source(plant, setup)
+    plant_model = load_plant(source, setup.model)
     attach_time = duration / 2.0 if attach_time is None else attach_time
-    runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, plant.effort_noise, seed,
-                                 timeout) for name, adapt in (("nominal", False), ("adapted", True))}
+    runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, setup.params_file, source,
+                                 seed, timeout) for name, adapt in (("nominal", False), ("adapted", True))}
     nominal, adapted = runs["nominal"], runs["adapted"]
     lo = attach_time * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
     diag = adapted["diagnostics"]
     settle = time_to_within(adapted["t_estimate"], adapted["payload_mass"], payload_mass, attach_time)
     report = {
-        "scenario": "twin", "robot": "panda", "plant": "panda_twin (identified from a real Panda's log)",
-        "model": "nominal bundled panda.urdf", "runtime": "ROS nodes over DDS (in-process bringup)",
+        "scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
+        "model": f"nominal {setup.model.name or robot}", "runtime": "ROS nodes over DDS (in-process bringup)",
         "controller": controller, "duration": float(duration), "simulated_time": float(duration),
         "tracking_window": [float(lo), float(attach_time)],
         "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,
@@ -173,6 +175,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], attach_time + 3.0, np.inf),
         "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], attach_time + 3.0, np.inf),
         "non_finite_commands": int(adapted["non_finite_commands"] + nominal["non_finite_commands"]),
+        **window_report(adapted, nominal),
         "gate": {k[len("gate_"):]: int(v) for k, v in diag.items() if k.startswith("gate_")},
         "rollbacks": int(diag.get("rollbacks", 0)),
         "base_parameter_updates": int(diag.get("base_parameter_updates", diag.get("parameter_updates", 0))),
@@ -182,7 +185,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "estimator": adapted["estimator"],
         "completed": bool(nominal["completed"] and adapted["completed"]),
         "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
-        "coulomb_true": [float(x) for x in plant.model.coulomb],
+        "coulomb_true": [float(x) for x in plant_model.model.coulomb],
         "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }
     return report, runs

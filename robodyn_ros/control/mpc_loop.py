@@ -21,6 +21,7 @@ import numpy as np
 
 from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
+from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
@@ -44,6 +45,10 @@ class MpcLoop:
                                            c["generator.harmonics"])
         self.solves = self.fallbacks = self.parameter_updates = 0
         self.base_update = self._make_base_update(robot, c)
+        self.soundness = MpcSoundness(robot.model, c["dt"])
+        self.refused = self.restored = 0      # parameter sets the MPC was not sound with (before, after a solve)
+        self.unsound_reason = ""
+        self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial
         self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
         self.output = TorqueOutput(self.mpc.tau_max, self.gravity, config, publish, robot.command_order, report) \
             if c["output"] == "commands" else None
@@ -69,21 +74,34 @@ class MpcLoop:
 
     def apply_base_parameters(self, beta, covariance=None):
         """The estimator's base parameters ``β`` (r,) (and covariance (r, r)) through the gate; the consistent
-        parameters of the decision become the next solve's θ (no rebuild). Returns the gate's status."""
+        parameters of the decision become the next solve's θ (no rebuild) if the MPC stays sound with them
+        (:class:`~robodyn_ros.control.adaptive_mpc.MpcSoundness`: admissible now, checked again on the first solve
+        with them; otherwise the gate takes them back). Returns the gate's status."""
         u = self.base_update
         if covariance is not None:
             u.set_covariance(covariance)
         decision = u.offer(beta)
-        if decision.status == "accepted":
-            self.adaptation.applied()
         theta = u.theta.copy()
         if self.output is not None:
             n_in, nv = 10 * self.model.nbodies, self.model.nv
-            self.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
+            coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
             theta[n_in + nv:n_in + 2 * nv] = 0.0
+        else:
+            coulomb = self.coulomb
         if not np.array_equal(theta, self.mpc.theta):
+            configurations = [self.reference.evaluate(0.0 if self.state is None else self.state[0] - self.t0)[0]]
+            if self.state is not None:
+                configurations.append(self.state[1])
+            ok, reason = self.soundness.admissible(theta, configurations)
+            if not ok:
+                self.refused += 1
+                self.unsound_reason = reason
+                u.revoke()
+                return "revoked"
+            self._trial = (self.mpc.theta.copy(), self.coulomb.copy())
             self.mpc.set_parameters(theta)
             self.parameter_updates += 1
+        self.coulomb = coulomb
         return decision.status
 
     def start(self):
@@ -137,6 +155,16 @@ class MpcLoop:
             return None
         t, q, v = self.state
         solution = self.mpc.solve(q, v, self.reference, t - self.t0)
+        if self._trial is not None and self.mpc.ready:    # the first solve with new parameters: kept if sound
+            ok, reason = self.soundness.sound(solution)
+            if not ok:
+                theta, self.coulomb = self._trial
+                self.mpc.set_parameters(theta)
+                self.restored += 1
+                self.unsound_reason = reason
+                self.base_update.revoke()
+                solution = self.mpc.solve(q, v, self.reference, t - self.t0)
+            self._trial = None
         self.tracking.update(t, q - self.reference.evaluate(t - self.t0)[0])
         self.solution = (t, solution)
         self.solves += 1
@@ -159,7 +187,8 @@ class MpcLoop:
                   "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {}),
                   **self.tracking.values()}
         if self.base_update is not None:
-            values.update(parameter_updates=self.parameter_updates, **self.base_update.diagnostic_values())
+            values.update(parameter_updates=self.parameter_updates, parameters_refused=self.refused,
+                          parameters_restored=self.restored, **self.base_update.diagnostic_values())
         return values
 
     def status(self, solution):

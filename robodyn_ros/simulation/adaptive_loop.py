@@ -132,6 +132,24 @@ def time_to_within(t, values, true_value, start, fraction=0.05):
     return float(t[bad[-1] + 1] - start)
 
 
+def window_ratios(adapted, nominal, start=1.0, width=1.0):
+    """Per ``width``-s window from ``start`` to the end of the shorter run: ``(t0, RMS ratio, peak ratio)`` of the
+    adapted run's tracking error (``{"t", "error"}`` series) over the nominal run's in the same window (the
+    rule that adaptation never makes tracking worse: both at most 1.2 in every window)."""
+    out = []
+    end = min(float(np.max(adapted["t"])), float(np.max(nominal["t"]))) if len(adapted["t"]) and len(nominal["t"]) \
+        else start
+    for lo in np.arange(start, end - 0.5 * width + 1e-9, width):
+        rows = []
+        for run in (adapted, nominal):
+            sel = (np.asarray(run["t"]) >= lo) & (np.asarray(run["t"]) < lo + width)
+            e = np.asarray(run["error"])[sel]
+            rows.append((float(np.sqrt(np.mean(e ** 2))), float(np.abs(e).max())) if len(e) else (np.nan, np.nan))
+        (ra, pa), (rn, pn) = rows
+        out.append((float(lo), ra / rn if rn > 0 else np.inf, pa / pn if pn > 0 else np.inf))
+    return out
+
+
 def rms(errors, t, lo, hi):
     """RMS over all joints of ``errors`` (N, nv) at times ``t`` in ``[lo, hi)``."""
     rows = np.asarray(errors)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)]
@@ -284,6 +302,17 @@ class AdaptiveLoop:
                 "wall_seconds": time.monotonic() - wall}
 
 
+def window_report(adapted, nominal):
+    """The report's ``worst_window_ratio`` (the largest RMS or peak ratio of :func:`window_ratios`), its window's
+    start ``worst_window_start``, and ``window_ratios`` ([t0, RMS ratio, peak ratio] per second)."""
+    windows = window_ratios(adapted, nominal)
+    if not windows:
+        return {"worst_window_ratio": float("nan"), "worst_window_start": None, "window_ratios": []}
+    worst = max(windows, key=lambda w: max(w[1], w[2]))
+    return {"worst_window_ratio": float(max(worst[1], worst[2])), "worst_window_start": worst[0],
+            "window_ratios": [[round(w[0], 3), round(w[1], 4), round(w[2], 4)] for w in windows]}
+
+
 def twin_experiment(model, plant, reference, config=None, base=None, progress=None):
     """The paired runs of the twin scenario: the nominal model without adaptation and the adaptive loop,
     same plant, trajectory, noise (seed) and payload. Returns ``(report dict, adapted series, nominal series)``
@@ -314,6 +343,7 @@ def twin_experiment(model, plant, reference, config=None, base=None, progress=No
         "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], (config.attach_time or 0.0) + 3.0, np.inf),
         "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], (config.attach_time or 0.0) + 3.0, np.inf),
         "non_finite_commands": int(adapted["non_finite_commands"] + nominal["non_finite_commands"]),
+        **window_report(adapted, nominal),
         "gate": adapted["gate_counts"],
         "rollbacks": int(adapted["rollbacks"]),
         "payload_changes_detected": adapted["payload_events"],
