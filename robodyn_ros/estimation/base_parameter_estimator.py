@@ -37,8 +37,9 @@ that is a change. Before, the model may still be far from the robot and nothing 
 Divergence guard: the estimator compares, over ``sigma_time``, its innovations with the residual of the prior
 (nominal) parameters on the same samples, both weighed by ``W_k``. While it predicts clearly better (half the
 nominal residual energy or less) it keeps a checkpoint of what it learnt, at most once per ``sigma_time``;
-if it comes to predict worse than the nominal model for that long without a detected change, it returns to
-the checkpoint (``rollbacks``). :meth:`restore` moves the estimate to given parameters keeping what was
+if it comes to predict worse than the nominal model for that long (a payload change does not do that: the
+estimate still knows the rest of the robot, and re-converges within a second), it returns to the checkpoint
+(``rollbacks``). :meth:`restore` moves the estimate to given parameters keeping what was
 learnt (the controller's gate hands back the last estimate it found good).
 """
 from __future__ import annotations
@@ -110,7 +111,6 @@ class BaseParameterEstimator:
         self._energy = None               # EW means of the weighted innovation energy: (estimate, nominal)
         self._checkpoint = None           # (A_data, eta_data, time) of the last estimate that predicted well
         self._worse_since = None
-        self._last_change = -np.inf
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -183,7 +183,6 @@ class BaseParameterEstimator:
         self._outliers_since = None
         if change:
             self.changes += 1
-            self._last_change = self._t
             self.boost()
         self._guard(e, tau - Y @ self.beta0, s2, dt)
         share = 1.0 if self.bandwidth is None else min(1.0, 2.0 * self.bandwidth * dt)
@@ -243,7 +242,7 @@ class BaseParameterEstimator:
             self._worse_since = None
             if self._checkpoint is None or self._t - self._checkpoint[2] >= self.sigma_time:
                 self._checkpoint = (self.A_data.copy(), self.eta_data.copy(), self._t)
-        elif mine > nominal and self._t - self._last_change > self.sigma_time:
+        elif mine > nominal:
             self._worse_since = self._t if self._worse_since is None else self._worse_since
             if self._checkpoint is not None and self._t - self._worse_since >= self.sigma_time:
                 self.A_data, self.eta_data = self._checkpoint[0].copy(), self._checkpoint[1].copy()

@@ -85,10 +85,10 @@ def perturbed_body(pi, rng, ranges):
     shift = min(ranges.com_shift * gyration, ranges.com_shift_max) * shift_fraction
     c = c + shift * direction / np.linalg.norm(direction)
     lam = lam * factors * f_mass
-    for _ in range(3):   # triangle inequality I_i <= I_j + I_k (a real mass distribution)
-        for i in range(3):
-            others = lam.sum() - lam[i]
-            lam[i] = min(lam[i], others)
+    # strict triangle inequality I_i < I_j + I_k (a mass distribution of volume): the smallest moment raised
+    order = np.argsort(lam)
+    a, b, c_max = lam[order]
+    lam[order[0]] = max(a, c_max - b + 0.02 * c_max)
     axes = R @ V
     return spatial.numpy_inertia_params(m * f_mass, c, axes @ np.diag(lam) @ axes.T)
 
