@@ -61,7 +61,8 @@ def test_estimator_learns_the_noise_sees_no_payload_in_a_periodic_motion_and_fin
     """A UR5 plant drawn around its URDF (masses, inertias, friction and noise it was not told), following a
     periodic motion, joint torques only, the estimator's defaults: over 12 s no payload change is reported,
     the noise learnt orders the joints as the plant's does, and the estimate predicts the plant's noise-free
-    torques of the last period several times better than the URDF; a 1.5 kg load then is one change, found within 5 % in 1 s."""
+    torques of the last period several times better than the URDF; a 1.5 kg load then is one change, found
+    within 5 % in 1 s."""
     from robodyn_ros.estimation.online_estimator import OnlineEstimator, point_mass_parameters
     from robodyn_ros.identification.batch_regressor import batch_regressor
     model, info = bundled("ur5")
