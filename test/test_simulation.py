@@ -6,7 +6,7 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import assert_close, erd_path
-from robodyn_ros.simulation.simulator import Payload, SensorNoise, Simulator, SimulatorConfig
+from robodyn_ros.simulation.simulator import INTEGRATORS, Payload, SensorNoise, Simulator, SimulatorConfig
 from robodyn_ros.model import spatial
 
 PANDA = erd_path("panda_description/urdf/panda.urdf")
@@ -119,14 +119,14 @@ def test_effort_limits_clamp_commands(panda):
 # ------------------------------------------------------------------------------- compiled whole step
 @pytest.fixture(scope="module")
 def compiled_steps():
-    """The Panda with Coulomb friction (so the tanh term is traced) and its compiled RK4 and Euler steps."""
+    """The Panda with Coulomb friction (so the tanh term is traced) and its compiled steps, one per integrator."""
     from robodyn_ros.simulation.simulation_step import CompiledStep
 
     model = rd.Model.from_urdf(PANDA, locked_joints=LOCK).with_friction(viscous=0.3, coulomb=0.8)
-    return model, {name: CompiledStep(model, name) for name in ("rk4", "semi_implicit_euler")}
+    return model, {name: CompiledStep(model, name) for name in INTEGRATORS}
 
 
-@pytest.mark.parametrize("integrator", ["rk4", "semi_implicit_euler"])
+@pytest.mark.parametrize("integrator", INTEGRATORS)
 def test_compiled_step_matches_python_step(compiled_steps, integrator, rng):
     """One C call per step agrees with the Python Simulator.step to rounding, in the free interior, beyond
     both joint limits (the stops active), with a payload attached to the wrist or to another link (other
@@ -158,13 +158,13 @@ def test_compiled_step_matches_python_step(compiled_steps, integrator, rng):
 
 def test_compiled_step_refuses_like_python(compiled_steps):
     model, steps = compiled_steps
-    sim = Simulator(model, step_function=steps["rk4"])
+    sim = Simulator(model, step_function=steps["rk4_implicit"])
     q = sim.q.copy()
     for bad in (np.full(7, np.nan), np.zeros(6)):
         with pytest.raises(rd.ModelError):
             sim.step(bad)
     assert np.array_equal(sim.q, q)
-    fast = Simulator(model, SimulatorConfig(dt=0.1), v0=np.full(7, 1e90), step_function=steps["rk4"])
+    fast = Simulator(model, SimulatorConfig(dt=0.1), v0=np.full(7, 1e90), step_function=steps["rk4_implicit"])
     with pytest.raises(rd.ModelError, match="diverged"):
         fast.step(np.zeros(7))            # v^2 terms overflow in the later RK4 stages
     assert np.array_equal(fast.v, np.full(7, 1e90)) and fast.t == 0.0

@@ -74,7 +74,7 @@ class AdaptiveLoopConfig:
     consistent_rate: float = 2.0
     mpc_rate: float = 100.0
     seed: int = 0
-    substeps: int = 10
+    substeps: int = 1
     options: dict = field(default_factory=dict)
 
     def validate(self):
