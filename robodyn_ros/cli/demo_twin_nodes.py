@@ -3,8 +3,8 @@
 The in-process bringup of ``launch/simulation.launch.py`` with ``config/panda.yaml`` (private domain, as fast
 as possible, lockstep, ``/clock``), changed only where the twin scenario needs it:
 
-* simulator: ``plant: panda_twin`` (its per-joint torque noise), ``substeps: 10``, the payload at
-  ``attach_time``;
+* simulator: ``plant: panda_twin`` (its per-joint torque noise), the payload at ``attach_time``, the
+  plant's ``engine`` (robodyn or mujoco);
 * estimator: joint torques only (``use_wrench: false``), the twin's noise as ``effort_noise_per_joint``, its
   ``coulomb_width`` 0.05 rad/s, ``payload_reference: before_change`` (changes within the first 2 s are
   convergence), ``publish_covariance: true``, and one callback per joint state (``input_poll_rate: 0``):
@@ -37,10 +37,10 @@ TWIN_COULOMB_WIDTH = 0.05   # rad/s: panda_twin.yaml's friction_model
 PAYLOAD_HOLDOFF = 2.0       # s: the estimator's payload_change_holdoff
 
 
-def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed=0):
+def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed=0, engine="robodyn"):
     """Per-node parameter overrides of one run (module docstring)."""
     simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2, "clock_rate": 100.0,
-                 "plant": "panda_twin", "substeps": 10, "noise.seed": int(seed)}
+                 "plant": "panda_twin", "noise.seed": int(seed), "engine": engine}
     if attach_time is not None:
         simulator.update({"payload.mass": float(payload_mass), "payload.attach_time": float(attach_time)})
     sigma = [float(x) for x in effort_noise]
@@ -62,7 +62,8 @@ def twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, s
     }
 
 
-def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0):
+def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effort_noise, seed=0, timeout=1200.0,
+                   engine="robodyn"):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
     "non_finite_commands", "diagnostics", "wall_seconds", "completed", "first_parameter_update"}`` (the
     simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
@@ -76,7 +77,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, effor
     from ..ros.testing import ros_context
     from .demo_recorder import DemoRecorder
 
-    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed)
+    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, effort_noise, seed, engine)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
@@ -146,7 +147,7 @@ def _record_mpc_tracking(node, loop, robot, errors):
 
 
 def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
-                   timeout=1200.0):
+                   timeout=1200.0, engine="robodyn"):
     """The paired runs (nominal, adapted) over DDS; returns ``(report, {"adapted", "nominal"})``."""
     from ..model.model import Model
     from ..robots import bundled_robot_info
@@ -160,7 +161,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     plant = load_plant("panda_twin", model)
     attach_time = duration / 2.0 if attach_time is None else attach_time
     runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, plant.effort_noise, seed,
-                                 timeout) for name, adapt in (("nominal", False), ("adapted", True))}
+                                 timeout, engine) for name, adapt in (("nominal", False), ("adapted", True))}
     nominal, adapted = runs["nominal"], runs["adapted"]
     lo = attach_time * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
@@ -168,7 +169,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     settle = time_to_within(adapted["t_estimate"], adapted["payload_mass"], payload_mass, attach_time)
     report = {
         "scenario": "twin", "robot": "panda", "plant": "panda_twin (identified from a real Panda's log)",
-        "model": "nominal bundled panda.urdf", "runtime": "ROS nodes over DDS (in-process bringup)",
+        "model": "nominal bundled panda.urdf", "runtime": "ROS nodes over DDS (in-process bringup)", "engine": engine,
         "controller": controller, "duration": float(duration), "simulated_time": float(duration),
         "tracking_window": [float(lo), float(attach_time)],
         "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,

@@ -26,7 +26,8 @@ import numpy as np
 from ..dynamics.aba import aba
 from ..model.backend import CASADI
 from .joint_torques import applied_torque, implicit_joint_torque
-from .simulator import INTEGRATORS, plant_key
+from .plant import plant_key
+from .simulator import INTEGRATORS
 
 
 def acceleration_function(model):
@@ -139,3 +140,20 @@ class CompiledStep:
         self._eval()
         return (self._x_next[:nv].copy(), self._x_next[nv:].copy(), self._a_next.copy(), self._tau.copy(),
                 math.isfinite(self._check[0]))
+
+
+def engine_step(model, config, on_fallback=None):
+    """The step function of ``config.engine`` (a SimulatorConfig) for the plant ``model``: a
+    :class:`~robodyn_ros.simulation.mujoco_engine.MujocoEngine` (``mujoco``) or a :class:`CompiledStep` of
+    ``config.integrator`` (``robodyn``), stepping in CasADi's virtual machine when no C compiler works
+    (``on_fallback(exc)`` is told why)."""
+    if config.engine == "mujoco":
+        from .mujoco_engine import MujocoEngine
+        return MujocoEngine(model)
+    from ..kernels.compiled_functions import CompileError
+    try:
+        return CompiledStep(model, config.integrator)
+    except CompileError as exc:
+        if on_fallback is not None:
+            on_fallback(exc)
+        return CompiledStep(model, config.integrator, compiled=False)

@@ -24,6 +24,7 @@ from ..dynamics.kinematics import parent_placements
 from ..dynamics.regressor import body_wrench_regressor
 from ..dynamics.rnea import body_motions
 from .joint_torques import applied_torque, implicit_joint_torque
+from .plant import plant_key
 
 INTEGRATORS = ("rk4_implicit", "rk4", "semi_implicit_euler")
 """``rk4_implicit`` (the default): RK4 of the rigid body under the joint friction and limit-stop torque of
@@ -113,16 +114,6 @@ class SimulatorConfig:
                 raise ModelError(f"sensor noise {name} must be finite and non-negative"
                                  + ("" if name in ("force", "torque", "encoder_resolution") else
                                     ", a scalar or one value per joint"))
-
-
-def plant_key(model):
-    """What a compiled step (:mod:`robodyn_ros.simulation.simulation_step`) bakes in: the model's fingerprint
-    (structure, inertias, armature, gravity) plus its friction, joint limits and effort limits (a string)."""
-    import hashlib
-    h = hashlib.sha256(model.fingerprint().encode())
-    for arr in (model.viscous, model.coulomb, model.friction_offset, model.lower, model.upper, model.effort_limit):
-        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
-    return h.hexdigest()
 
 
 class Simulator:

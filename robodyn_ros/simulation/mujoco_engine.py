@@ -1,0 +1,98 @@
+"""MuJoCo as the engine that integrates the plant: the simulator's step on an engine this package did not
+write, so that a mistake shared by the package's dynamics, its estimator and its controllers cannot hide.
+
+:class:`MujocoEngine` has the step interface of :class:`~robodyn_ros.simulation.simulation_step.CompiledStep`:
+``step(q, v, tau_command, pi, config) -> (q+, v+, a+, tau, finite)``, so the
+:class:`~robodyn_ros.simulation.simulator.Simulator` (``engine="mujoco"``) keeps its payloads, sensors,
+noise (the same random draws) and checks. The plant is the model written as MJCF
+(:func:`robodyn_ros.simulation.mjcf.model_to_mjcf`): MuJoCo integrates it with ``implicitfast`` (the
+joint damping implicit in the velocity, the rest semi-implicit Euler), the Coulomb friction is its
+``frictionloss`` constraint and the limits its own (the MJCF module says how both differ from this package's
+engine; ``config.coulomb_smoothing``, ``limit_stiffness`` and ``limit_damping`` do not apply). Each step
+sets MuJoCo's state to ``(q, v)``, applies the clamped command minus the friction offset as
+``qfrc_applied``, steps once by ``config.dt``, and evaluates the acceleration at the new state under the same
+command (``mj_forward``: what the force/torque sensor reads). A payload is the inertial parameters ``pi``
+of the step: when they change, the bodies' mass, centre of mass and inertia in MuJoCo's model change
+with them.
+
+MuJoCo is an optional dependency (``pip install "robodyn_ros[mujoco]"``), imported when an engine is built.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.errors import ModelError
+from .mjcf import body_inertial, model_to_mjcf
+from .plant import plant_key
+
+INTEGRATOR = "implicitfast"
+
+
+def import_mujoco():
+    """The ``mujoco`` module, or one ModelError saying how to install it."""
+    try:
+        import mujoco
+    except ImportError:
+        raise ModelError('engine mujoco needs the mujoco package: pip install "robodyn_ros[mujoco]"') from None
+    return mujoco
+
+
+class MujocoEngine:
+    """One MuJoCo model and data for ``model`` (a fixed-base Model with 1-DoF joints, the plant):
+    ``step(q, v, tau_command, pi, config)`` -> ``(q+, v+, a+, tau, finite)`` (module docstring); ``tau``
+    the command clamped to the effort limits, ``finite`` False when the state diverged (MuJoCo's
+    divergence warnings, or a non-finite state), the state then left to the caller."""
+
+    engine = "mujoco"
+
+    def __init__(self, model, integrator=INTEGRATOR):
+        mujoco = self.mujoco = import_mujoco()
+        self.model_xml = model_to_mjcf(model, integrator=integrator)
+        try:
+            self.mj_model = mujoco.MjModel.from_xml_string(self.model_xml)
+        except ValueError as exc:
+            raise ModelError(f"model '{model.name}': MuJoCo refuses its MJCF: {str(exc).splitlines()[0]}") from None
+        self.mj_data = mujoco.MjData(self.mj_model)
+        self.integrator, self.nv, self.plant_key = integrator, model.nv, plant_key(model)
+        self.model = model
+        # MuJoCo body ids of the model's bodies, in model order (0 is the world)
+        self._body_ids = np.array([mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_BODY, name)
+                                   for name in model.body_names])
+        self._offset = np.asarray(model.friction_offset, dtype=float)
+        self._effort = np.where(np.isfinite(model.effort_limit), model.effort_limit, np.inf)
+        self._divergence = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                                             mujoco.mjtWarning.mjWARN_BADQVEL)]
+        self._pi = None
+        self.set_inertial_parameters(model.inertial_parameters())
+
+    def set_inertial_parameters(self, pi):
+        """Make MuJoCo's bodies carry the inertial parameters ``pi`` (10 nbodies,): the model's exact
+        values (also where MJCF's compiler would have changed a non-physical inertia), or with a payload."""
+        pi = np.array(pi, dtype=float)
+        m = self.mj_model
+        for i, body in enumerate(self._body_ids):
+            mass, com, moments, quat = body_inertial(pi[10 * i:10 * i + 10])
+            if np.any(moments < 0.0) or mass < 0.0:
+                raise ModelError(f"body '{self.model.body_names[i]}': MuJoCo needs a non-negative mass and "
+                                 f"inertia, got mass {mass:.3g} and principal moments {np.round(moments, 6)}")
+            m.body_mass[body], m.body_ipos[body], m.body_inertia[body], m.body_iquat[body] = mass, com, moments, quat
+        self.mujoco.mj_setConst(m, self.mj_data)
+        self._pi = pi
+
+    def step(self, q, v, tau_command, pi, config):
+        mujoco, m, d = self.mujoco, self.mj_model, self.mj_data
+        if self._pi is None or not np.array_equal(pi, self._pi):
+            self.set_inertial_parameters(pi)
+        tau = np.clip(tau_command, -self._effort, self._effort)
+        if m.opt.timestep != config.dt:       # the friction constraint's time constant follows the step
+            m.opt.timestep = config.dt
+            m.dof_solref[:, 0] = 2.0 * config.dt
+        d.qpos[:], d.qvel[:] = q, v
+        d.qfrc_applied[:] = tau - self._offset
+        before = [d.warning[w].number for w in self._divergence]
+        mujoco.mj_step(m, d)
+        q_next, v_next = d.qpos.copy(), d.qvel.copy()
+        mujoco.mj_forward(m, d)
+        finite = (all(d.warning[w].number == n for w, n in zip(self._divergence, before))
+                  and bool(np.all(np.isfinite(q_next)) and np.all(np.isfinite(v_next))))
+        return q_next, v_next, d.qacc.copy(), tau, finite
