@@ -154,7 +154,7 @@ class AdaptiveLoop:
         v0 = np.asarray(reference.evaluate(0.0)[1], dtype=float)
         sim_config = SimulatorConfig(noise=noise, seed=c.seed, substeps=c.substeps, engine=c.engine,
                                      coulomb_smoothing=plant.coulomb_width if plant.coulomb_width else 1e-3)
-        self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=engine_step(plant.model, sim_config))
+        self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=engine_step(plant, sim_config))
         sigma = np.asarray(noise.effort, dtype=float) if c.effort_std is None else c.effort_std
         self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, sigma, width)
         if not np.array_equal(self.estimator.base.independent, self.base.independent):

@@ -38,6 +38,18 @@ SIGN_WIDTH = 1e-9
 ``sign`` is infinite at rest; ``tanh(v / 1e-9)`` is ``sign(v)`` to rounding above 4e-8 rad/s)."""
 
 
+def smoothed_coulomb(ops, coulomb, v, coulomb_smoothing):
+    """``(coulomb tanh(v / eps), its slope, its secant slope through rest coulomb tanh(v / eps) / v)`` (nv,)
+    each: the smoothed Coulomb friction at ``v`` (eps ``coulomb_smoothing``, :data:`SIGN_WIDTH` when 0)
+    and the two dampings of the implicit step."""
+    eps = ops.fmax(coulomb_smoothing, SIGN_WIDTH) if ops.is_symbolic() else max(coulomb_smoothing, SIGN_WIDTH)
+    x = v / eps
+    direction = ops.tanh(x)
+    small = ops.fabs(x) < SECANT_SERIES
+    return (coulomb * direction, coulomb / eps * (1.0 - direction * direction),
+            coulomb / eps * ops.if_else(small, 1.0 - x * x / 3.0, direction / ops.if_else(small, 1.0, x)))
+
+
 def joint_torque(ops, model, q, v, limit_stiffness, limit_damping, coulomb_smoothing):
     """``(tau_joint, tangent, secant, stiffness)`` (nv,) each at ``(q, v)``:
 
@@ -64,14 +76,8 @@ def joint_torque(ops, model, q, v, limit_stiffness, limit_damping, coulomb_smoot
     tangent = secant = viscous
     stiffness = ops.zeros(nv) if symbolic else 0.0
     if model.coulomb.any():
-        coulomb = ops.const(model.coulomb)
-        eps = ops.fmax(coulomb_smoothing, SIGN_WIDTH) if symbolic else max(coulomb_smoothing, SIGN_WIDTH)
-        x = v / eps
-        direction = ops.tanh(x)
-        small = ops.fabs(x) < SECANT_SERIES
-        tau = tau - coulomb * direction
-        tangent = tangent + coulomb / eps * (1.0 - direction * direction)
-        secant = secant + coulomb / eps * ops.if_else(small, 1.0 - x * x / 3.0, direction / ops.if_else(small, 1.0, x))
+        friction, slope, chord = smoothed_coulomb(ops, ops.const(model.coulomb), v, coulomb_smoothing)
+        tau, tangent, secant = tau - friction, tangent + slope, secant + chord
     for limit, beyond, outward in ((model.upper, lambda x, y: x > y, lambda w: w > 0),
                                    (model.lower, lambda x, y: x < y, lambda w: w < 0)):
         finite = np.isfinite(limit)

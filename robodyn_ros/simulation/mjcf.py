@@ -70,10 +70,11 @@ def check_mujoco_model(model):
                              "and prismatic joints")
 
 
-def model_to_mjcf(model, timestep=1e-3, integrator="implicitfast"):
+def model_to_mjcf(model, timestep=1e-3, integrator="implicitfast", frictionloss=True):
     """MJCF text (a string) of ``model`` (module docstring); ``timestep`` (s) and ``integrator`` (one of
     MuJoCo's: ``implicitfast``, ``implicit``, ``Euler``, ``RK4``) go to ``<option>``. Bodies and joints keep
-    the model's names (body ``i`` is ``model.body_names[i]``)."""
+    the model's names (body ``i`` is ``model.body_names[i]``). ``frictionloss`` False: no Coulomb friction
+    in the MJCF (the engine applies a smoothed one itself)."""
     check_mujoco_model(model)
     children = [[] for _ in range(model.nbodies)]
     roots = []
@@ -97,7 +98,8 @@ def model_to_mjcf(model, timestep=1e-3, integrator="implicitfast"):
                  f"axis=\"{_vector(joint.axis)}\" limited=\"{str(limited).lower()}\""
                  + (f" range=\"{lower:.17g} {upper:.17g}\"" if limited else "")
                  + f" armature=\"{model.armature[k]:.17g}\" damping=\"{model.viscous[k]:.17g}\""
-                 f" frictionloss=\"{model.coulomb[k]:.17g}\"{FRICTION_CONSTRAINT.format(2.0 * timestep)}/>"]
+                 + (f" frictionloss=\"{model.coulomb[k]:.17g}\"{FRICTION_CONSTRAINT.format(2.0 * timestep)}"
+                    if frictionloss else "") + "/>"]
         for child in children[i]:
             lines += body(child, indent + 2)
         lines.append(f"{pad}</body>")

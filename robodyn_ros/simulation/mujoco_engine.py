@@ -8,7 +8,11 @@ noise (the same random draws) and checks. The plant is the model written as MJCF
 (:func:`robodyn_ros.simulation.mjcf.model_to_mjcf`): MuJoCo integrates it with ``implicitfast`` (the
 joint damping implicit in the velocity, the rest semi-implicit Euler), the Coulomb friction is its
 ``frictionloss`` constraint and the limits its own (the MJCF module says how both differ from this package's
-engine; ``config.coulomb_smoothing``, ``limit_stiffness`` and ``limit_damping`` do not apply). Each step
+engine; ``config.coulomb_smoothing``, ``limit_stiffness`` and ``limit_damping`` do not apply). A plant whose
+friction is defined smoothed (``coulomb_width``: a plant identified with ``coulomb tanh(v / width)``, such
+as the Panda twin, :class:`robodyn_ros.simulation.plant.Plant`) keeps that law: MuJoCo's ``frictionloss``
+(static friction, no smoothing) would be another robot, so the engine applies the smoothed friction
+through MuJoCo's implicit joint damping instead (:meth:`MujocoEngine._advance_smoothed`). Each step
 sets MuJoCo's state to ``(q, v)``, applies the clamped command minus the friction offset as
 ``qfrc_applied``, steps once by ``config.dt``, and evaluates the acceleration at the new state under the same
 command (``mj_forward``: what the force/torque sensor reads). A payload is the inertial parameters ``pi``
@@ -22,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.errors import ModelError
+from ..model.backend import NUMPY
+from .joint_torques import smoothed_coulomb
 from .mjcf import body_inertial, model_to_mjcf
 from .plant import plant_key
 
@@ -45,9 +51,10 @@ class MujocoEngine:
 
     engine = "mujoco"
 
-    def __init__(self, model, integrator=INTEGRATOR):
+    def __init__(self, model, integrator=INTEGRATOR, coulomb_width=None):
         mujoco = self.mujoco = import_mujoco()
-        self.model_xml = model_to_mjcf(model, integrator=integrator)
+        self.coulomb_width = coulomb_width
+        self.model_xml = model_to_mjcf(model, integrator=integrator, frictionloss=coulomb_width is None)
         try:
             self.mj_model = mujoco.MjModel.from_xml_string(self.model_xml)
         except ValueError as exc:
@@ -64,6 +71,8 @@ class MujocoEngine:
                                              mujoco.mjtWarning.mjWARN_BADQVEL)]
         self._pi = None
         self.set_inertial_parameters(model.inertial_parameters())
+        self._viscous = self.mj_model.dof_damping.copy()
+        self._coulomb = np.asarray(model.coulomb, dtype=float)
 
     def set_inertial_parameters(self, pi):
         """Make MuJoCo's bodies carry the inertial parameters ``pi`` (10 nbodies,): the model's exact
@@ -87,12 +96,33 @@ class MujocoEngine:
         if m.opt.timestep != config.dt:       # the friction constraint's time constant follows the step
             m.opt.timestep = config.dt
             m.dof_solref[:, 0] = 2.0 * config.dt
-        d.qpos[:], d.qvel[:] = q, v
-        d.qfrc_applied[:] = tau - self._offset
         before = [d.warning[w].number for w in self._divergence]
-        mujoco.mj_step(m, d)
+        if self.coulomb_width is None or not self._coulomb.any():
+            self._advance(q, v, tau - self._offset, self._viscous)
+        else:
+            self._advance_smoothed(q, v, tau - self._offset)
         q_next, v_next = d.qpos.copy(), d.qvel.copy()
         mujoco.mj_forward(m, d)
         finite = (all(d.warning[w].number == n for w, n in zip(self._divergence, before))
                   and bool(np.all(np.isfinite(q_next)) and np.all(np.isfinite(v_next))))
         return q_next, v_next, d.qacc.copy(), tau, finite
+
+    def _advance(self, q, v, applied, damping):
+        """One MuJoCo step from ``(q, v)`` under ``qfrc_applied = applied`` and joint damping ``damping``."""
+        m, d = self.mj_model, self.mj_data
+        d.qpos[:], d.qvel[:], d.qfrc_applied[:] = q, v, applied
+        m.dof_damping[:] = damping
+        self.mujoco.mj_step(m, d)
+
+    def _advance_smoothed(self, q, v, applied):
+        """The step with the plant's Coulomb friction ``coulomb tanh(v / coulomb_width)`` in MuJoCo's implicit
+        damping, as :func:`robodyn_ros.simulation.joint_torques.implicit_joint_torque` takes it: the friction
+        at ``v`` minus ``W v`` applied, ``W`` added to the joint damping (``implicitfast`` then solves
+        ``(M + h W) dv = h (tau - f(v) - ...)``), ``W`` the friction's tangent, or its secant through rest on
+        the joints whose velocity that step reversed (a second step from the same state)."""
+        friction, tangent, secant = smoothed_coulomb(NUMPY, self._coulomb, v, self.coulomb_width)
+        self._advance(q, v, applied - friction + tangent * v, self._viscous + tangent)
+        reversed_ = v * self.mj_data.qvel <= 0.0
+        if np.any(reversed_ & (self._coulomb > 0)):
+            w = np.where(reversed_, secant, tangent)
+            self._advance(q, v, applied - friction + w * v, self._viscous + w)

@@ -91,7 +91,7 @@ class SimulationRuntime:
                                      substeps=int(c.get("substeps", 1)), engine=c.get("engine", "robodyn"),
                                      coulomb_smoothing=(plant.coulomb_width if plant is not None and plant.coulomb_width
                                                         else SimulatorConfig.coulomb_smoothing))
-        step_function = engine_step(model, sim_config, lambda exc: log(
+        step_function = engine_step(plant if plant is not None else model, sim_config, lambda exc: log(
             "warning", "compile", f"stepping in CasADi's virtual machine (no compiled step): {exc}"))
         self.sim = Simulator(robot.model if plant is not None else model, sim_config, q0,
                              forward_dynamics=self.robot_dynamics, sensor_link=robot.wrist_link,

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..dynamics.aba import aba
 from ..model.backend import CASADI
+from ..model.model import Model
 from .joint_torques import applied_torque, implicit_joint_torque
 from .plant import plant_key
 from .simulator import INTEGRATORS
@@ -114,7 +115,7 @@ class CompiledStep:
     whether ``q+`` and ``v+`` are finite (``config``: a SimulatorConfig). Raises :class:`robodyn_ros.kernels.compiled_functions.CompileError`
     when no C compiler works."""
 
-    def __init__(self, model, integrator="rk4", compiled=True):
+    def __init__(self, model, integrator="rk4_implicit", compiled=True):
         function = step_function(model, integrator)
         if compiled:
             from ..kernels.compiled_functions import compile_casadi_functions
@@ -142,14 +143,16 @@ class CompiledStep:
                 math.isfinite(self._check[0]))
 
 
-def engine_step(model, config, on_fallback=None):
-    """The step function of ``config.engine`` (a SimulatorConfig) for the plant ``model``: a
-    :class:`~robodyn_ros.simulation.mujoco_engine.MujocoEngine` (``mujoco``) or a :class:`CompiledStep` of
-    ``config.integrator`` (``robodyn``), stepping in CasADi's virtual machine when no C compiler works
-    (``on_fallback(exc)`` is told why)."""
+def engine_step(plant, config, on_fallback=None):
+    """The step function of ``config.engine`` (a SimulatorConfig) for ``plant`` (a
+    :class:`~robodyn_ros.simulation.plant.Plant` or its Model): a
+    :class:`~robodyn_ros.simulation.mujoco_engine.MujocoEngine` (``mujoco``; a plant's ``coulomb_width``
+    keeps its smoothed friction) or a :class:`CompiledStep` of ``config.integrator`` (``robodyn``), stepping
+    in CasADi's virtual machine when no C compiler works (``on_fallback(exc)`` is told why)."""
+    model, width = (plant, None) if isinstance(plant, Model) else (plant.model, plant.coulomb_width)
     if config.engine == "mujoco":
         from .mujoco_engine import MujocoEngine
-        return MujocoEngine(model)
+        return MujocoEngine(model, coulomb_width=width)
     from ..kernels.compiled_functions import CompileError
     try:
         return CompiledStep(model, config.integrator)

@@ -9,6 +9,10 @@ friction (``'link_side'``, a link-side torque sensor such as Franka's ``tau_J``)
 sensor reports the wrench it transmits to the load, in the sensor link's frame, about its origin:
 ``w = Y_b(v_s, a_s) pi_load`` (:func:`robodyn_ros.dynamics.regressor.body_wrench_regressor`, gravity included),
 so a static load of mass m reads ``+m g`` opposite to gravity, plus a constant bias.
+
+Integration: :data:`INTEGRATORS` of this package's dynamics (the default ``rk4_implicit`` takes the joint
+friction and limit stops implicitly, :mod:`robodyn_ros.simulation.joint_torques`, so one step per ``dt``
+suffices whatever the URDF's damping), or MuJoCo (:data:`ENGINES`, ``engine="mujoco"``).
 """
 from __future__ import annotations
 
@@ -174,7 +178,7 @@ class Simulator:
         self.wrench_regressor = wrench_regressor
         if step_function is None and self.config.engine == "mujoco":
             from .mujoco_engine import MujocoEngine
-            step_function = MujocoEngine(model)
+            step_function = MujocoEngine(model, coulomb_width=plant.coulomb_width if plant is not None else None)
         if step_function is not None and getattr(step_function, "engine", "robodyn") != self.config.engine:
             raise ModelError(f"step_function is of engine {getattr(step_function, 'engine', 'robodyn')!r}, "
                              f"the simulator's engine is {self.config.engine!r}")
