@@ -305,7 +305,8 @@ def bench_simulator(context, engine="robodyn"):
         tau = KernelDynamics(model, node.kernels).gravity(node.robot.home, model.inertial_parameters())
         factors = {}
         if engine == "mujoco":
-            sim = Simulator(model, node.sim.config, node.robot.home, step_function=node.sim.step_function)
+            from ..simulation.mujoco_engine import MujocoEngine   # its own: the node's steps in its thread
+            sim = Simulator(model, node.sim.config, node.robot.home, step_function=MujocoEngine(model))
             factors["mujoco"] = round(_steps_per_real_second(sim, tau), 2)
         else:
             for integrator in ("rk4_implicit", "rk4", "semi_implicit_euler"):

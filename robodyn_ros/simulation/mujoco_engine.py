@@ -23,6 +23,8 @@ MuJoCo is an optional dependency (``pip install "robodyn_ros[mujoco]"``), import
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..model.errors import ModelError
@@ -67,9 +69,9 @@ class MujocoEngine:
                                    for name in model.body_names])
         self._offset = np.asarray(model.friction_offset, dtype=float)
         self._effort = np.where(np.isfinite(model.effort_limit), model.effort_limit, np.inf)
-        self._divergence = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
-                                             mujoco.mjtWarning.mjWARN_BADQVEL)]
-        self._pi = None
+        self._resets = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS,
+                                         mujoco.mjtWarning.mjWARN_BADQVEL)]
+        self._pi = self._pi_given = None
         self.set_inertial_parameters(model.inertial_parameters())
         self._viscous = self.mj_model.dof_damping.copy()
         self._coulomb = np.asarray(model.coulomb, dtype=float)
@@ -90,28 +92,37 @@ class MujocoEngine:
 
     def step(self, q, v, tau_command, pi, config):
         mujoco, m, d = self.mujoco, self.mj_model, self.mj_data
-        if self._pi is None or not np.array_equal(pi, self._pi):
-            self.set_inertial_parameters(pi)
+        if pi is not self._pi_given:      # the simulator passes a new array when its payload changes
+            self._pi_given = pi
+            if not np.array_equal(pi, self._pi):
+                self.set_inertial_parameters(pi)
         tau = np.clip(tau_command, -self._effort, self._effort)
         if m.opt.timestep != config.dt:       # the friction constraint's time constant follows the step
             m.opt.timestep = config.dt
             m.dof_solref[:, 0] = 2.0 * config.dt
-        before = [d.warning[w].number for w in self._divergence]
+        resets = self._reset_count()
         if self.coulomb_width is None or not self._coulomb.any():
-            self._advance(q, v, tau - self._offset, self._viscous)
+            self._advance(q, v, tau - self._offset)
         else:
             self._advance_smoothed(q, v, tau - self._offset)
         q_next, v_next = d.qpos.copy(), d.qvel.copy()
         mujoco.mj_forward(m, d)
-        finite = (all(d.warning[w].number == n for w, n in zip(self._divergence, before))
-                  and bool(np.all(np.isfinite(q_next)) and np.all(np.isfinite(v_next))))
+        finite = self._reset_count() == resets and math.isfinite(q_next.sum() + v_next.sum())
         return q_next, v_next, d.qacc.copy(), tau, finite
 
-    def _advance(self, q, v, applied, damping):
-        """One MuJoCo step from ``(q, v)`` under ``qfrc_applied = applied`` and joint damping ``damping``."""
+    def _reset_count(self):
+        """How often MuJoCo has reset this data so far: it does, with a warning, on a position, velocity or
+        acceleration that is not finite or beyond 1e10 (the step then diverged)."""
+        warning = self.mj_data.warning
+        return sum(warning[w].number for w in self._resets)
+
+    def _advance(self, q, v, applied, damping=None):
+        """One MuJoCo step from ``(q, v)`` under ``qfrc_applied = applied`` and, when given, the joint damping
+        ``damping`` (else the model's viscous friction)."""
         m, d = self.mj_model, self.mj_data
         d.qpos[:], d.qvel[:], d.qfrc_applied[:] = q, v, applied
-        m.dof_damping[:] = damping
+        if damping is not None:
+            m.dof_damping[:] = damping
         self.mujoco.mj_step(m, d)
 
     def _advance_smoothed(self, q, v, applied):
