@@ -123,8 +123,9 @@ def test_mujoco_step_is_a_function_of_its_inputs(rng):
         assert np.array_equal(a, b)
 
 
-def test_diverging_mujoco_state_is_refused():
+def test_diverging_mujoco_state_is_refused(tmp_path, monkeypatch):
     """A state MuJoCo cannot integrate is refused as our engine's is: ModelError, state unchanged."""
+    monkeypatch.chdir(tmp_path)          # MuJoCo writes its warning to MUJOCO_LOG.TXT in the working directory
     model = bundled("panda")
     sim = Simulator(model, SimulatorConfig(engine="mujoco", dt=0.1), v0=np.full(7, 1e90))
     with pytest.raises(rd.ModelError, match="diverged"):
