@@ -11,7 +11,9 @@ ROS_EXTRA = [
     "ros-rclpy", "ros-rmw-fastrtps-cpp", "ros-sensor-msgs", "ros-geometry-msgs", "ros-std-msgs",
     "ros-trajectory-msgs", "ros-diagnostic-msgs", "ros-rcl-interfaces", "ros-lifecycle-msgs", "ros-std-srvs",
 ]
-TEST_EXTRA = ["pytest>=7", "pytest-xdist", "pin>=3", "example-robot-data>=4", "hypothesis>=6"]
+# MuJoCo: an engine for the simulated plant that this package did not write (Simulator(engine="mujoco"))
+MUJOCO_EXTRA = ["mujoco>=3"]
+TEST_EXTRA = ["pytest>=7", "pytest-xdist", "pin>=3", "example-robot-data>=4", "hypothesis>=6"] + MUJOCO_EXTRA
 
 # In a ROS workspace (colcon sources ament, so AMENT_PREFIX_PATH is set) the nodes are also executables
 # of their own, as `ros2 run robodyn_ros simulator` expects; pip users run them as `robodyn node NAME`.
@@ -34,7 +36,7 @@ setup(
     python_requires=">=3.10",
     install_requires=["numpy>=1.24", "scipy>=1.10", "casadi>=3.6", "urdfdom-py>=1.2", "rosbags>=0.10",
                       "pyyaml>=6", "matplotlib>=3.7"],
-    extras_require={"ros": ROS_EXTRA, "test": TEST_EXTRA},
+    extras_require={"ros": ROS_EXTRA, "test": TEST_EXTRA, "mujoco": MUJOCO_EXTRA},
     zip_safe=True,
     maintainer="robodyn_ros developers",
     maintainer_email="dev@robodyn.invalid",

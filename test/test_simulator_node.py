@@ -177,3 +177,19 @@ def test_plant_parameter_simulates_the_twin_with_its_torque_noise():
     assert len(messages) > 10
     efforts = np.array([m.effort for m in messages])
     assert np.all(efforts.std(axis=0) > 0.5 * twin.effort_noise)   # the command is constant: this is the noise
+
+
+def test_engine_parameter_runs_the_node_on_mujoco():
+    """``engine: mujoco``: the node steps the plant in MuJoCo (the MJCF of the robot) and publishes the same
+    topics; every published state is, bit for bit, the offline Simulator on the same engine after the
+    number of steps its stamp says, and the arm moves under the command (gravity plus 0.5 N m)."""
+    import pytest
+    pytest.importorskip("mujoco", reason="the mujoco package is not installed (pip install '.[mujoco]')")
+    from robodyn_ros.simulation.mujoco_engine import MujocoEngine
+    with ros_context() as context:
+        node, q0, command, messages = run_simulator(context, {"real_time_factor": 0.0, "lockstep": False,
+                                                              "engine": "mujoco"}, 0.3)
+    assert isinstance(node.sim.step_function, MujocoEngine) and node.sim.config.engine == "mujoco"
+    steps = assert_messages_match_offline_steps(node, q0, command, messages)
+    assert len(steps) > 50
+    assert np.abs(np.array(messages[-1].position) - q0).max() > 1e-4

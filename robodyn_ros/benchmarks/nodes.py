@@ -12,14 +12,16 @@
 2. estimator: another process, fed joint states with efforts and the wrist wrench at 1 kHz for
    ``ESTIMATOR_SECONDS``, once with ``decimation`` 1 and once with 5; reported: the update rate it
    achieved (from its /diagnostics) and whether it kept up (>= 95 % of 1000 / decimation).
-3. simulator: the simulator node of the Panda (7 DoF, RK4, 1 kHz steps, publishing joint states, wrench
-   and /clock every step) running as fast as possible without a controller for ``SIM_SECONDS`` wall
+3. simulator: the simulator node of the Panda (7 DoF, rk4_implicit, 1 kHz steps, publishing joint states,
+   wrench and /clock every step) running as fast as possible without a controller for ``SIM_SECONDS`` wall
    seconds: ``simulator_realtime_factor`` = simulated / wall time, ``..._per_cpu_second`` = simulated
    time / CPU time of the process (its stepping thread and the executor thread: what the node does with a
    core to itself; on the shared 2-core machine the wall figure mostly measures the other jobs); ``simulator_step_realtime_factor`` is
-   the library's ``Simulator.step`` alone with the node's compiled whole step (RK4, one C call per step;
-   ``..._python``: the Python step on the compiled ABA, five calls), ``..._semi_implicit_euler`` the same
-   with the two-evaluation integrator (best of 5 runs of 1000 steps each).
+   the library's ``Simulator.step`` alone with the node's compiled whole step (rk4_implicit, one C call per
+   step; ``..._python``: the Python step on the compiled ABA), ``..._explicit_rk4`` and
+   ``..._semi_implicit_euler`` the same with the explicit integrators (best of 5 runs of 1000 steps each).
+   The same node with ``engine: mujoco`` (when the mujoco package is installed): the keys with the suffix
+   ``_mujoco`` (the step: MuJoCo's implicitfast step and the forward pass at the new state).
 4. mpc: the ``mpc`` node (RTI, ``config/panda.yaml``: 100 Hz, N = 20, compiled, ``output: feedforward``)
    beside the simulator (1 kHz, real time), the estimator (decimation 10) and the inverse_dynamics node in
    mode ``mpc``, each its own process (simulator and controller SCHED_FIFO 50, the mpc node
@@ -271,7 +273,9 @@ def bench_estimator(context, decimation):
     return rate
 
 
-def bench_simulator(context):
+def bench_simulator(context, engine="robodyn"):
+    """Section 3 of the module docstring for one ``engine``: the node's real-time factor (keys with the
+    suffix ``_mujoco`` for MuJoCo) and the library step's."""
     from ..control.kernel_dynamics import KernelDynamics
     from ..ros.bringup import Bringup
     from ..ros.launch_description_data import NodeEntry, config_file
@@ -280,7 +284,7 @@ def bench_simulator(context):
     entry = NodeEntry("simulator", "simulator", "simulator")
     with Bringup([entry], context, config_file("panda"),
                  overrides={"simulator": {"real_time_factor": 0.0, "lockstep": False, "payload.mass": 0.0,
-                                          "command_timeout": 1e6}}) as up:
+                                          "command_timeout": 1e6, "engine": engine}}) as up:
         node = up.nodes["simulator"]
         node.trigger_configure()
         # hold the arm with its gravity torque: under zero torque it falls into the joint-limit stops
@@ -300,17 +304,29 @@ def bench_simulator(context):
         from ..simulation.simulation_step import CompiledStep
         tau = KernelDynamics(model, node.kernels).gravity(node.robot.home, model.inertial_parameters())
         factors = {}
-        for integrator in ("rk4", "semi_implicit_euler"):
-            config = replace(node.sim.config, integrator=integrator)
-            for name, step_function in (("python", None), ("compiled", CompiledStep(model, integrator))):
-                sim = Simulator(model, config, node.robot.home, forward_dynamics=node.runtime.robot_dynamics,
-                                step_function=step_function)
-                factors[integrator, name] = round(_steps_per_real_second(sim, tau), 2)
+        if engine == "mujoco":
+            from ..simulation.mujoco_engine import MujocoEngine   # its own: the node's steps in its thread
+            sim = Simulator(model, node.sim.config, node.robot.home, step_function=MujocoEngine(model))
+            factors["mujoco"] = round(_steps_per_real_second(sim, tau), 2)
+        else:
+            for integrator in ("rk4_implicit", "rk4", "semi_implicit_euler"):
+                config = replace(node.sim.config, integrator=integrator)
+                for name, step_function in (("python", None), ("compiled", CompiledStep(model, integrator))):
+                    sim = Simulator(model, config, node.robot.home, forward_dynamics=node.runtime.robot_dynamics,
+                                    step_function=step_function)
+                    factors[integrator, name] = round(_steps_per_real_second(sim, tau), 2)
+    if engine == "mujoco":
+        return {"simulator_realtime_factor_mujoco": round(node_factor, 2),
+                "simulator_realtime_factor_per_cpu_second_mujoco": round(node_cpu_factor, 2),
+                "simulator_step_realtime_factor_mujoco": factors["mujoco"],
+                "simulator_steps_mujoco": steps}
     return {"simulator_realtime_factor": round(node_factor, 2),
             "simulator_realtime_factor_per_cpu_second": round(node_cpu_factor, 2),
             "simulator_compiled_step": node.sim.step_function is not None,
-            "simulator_step_realtime_factor": factors["rk4", "compiled"],
-            "simulator_step_realtime_factor_python": factors["rk4", "python"],
+            "simulator_step_realtime_factor": factors["rk4_implicit", "compiled"],
+            "simulator_step_realtime_factor_python": factors["rk4_implicit", "python"],
+            "simulator_step_realtime_factor_explicit_rk4": factors["rk4", "compiled"],
+            "simulator_step_realtime_factor_explicit_rk4_python": factors["rk4", "python"],
             "simulator_step_realtime_factor_semi_implicit_euler": factors["semi_implicit_euler", "compiled"],
             "simulator_step_realtime_factor_semi_implicit_euler_python": factors["semi_implicit_euler", "python"],
             "simulator_steps": steps}
@@ -388,6 +404,16 @@ def _steps_per_real_second(sim, tau, steps=1000, repeats=5):
     return steps * sim.config.dt / best
 
 
+def mujoco_available():
+    from ..model.errors import ModelError
+    from ..simulation.mujoco_engine import import_mujoco
+    try:
+        import_mujoco()
+    except ModelError:
+        return False
+    return True
+
+
 def run(json=False):
     """All three measurements; returns the dict (prints a table unless ``json``)."""
     from ..ros.testing import init_context, isolated_ros_domain
@@ -405,6 +431,8 @@ def run(json=False):
             result["estimator_rate_hz"] = max(result["estimator_rate_hz_decimation_1"],
                                               result["estimator_rate_hz_decimation_5"])
             result.update(bench_simulator(context))
+            if mujoco_available():
+                result.update(bench_simulator(context, "mujoco"))
             if "--no-mpc" not in sys.argv:
                 result.update(bench_mpc_node(context))
         finally:

@@ -72,6 +72,9 @@ def _parse(argv):
     p.add_argument("--seed", type=int, default=0, help="twin scenario: sensor-noise seed")
     p.add_argument("--library", action="store_true",
                    help="twin scenario: the library loop instead of the ROS nodes")
+    p.add_argument("--engine", choices=("robodyn", "mujoco"), default="robodyn",
+                   help="what integrates the plant: robodyn (this package's dynamics, default) or mujoco (MuJoCo "
+                        "on the plant written as MJCF; pip install \"robodyn_ros[mujoco]\")")
     p.add_argument("--duration", type=float, default=15.0, help="simulated seconds (default 15)")
     p.add_argument("--headless", action="store_true", help="no window (the plot is only written with --plot)")
     p.add_argument("--report", help="write the JSON report here")
@@ -87,12 +90,13 @@ def _parse(argv):
     return p.parse_args(argv)
 
 
-def demo_overrides(attach_time, payload_mass):
-    """Parameters the demo changes on top of the robot's YAML (as fast as possible, the payload event)."""
+def demo_overrides(attach_time, payload_mass, engine="robodyn"):
+    """Parameters the demo changes on top of the robot's YAML (as fast as possible, the payload event, the
+    plant's engine)."""
     return {
         "simulator": {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2,
                       "payload.mass": float(payload_mass), "payload.attach_time": float(attach_time),
-                      "clock_rate": 100.0},
+                      "clock_rate": 100.0, "engine": engine},
         # the simulated sensor is tared (zero bias, as a real one is before a payload is picked up): estimating
         # a bias too lets the vertical force bias trade off against the mass while the wrist keeps a similar
         # orientation (measured: -0.0035 kg / -0.037 N drift, tracking 5.4e-5 vs 3.6e-5 rad after adaptation)
@@ -137,22 +141,22 @@ def realtime_scheduling(enabled=True, priority=REALTIME_PRIORITY):
 
 
 def run_demo(duration=15.0, robot="panda", attach_time=5.0, payload_mass=2.0, timeout=600.0, executor="events",
-             realtime=True):
+             realtime=True, engine="robodyn"):
     """Run the scenario; returns ``(report dict, recorded series dict)``."""
     with realtime_scheduling(realtime) as granted:
-        report, series = _run_demo(duration, robot, attach_time, payload_mass, timeout, executor)
+        report, series = _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, engine)
     report["realtime_scheduling"] = granted
     return report, series
 
 
-def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor):
+def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, engine="robodyn"):
     from ..ros.bringup import Bringup
     from ..ros.testing import ros_context
 
     wall_start = time.monotonic()
     with ros_context() as context:
         with Bringup.from_launch("simulation", context, robot=robot, use_sim_time=True, executor=executor,
-                                 overrides=demo_overrides(attach_time, payload_mass)) as up:
+                                 overrides=demo_overrides(attach_time, payload_mass, engine)) as up:
             setup_start = time.monotonic()
             recorder_node = up.plain_node("demo_recorder")
             sim_node = up.nodes["simulator"]
@@ -173,6 +177,7 @@ def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor):
     settle = time_to_within(t_p, m_p, payload_mass, attach_time)
     report = {
         "robot": robot,
+        "engine": engine,
         "duration": float(duration),
         "simulated_time": float(recorder.t),
         "completed": bool(finished),
@@ -247,9 +252,10 @@ def summary(report):
 
 
 def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0, progress=None,
-             robot="panda", plant="twin"):
+             robot="panda", plant="twin", engine="robodyn"):
     """The adaptive scenario (module docstring) on the library loop for ``robot`` (a bundled name, a URDF or a
-    ``robodyn config`` file) simulated as ``plant`` (``--plant``); returns ``(report, series)``."""
+    ``robodyn config`` file) simulated as ``plant`` (``--plant``), integrated by ``engine``; returns
+    ``(report, series)``."""
     from ..simulation.adaptive_loop import AdaptiveLoopConfig, twin_experiment
     from ..simulation.plant import load_plant
     from .demo_robot import demo_robot, plant_source
@@ -262,11 +268,11 @@ def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="comp
     attach_time = duration / 2.0 if attach_time is None else attach_time
     config = AdaptiveLoopConfig(controller=controller, duration=duration, attach_time=attach_time,
                                 payload_mass=payload_mass, payload_link=setup.robot.wrist_link,
-                                kp=setup.config["kp"], kd=setup.config["kd"], seed=seed)
+                                kp=setup.config["kp"], kd=setup.config["kd"], seed=seed, engine=engine)
     report, adapted, nominal = twin_experiment(setup.model, plant_model, setup.reference, config, progress=progress)
     report = {"scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
               "model": f"nominal {os.path.basename(setup.model.name or robot)}", "runtime": "library loop (no ROS)",
-              **report}
+              "engine": engine, **report}
     report["simulated_time"] = float(duration)
     report["acceptance"] = twin_acceptance(report)
     return report, {"adapted": adapted, "nominal": nominal}
@@ -358,6 +364,13 @@ def main(argv=None):
     args = _parse(argv)
     from ..model.errors import ModelError
     from ..model.robot_names import BUNDLED_ROBOTS
+    if args.engine == "mujoco":     # one line now (ModelError) rather than from inside a node
+        from ..simulation.mujoco_engine import import_mujoco
+        try:
+            import_mujoco()
+        except ModelError as exc:
+            print(f"robodyn demo: {exc}", file=sys.stderr)
+            return 2
     if args.scenario is None:
         adaptive = args.robot == "panda" or args.plant is not None or args.robot not in BUNDLED_ROBOTS
         args.scenario = "twin" if adaptive else "payload"
@@ -369,11 +382,12 @@ def main(argv=None):
         try:
             if args.library:
                 report, series = run_twin(args.duration, args.attach_time, args.payload_mass, args.controller,
-                                          args.seed, robot=args.robot, plant=plant)
+                                          args.seed, robot=args.robot, plant=plant, engine=args.engine)
             else:
                 from .demo_twin_nodes import run_twin_nodes
                 report, series = run_twin_nodes(args.duration, args.attach_time, args.payload_mass, args.controller,
-                                                args.seed, max(args.timeout, 1200.0), robot=args.robot, plant=plant)
+                                                args.seed, max(args.timeout, 1200.0), robot=args.robot, plant=plant,
+                                                engine=args.engine)
                 report["acceptance"] = twin_acceptance(report)
         except ModelError as exc:
             print(f"robodyn demo: {exc}", file=sys.stderr)
@@ -390,7 +404,7 @@ def main(argv=None):
         print("robodyn demo: --attach-time must be before the end (--duration)", file=sys.stderr)
         return 2
     report, series = run_demo(args.duration, args.robot, args.attach_time, args.payload_mass, args.timeout,
-                              realtime=not args.no_realtime)
+                              realtime=not args.no_realtime, engine=args.engine)
     _print_and_write(report, series, args, summary, plot)
     return 0 if report["completed"] else 1
 

@@ -5,9 +5,9 @@ a ``robodyn config`` file, or the one written for a URDF; private domain, as fas
 ``/clock``), changed only where the scenario needs it, with the estimator's and the gate's own defaults
 (nothing tuned to the plant):
 
-* simulator: ``plant`` (``panda_twin``, ``perturbed:SEED``, a parameter file), ``substeps: 10``, the payload
-  at ``attach_time`` on the wrist link; lockstep with a long ``lockstep_timeout`` (the controller may wait for
-  a consistent-parameter fit, below);
+* simulator: ``plant`` (``panda_twin``, ``perturbed:SEED``, a parameter file) integrated by ``engine``
+  (robodyn or mujoco), the payload at ``attach_time`` on the wrist link; lockstep with a long
+  ``lockstep_timeout`` (the controller may wait for a consistent-parameter fit, below);
 * estimator: joint torques only (``use_wrench: false``), ``publish_covariance: true``, and one callback per
   joint state (``input_poll_rate: 0``): the simulation runs faster than real time, and a wall-clock poll at
   200 Hz would find more states waiting than its 50-deep queue keeps; a callback that finds several states
@@ -37,10 +37,10 @@ import numpy as np
 LOCKSTEP_TIMEOUT = 30.0
 
 
-def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin"):
+def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin", engine="robodyn"):
     """Per-node parameter overrides of one run (module docstring)."""
     simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": LOCKSTEP_TIMEOUT, "clock_rate": 100.0,
-                 "plant": plant, "substeps": 10, "noise.seed": int(seed)}
+                 "plant": plant, "noise.seed": int(seed), "engine": engine}
     if attach_time is not None:
         simulator.update({"payload.mass": float(payload_mass), "payload.attach_time": float(attach_time)})
     nominal_run = {} if adapt else {"base_parameters_topic": "/nominal_run/base_parameters",
@@ -56,7 +56,7 @@ def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="
 
 
 def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, params_file, plant="panda_twin", seed=0,
-                   timeout=1200.0):
+                   timeout=1200.0, engine="robodyn"):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
     "non_finite_commands", "diagnostics", "wall_seconds", "completed", "first_parameter_update"}`` (the
     simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
@@ -71,7 +71,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
     from ..ros.testing import ros_context
     from .demo_recorder import DemoRecorder
 
-    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant)
+    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
@@ -141,8 +141,8 @@ def _record_mpc_tracking(node, loop, robot, errors):
 
 
 def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
-                   timeout=1200.0, robot="panda", plant="twin"):
-    """The paired runs (nominal, adapted) over DDS for ``robot`` simulated as ``plant`` (as
+                   timeout=1200.0, robot="panda", plant="twin", engine="robodyn"):
+    """The paired runs (nominal, adapted) over DDS for ``robot`` simulated as ``plant`` by ``engine`` (as
     :func:`robodyn_ros.cli.demo.run_twin`); returns ``(report, {"adapted", "nominal"})``."""
     from ..simulation.adaptive_loop import rms, time_to_within, window_report
     from ..simulation.plant import load_plant
@@ -156,7 +156,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     plant_model = load_plant(source, setup.model)
     attach_time = duration / 2.0 if attach_time is None else attach_time
     runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, setup.params_file, source,
-                                 seed, timeout) for name, adapt in (("nominal", False), ("adapted", True))}
+                                 seed, timeout, engine) for name, adapt in (("nominal", False), ("adapted", True))}
     nominal, adapted = runs["nominal"], runs["adapted"]
     lo = attach_time * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
@@ -165,6 +165,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     report = {
         "scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
         "model": f"nominal {setup.model.name or robot}", "runtime": "ROS nodes over DDS (in-process bringup)",
+        "engine": engine,
         "controller": controller, "duration": float(duration), "simulated_time": float(duration),
         "tracking_window": [float(lo), float(attach_time)],
         "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,

@@ -41,14 +41,18 @@ def articulated_inverse(ops, model, i, D, scale=None):
     return ops.inv(D)
 
 
-def aba(model, q, v, tau, f_ext=None, pi=None):
+def aba(model, q, v, tau, f_ext=None, pi=None, armature=None):
     """Joint accelerations ``a = M^-1 (tau - C v - g + sum_k J_k^T f_ext_k)`` (nv,).
 
-    q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body wrenches; ``pi`` optional parameters."""
-    ops = ops_for(q, v, tau, f_ext, pi)
+    q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body wrenches; ``pi`` optional parameters;
+    ``armature`` (nv,) optional, in place of the model's: the diagonal added to ``M`` (an implicit step's
+    ``M + h D`` is the ABA with armature ``armature + h D``, :mod:`robodyn_ros.simulation.simulator`)."""
+    ops = ops_for(q, v, tau, f_ext, pi, armature)
     if ops.name == "numpy":
         q, v, tau = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
         f_ext, pi = model.check_f_ext(f_ext), model.check_parameters(pi)
+        if armature is not None:
+            armature = model.check_vector("armature", armature, model.nv)
     n = model.nbodies
     liMi = parent_placements(ops, model, q)
     vel, c, IA, pA = [], [], [], []
@@ -68,7 +72,8 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
-        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + np.diag(model.armature[sv]), scale)
+        rotor = np.diag(model.armature[sv]) if armature is None else ops.diag(armature[sv])
+        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + rotor, scale)
         u[i] = tau[sv] - ops.mtimes(S.T, pA[i])
         lam = model.parents[i]
         if lam >= 0:

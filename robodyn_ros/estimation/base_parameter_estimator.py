@@ -111,6 +111,7 @@ class BaseParameterEstimator:
         self._energy = None               # EW means of the weighted innovation energy: (estimate, nominal)
         self._checkpoint = None           # (A_data, eta_data, time) of the last estimate that predicted well
         self._worse_since = None
+        self._last_change = -np.inf
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -183,6 +184,7 @@ class BaseParameterEstimator:
         self._outliers_since = None
         if change:
             self.changes += 1
+            self._last_change = self._t
             self.boost()
         self._guard(e, tau - Y @ self.beta0, s2, dt)
         share = 1.0 if self.bandwidth is None else min(1.0, 2.0 * self.bandwidth * dt)
@@ -244,7 +246,9 @@ class BaseParameterEstimator:
                 self._checkpoint = (self.A_data.copy(), self.eta_data.copy(), self._t)
         elif mine > nominal:
             self._worse_since = self._t if self._worse_since is None else self._worse_since
-            if self._checkpoint is not None and self._t - self._worse_since >= self.sigma_time:
+            # after a detected change the estimate re-converges first (a payload is found within a second)
+            hold = self.sigma_time if self._worse_since - self._last_change > self.sigma_time else 3 * self.sigma_time
+            if self._checkpoint is not None and self._t - self._worse_since >= hold:
                 self.A_data, self.eta_data = self._checkpoint[0].copy(), self._checkpoint[1].copy()
                 self._solve()
                 self.rollbacks += 1

@@ -59,6 +59,13 @@ class NumpyOps:
     def tanh(self, x):
         return np.tanh(x)
 
+    def diag(self, x):
+        """The square matrix with the vector ``x`` (n,) on its diagonal."""
+        return np.diag(x)
+
+    def fabs(self, x):
+        return np.abs(x)
+
     def sign(self, x):
         return np.sign(x)
 
@@ -143,6 +150,12 @@ class CasadiOps:
 
     def tanh(self, x):
         return ca.tanh(x)
+
+    def diag(self, x):
+        return ca.diag(x)
+
+    def fabs(self, x):
+        return ca.fabs(x)
 
     def sign(self, x):
         return ca.sign(x)

@@ -99,7 +99,7 @@ SIMULATOR = ROBOT + TOPICS + (
     P("lockstep", bool, True, "As fast as possible only: step when a command for the last published state "
       "arrives (closed loop without dropped steps), or after lockstep_timeout."),
     P("lockstep_timeout", float, 0.05, "Wall seconds to wait for a command before stepping anyway.",
-      range=(0.0, 10.0)),
+      range=(0.0, 60.0)),
     P("publish_clock", bool, True, "Publish rosgraph_msgs/Clock on /clock."),
     P("clock_rate", float, 1000.0, "Rate of /clock messages in simulated time, Hz (each costs every "
       "use_sim_time node a callback).", range=(1.0, 20000.0)),
@@ -111,14 +111,21 @@ SIMULATOR = ROBOT + TOPICS + (
     P("command_timeout", float, 0.1, "Simulated seconds without a command after which the simulator applies "
       "zero torque and warns.", range=(0.0, 1e6), live=True),
     P("initial_positions", list[float], [], "Initial joint positions (joint order); empty: the bundled home."),
-    P("integrator", str, "rk4", "Fixed-step integrator.", choices=("rk4", "semi_implicit_euler")),
+    P("engine", str, "robodyn", "What integrates the plant: robodyn (this package's dynamics, the integrator "
+      "below) or mujoco (MuJoCo on the plant written as MJCF, implicitfast; needs pip install "
+      "\"robodyn_ros[mujoco]\"). Topics, payloads and noise are the same for both.", choices=("robodyn", "mujoco"),
+      read_only=True),
+    P("integrator", str, "rk4_implicit", "Fixed-step integrator of the robodyn engine: rk4_implicit (joint "
+      "friction and limit stops implicit in the velocity, the rigid body by RK4; stable for any URDF damping), "
+      "rk4 or semi_implicit_euler (explicit).", choices=("rk4_implicit", "rk4", "semi_implicit_euler")),
     P("friction", bool, True, "Apply the URDF's joint friction (damping, friction)."),
     P("plant", str, "", "The simulated robot when it is not the controllers' model: a URDF path, a parameter "
       "YAML in robodyn identify's format applied on the robot's URDF, or a bundled twin (panda_twin: the "
       "Panda identified from a real robot's log, with its joint-torque noise, which replaces noise.effort); "
       "empty: the robot itself.", read_only=True),
-    P("substeps", int, 1, "Integration steps per simulator step (the command is held over the step): a light "
-      "link with steep smoothed Coulomb friction (the Panda twin's wrist) needs 10 at 1 kHz.", range=(1, 1000)),
+    P("substeps", int, 1, "Integration steps per simulator step (the command is held over the step; 1 is enough "
+      "with rk4_implicit or mujoco, whatever the URDF's damping; the explicit integrators may need more for a "
+      "light link with stiff friction).", range=(1, 1000)),
     P("limits.stiffness", float, -1.0, "Joint-limit stop stiffness, N m/rad (< 0: the stiffest the integrator "
       "keeps stable for the lightest joint at this rate).", range=(None, None)),
     P("limits.damping", float, -1.0, "Joint-limit stop damping, N m s/rad (< 0: automatic, as above).",

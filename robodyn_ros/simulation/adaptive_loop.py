@@ -37,7 +37,7 @@ from ..control.parameter_gate import ParameterGate, friction_from_base, friction
 from ..estimation.online_estimator import COULOMB_WIDTH, OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters
 from ..model.errors import ModelError
-from .simulation_step import CompiledStep
+from .simulation_step import engine_step
 from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
 
 CONTROLLERS = ("computed_torque", "slotine_li", "mpc")
@@ -52,7 +52,8 @@ class AdaptiveLoopConfig:
     uses ``Lambda = kp / kd`` and ``K_D = kd diag(M_nom(q_0))``), the sensor noise (position, velocity; the effort noise is the
     plant's when it has one, else ``effort_noise``), the estimator's ``cutoff`` (Hz), ``filter_order``,
     ``effort_std`` (σ assumed by the RLS and the gate, N m, scalar or (nv,); None: the sensor's effort noise), ``coulomb_width`` (rad/s, the estimator's Coulomb sign; None:
-    the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``seed``."""
+    the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``seed``, the plant's ``engine``
+    (``robodyn`` or ``mujoco``, :data:`robodyn_ros.simulation.simulator.ENGINES`) and its ``substeps``."""
 
     controller: str = "computed_torque"
     duration: float = 15.0
@@ -75,7 +76,8 @@ class AdaptiveLoopConfig:
     consistent_rate: float = 2.0
     mpc_rate: float = 100.0
     seed: int = 0
-    substeps: int = 10
+    substeps: int = 1
+    engine: str = "robodyn"
     options: dict = field(default_factory=dict)
 
     def validate(self):
@@ -174,13 +176,9 @@ class AdaptiveLoop:
                                                effort=c.effort_noise))
         q0 = np.asarray(reference.evaluate(0.0)[0], dtype=float)
         v0 = np.asarray(reference.evaluate(0.0)[1], dtype=float)
-        sim_config = SimulatorConfig(noise=noise, seed=c.seed, substeps=c.substeps,
+        sim_config = SimulatorConfig(noise=noise, seed=c.seed, substeps=c.substeps, engine=c.engine,
                                      coulomb_smoothing=plant.coulomb_width if plant.coulomb_width else 1e-3)
-        try:
-            step = CompiledStep(plant.model, sim_config.integrator)
-        except Exception:   # no C compiler: CasADi's virtual machine
-            step = CompiledStep(plant.model, sim_config.integrator, compiled=False)
-        self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=step)
+        self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=engine_step(plant, sim_config))
         self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width)
         if not np.array_equal(self.estimator.base.independent, self.base.independent):
             raise ModelError("the estimator's base parameters differ from the controllers'")

@@ -47,6 +47,16 @@ class Plant:
         return dataclasses.replace(noise, effort=tuple(float(x) for x in self.effort_noise))
 
 
+def plant_key(model):
+    """What a compiled step (:mod:`robodyn_ros.simulation.simulation_step`) bakes in: the model's fingerprint
+    (structure, inertias, armature, gravity) plus its friction, joint limits and effort limits (a string)."""
+    import hashlib
+    h = hashlib.sha256(model.fingerprint().encode())
+    for arr in (model.viscous, model.coulomb, model.friction_offset, model.lower, model.upper, model.effort_limit):
+        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
+    return h.hexdigest()
+
+
 def bundled_plant_path(name):
     """Path of a bundled parameter document: ``panda_twin`` (robodyn_ros/robots/panda_twin.yaml)."""
     from ..robots import bundled_twin_path

@@ -24,9 +24,8 @@ import numpy as np
 from ..dynamics.aba import aba
 from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..kernels import compile_kernels
-from ..kernels.compiled_functions import CompileError
 from ..model.errors import ModelError
-from .simulation_step import CompiledStep
+from .simulation_step import engine_step
 from .plant import Plant, load_plant
 from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
 
@@ -89,14 +88,11 @@ class SimulationRuntime:
                                      wrench_bias=tuple(c["wrench_bias"]), seed=c["noise.seed"],
                                      limit_stiffness=stiffness if c["limits.stiffness"] < 0 else c["limits.stiffness"],
                                      limit_damping=damping if c["limits.damping"] < 0 else c["limits.damping"],
-                                     substeps=int(c.get("substeps", 1)),
+                                     substeps=int(c.get("substeps", 1)), engine=c.get("engine", "robodyn"),
                                      coulomb_smoothing=(plant.coulomb_width if plant is not None and plant.coulomb_width
                                                         else SimulatorConfig.coulomb_smoothing))
-        try:
-            step_function = CompiledStep(model, sim_config.integrator)
-        except CompileError as exc:   # the same function in CasADi's virtual machine: still pi as input
-            log("warning", "compile", f"stepping in CasADi's virtual machine (no compiled step): {exc}")
-            step_function = CompiledStep(model, sim_config.integrator, compiled=False)
+        step_function = engine_step(plant if plant is not None else model, sim_config, lambda exc: log(
+            "warning", "compile", f"stepping in CasADi's virtual machine (no compiled step): {exc}"))
         self.sim = Simulator(robot.model if plant is not None else model, sim_config, q0,
                              forward_dynamics=self.robot_dynamics, sensor_link=robot.wrist_link,
                              wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link),

@@ -2,8 +2,8 @@
 
 The interpreted step costs about a hundred microseconds, almost all of it Python around four or five
 compiled ABA calls of a microsecond each: clamping, friction, the joint-limit stops and the RK4 sums on
-7-vectors, one NumPy call each. Here the same step (Simulator.step term for term, and
-:func:`robodyn_ros.simulation.simulator.applied_torque` itself, written once against the backend) is traced once
+7-vectors, one NumPy call each. Here the same step (Simulator.step term for term, and the joint torques of
+:mod:`robodyn_ros.simulation.joint_torques` themselves, written once against the backend) is traced once
 with the core's :func:`robodyn_ros.dynamics.aba.aba` on CasADi SX symbols, compiled by
 :func:`robodyn_ros.kernels.compiled_functions.compile_casadi_functions` (cached on disk) and called
 through CasADi's function buffer, whose call costs well under a microsecond: a step is one C call.
@@ -11,8 +11,8 @@ through CasADi's function buffer, whose call costs well under a microsecond: a s
 The function is ``(x, tau_command, pi, c) -> (x+, a+, tau, check)`` with ``x = [q; v]`` (2 nv,),
 ``tau_command`` (nv,) before effort clamping, ``pi`` (10 nbodies,) the true inertial parameters (robot plus
 payload: one function serves both), ``c = [dt, limit_stiffness, limit_damping, coulomb_smoothing]``;
-``x+`` the state after one step, ``a+`` (nv,) the acceleration at ``x+`` under the same command (what the
-force/torque sensor needs), ``tau`` (nv,) the clamped command and ``check`` (1,) ``sum(x+)``, finite
+``x+`` the state after one step, ``a+`` (nv,) the acceleration at ``x+`` under the same command (and,
+``rk4_implicit``, the same held joint torque; what the force/torque sensor needs), ``tau`` (nv,) the clamped command and ``check`` (1,) ``sum(x+)``, finite
 exactly when every entry of ``x+`` is (short of an overflow of the sum, itself a diverged state).
 Friction (viscous, Coulomb, offset), joint limits and effort limits are the model's, built into the code.
 """
@@ -25,15 +25,16 @@ import numpy as np
 
 from ..dynamics.aba import aba
 from ..model.backend import CASADI
-from .simulator import applied_torque, plant_key
-
-INTEGRATORS = ("rk4", "semi_implicit_euler")
+from ..model.model import Model
+from .joint_torques import applied_torque, implicit_joint_torque
+from .plant import plant_key
+from .simulator import INTEGRATORS
 
 
 def acceleration_function(model):
     """SX function ``(q, v, tau, pi, c) -> a`` (nv,): the ABA under the torque of
-    :func:`robodyn_ros.simulation.simulator.applied_torque` (the Python step's formula, on the CASADI backend; ``c``
-    as in the module docstring), traced once from the core's ABA."""
+    :func:`robodyn_ros.simulation.joint_torques.applied_torque` (the Python step's formula, on the CASADI
+    backend; ``c`` as in the module docstring), traced once from the core's ABA."""
     nv = model.nv
     q, v, tau = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv)
     pi, c = ca.SX.sym("pi", 10 * model.nbodies), ca.SX.sym("c", 4)
@@ -41,28 +42,53 @@ def acceleration_function(model):
     return ca.Function("rd_sim_acceleration", [q, v, tau, pi, c], [a])
 
 
-def step_function(model, integrator="rk4"):
+def rigid_acceleration_function(model):
+    """SX function ``(q, v, tau, pi) -> a`` (nv,): the ABA under ``tau`` as it is (``rk4_implicit``'s stages,
+    whose joint torque is held in ``tau``)."""
+    nv = model.nv
+    q, v, tau, pi = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv), ca.SX.sym("pi", 10 * model.nbodies)
+    return ca.Function("rd_sim_rigid_acceleration", [q, v, tau, pi], [aba(model, q, v, tau, pi=pi)])
+
+
+def held_torque_function(model):
+    """SX function ``(q, v, tau, pi, c) -> tau + tau_joint`` (nv,): the clamped command plus the joint torque
+    of :func:`robodyn_ros.simulation.joint_torques.implicit_joint_torque` over a step ``c[0]``."""
+    nv = model.nv
+    q, v, tau = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv)
+    pi, c = ca.SX.sym("pi", 10 * model.nbodies), ca.SX.sym("c", 4)
+    held = tau + implicit_joint_torque(CASADI, model, q, v, tau, pi, c[0], c[1], c[2], c[3])
+    return ca.Function("rd_sim_held_torque", [q, v, tau, pi, c], [held])
+
+
+def step_function(model, integrator="rk4_implicit"):
     """CasADi function ``(x, tau_command, pi, c) -> (x+, a+, tau, check)`` of one step (module docstring).
 
-    ``integrator``: ``"rk4"`` (classic Runge-Kutta, four ABA) or ``"semi_implicit_euler"`` (one ABA,
-    ``v+ = v + h a(q, v)``, ``q+ = q + h v+``); one more ABA gives ``a+``. An MX function calling the SX
-    :func:`acceleration_function` at each stage, so the generated C holds the ABA once (gcc compiles a
-    fifth of the code a fully inlined SX step would be)."""
+    ``integrator`` (:data:`robodyn_ros.simulation.simulator.INTEGRATORS`): ``"rk4_implicit"`` (the joint
+    torque of one implicit ABA, then four ABA of RK4 under it held), ``"rk4"`` (classic Runge-Kutta, four
+    ABA) or ``"semi_implicit_euler"`` (one ABA, ``v+ = v + h a(q, v)``, ``q+ = q + h v+``); one more ABA
+    gives ``a+``. An MX function calling SX functions at each stage, so the generated C holds the ABA once
+    (gcc compiles a fifth of the code a fully inlined SX step would be)."""
     if integrator not in INTEGRATORS:
         raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
     nv = model.nv
-    accel = acceleration_function(model)
     x, tau_command = ca.MX.sym("x", 2 * nv), ca.MX.sym("tau_command", nv)
     pi, c = ca.MX.sym("pi", 10 * model.nbodies), ca.MX.sym("c", 4)
     e = np.where(np.isfinite(model.effort_limit), model.effort_limit, np.inf)
     tau = ca.fmin(ca.fmax(tau_command, ca.DM(-e)), ca.DM(e))        # np.clip(tau, -effort, effort)
     h = c[0]
-
-    def acceleration(q, v):
-        return accel(q, v, tau, pi, c)
-
     q, v = x[:nv], x[nv:]
-    if integrator == "rk4":                   # the same sums, in the same order, as Simulator.step
+    if integrator == "rk4_implicit":
+        rigid, held = rigid_acceleration_function(model), held_torque_function(model)(q, v, tau, pi, c)
+
+        def acceleration(q, v):
+            return rigid(q, v, held, pi)
+    else:
+        accel = acceleration_function(model)
+
+        def acceleration(q, v):
+            return accel(q, v, tau, pi, c)
+
+    if integrator != "semi_implicit_euler":   # the same sums, in the same order, as Simulator.step
         a1 = acceleration(q, v)
         q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
         a2 = acceleration(q2, v2)
@@ -89,7 +115,7 @@ class CompiledStep:
     whether ``q+`` and ``v+`` are finite (``config``: a SimulatorConfig). Raises :class:`robodyn_ros.kernels.compiled_functions.CompileError`
     when no C compiler works."""
 
-    def __init__(self, model, integrator="rk4", compiled=True):
+    def __init__(self, model, integrator="rk4_implicit", compiled=True):
         function = step_function(model, integrator)
         if compiled:
             from ..kernels.compiled_functions import compile_casadi_functions
@@ -115,3 +141,22 @@ class CompiledStep:
         self._eval()
         return (self._x_next[:nv].copy(), self._x_next[nv:].copy(), self._a_next.copy(), self._tau.copy(),
                 math.isfinite(self._check[0]))
+
+
+def engine_step(plant, config, on_fallback=None):
+    """The step function of ``config.engine`` (a SimulatorConfig) for ``plant`` (a
+    :class:`~robodyn_ros.simulation.plant.Plant` or its Model): a
+    :class:`~robodyn_ros.simulation.mujoco_engine.MujocoEngine` (``mujoco``; a plant's ``coulomb_width``
+    keeps its smoothed friction) or a :class:`CompiledStep` of ``config.integrator`` (``robodyn``), stepping
+    in CasADi's virtual machine when no C compiler works (``on_fallback(exc)`` is told why)."""
+    model, width = (plant, None) if isinstance(plant, Model) else (plant.model, plant.coulomb_width)
+    if config.engine == "mujoco":
+        from .mujoco_engine import MujocoEngine
+        return MujocoEngine(model, coulomb_width=width)
+    from ..kernels.compiled_functions import CompileError
+    try:
+        return CompiledStep(model, config.integrator)
+    except CompileError as exc:
+        if on_fallback is not None:
+            on_fallback(exc)
+        return CompiledStep(model, config.integrator, compiled=False)

@@ -9,6 +9,10 @@ friction (``'link_side'``, a link-side torque sensor such as Franka's ``tau_J``)
 sensor reports the wrench it transmits to the load, in the sensor link's frame, about its origin:
 ``w = Y_b(v_s, a_s) pi_load`` (:func:`robodyn_ros.dynamics.regressor.body_wrench_regressor`, gravity included),
 so a static load of mass m reads ``+m g`` opposite to gravity, plus a constant bias.
+
+Integration: :data:`INTEGRATORS` of this package's dynamics (the default ``rk4_implicit`` takes the joint
+friction and limit stops implicitly, :mod:`robodyn_ros.simulation.joint_torques`, so one step per ``dt``
+suffices whatever the URDF's damping), or MuJoCo (:data:`ENGINES`, ``engine="mujoco"``).
 """
 from __future__ import annotations
 
@@ -23,6 +27,17 @@ from ..model.errors import ModelError
 from ..dynamics.kinematics import parent_placements
 from ..dynamics.regressor import body_wrench_regressor
 from ..dynamics.rnea import body_motions
+from .joint_torques import applied_torque, implicit_joint_torque
+from .plant import plant_key
+
+INTEGRATORS = ("rk4_implicit", "rk4", "semi_implicit_euler")
+"""``rk4_implicit`` (the default): RK4 of the rigid body under the joint friction and limit-stop torque of
+an implicit step (:mod:`robodyn_ros.simulation.joint_torques`), stable for any inertia/damping ratio;
+``rk4``: classic explicit RK4 of everything; ``semi_implicit_euler``: explicit Euler in ``v``, then ``q``
+with the new ``v``."""
+ENGINES = ("robodyn", "mujoco")
+"""What integrates the plant: ``robodyn`` (this package's dynamics, :data:`INTEGRATORS`) or ``mujoco``
+(MuJoCo on the plant written as MJCF, :mod:`robodyn_ros.simulation.mujoco_engine`)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +86,7 @@ class JointMeasurement:
 @dataclass
 class SimulatorConfig:
     dt: float = 1e-3
-    integrator: str = "rk4"                  # "rk4" or "semi_implicit_euler"
+    integrator: str = "rk4_implicit"         # one of INTEGRATORS (engine robodyn)
     limit_stiffness: float = 2.0e4           # N m / rad beyond a position limit
     limit_damping: float = 2.0e2             # N m s / rad while beyond it
     coulomb_smoothing: float = 1e-3          # rad/s: tanh(v / eps) replaces sign(v) for integration
@@ -80,12 +95,15 @@ class SimulatorConfig:
     wrench_bias: tuple = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     seed: int = 0
     substeps: int = 1                        # integration steps per dt (the command is held over dt)
+    engine: str = "robodyn"                  # one of ENGINES
 
     def validate(self):
         if not (np.isfinite(self.dt) and 0 < self.dt <= 0.1):
             raise ModelError(f"simulator dt must be in (0, 0.1] s, got {self.dt}")
-        if self.integrator not in ("rk4", "semi_implicit_euler"):
-            raise ModelError(f"simulator integrator must be 'rk4' or 'semi_implicit_euler', got {self.integrator!r}")
+        if self.integrator not in INTEGRATORS:
+            raise ModelError(f"simulator integrator must be one of {', '.join(INTEGRATORS)}, got {self.integrator!r}")
+        if self.engine not in ENGINES:
+            raise ModelError(f"simulator engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if not (isinstance(self.substeps, (int, np.integer)) and 1 <= self.substeps <= 1000):
             raise ModelError(f"simulator substeps must be an integer in [1, 1000], got {self.substeps!r}")
         if self.effort_measurement not in ("commanded", "link_side"):
@@ -100,56 +118,6 @@ class SimulatorConfig:
                 raise ModelError(f"sensor noise {name} must be finite and non-negative"
                                  + ("" if name in ("force", "torque", "encoder_resolution") else
                                     ", a scalar or one value per joint"))
-
-
-def applied_torque(ops, model, q, v, tau_command, limit_stiffness, limit_damping, coulomb_smoothing):
-    """Torque reaching the rigid bodies (nv,): ``tau_command - viscous v - coulomb tanh(v / eps) - offset``
-    (``sign(v)`` when ``eps = coulomb_smoothing`` is 0; the offset term only when the model has one) plus, for each joint beyond a finite position limit, the
-    spring-damper stop ``-k (q - limit) - d max(v, 0)`` (upper; ``min(v, 0)`` at the lower limit).
-
-    One formula for both backends: ``ops`` NUMPY (the Python step; terms that are zero, no Coulomb
-    friction or no joint beyond a limit, the usual case, are skipped, which halves the cost of an RK4 step)
-    or CASADI (``q``, ``v``, ``tau_command`` (nv, 1) and the three constants SX symbols: the compiled step
-    of :mod:`robodyn_ros.simulation.simulation_step`, every stop term kept behind ``if_else``)."""
-    symbolic = ops.is_symbolic()
-    k, d, eps = limit_stiffness, limit_damping, coulomb_smoothing
-    tau = tau_command - ops.const(model.viscous) * v
-    if model.friction_offset.any():
-        tau = tau - ops.const(model.friction_offset)
-    if model.coulomb.any():
-        if symbolic:
-            direction = ops.if_else(eps > 0, ops.tanh(v / eps), ops.sign(v))
-        else:
-            direction = ops.tanh(v / eps) if eps > 0 else ops.sign(v)
-        tau = tau - ops.const(model.coulomb) * direction
-    for limit, toward, beyond in ((model.upper, ops.fmax, lambda x, y: x > y),
-                                  (model.lower, ops.fmin, lambda x, y: x < y)):
-        finite = np.isfinite(limit)
-        if not finite.any():
-            continue
-        bound = ops.const(np.where(finite, limit, 0.0))
-        active = beyond(q, bound)
-        if symbolic:
-            if not finite.all():
-                active = active * ops.const(finite.astype(float))
-            zero = ops.zeros(model.nv)
-        else:
-            active = active & finite
-            if not active.any():
-                continue
-            zero = 0.0
-        tau = tau + ops.if_else(active, -k * (q - bound) - d * toward(v, 0.0), zero)
-    return tau
-
-
-def plant_key(model):
-    """What a compiled step (:mod:`robodyn_ros.simulation.simulation_step`) bakes in: the model's fingerprint
-    (structure, inertias, armature, gravity) plus its friction, joint limits and effort limits (a string)."""
-    import hashlib
-    h = hashlib.sha256(model.fingerprint().encode())
-    for arr in (model.viscous, model.coulomb, model.friction_offset, model.lower, model.upper, model.effort_limit):
-        h.update(np.ascontiguousarray(arr, dtype=float).tobytes())
-    return h.hexdigest()
 
 
 class Simulator:
@@ -169,10 +137,14 @@ class Simulator:
     ``step_function`` (:class:`robodyn_ros.simulation.simulation_step.CompiledStep` of ``model`` and the configured
     integrator) makes :meth:`step` one compiled call (the same arithmetic, to rounding; the robot's and
     payload's parameters are its input, so ``forward_dynamics`` then serves only callers of it).
+
+    ``engine`` (or ``config.engine``): ``"robodyn"`` (default) or ``"mujoco"``: MuJoCo integrates the plant
+    (:class:`robodyn_ros.simulation.mujoco_engine.MujocoEngine`, built here unless passed as
+    ``step_function``); payloads, the sensors and their noise are the same for both engines.
     """
 
     def __init__(self, model, config=None, q0=None, v0=None, forward_dynamics=None, sensor_link=None,
-                 wrench_regressor=None, step_function=None, plant=None):
+                 wrench_regressor=None, step_function=None, plant=None, engine=None):
         if model.nq != model.nv:
             raise ModelError("the simulator handles fixed-base models (nq == nv)")
         self.nominal_model = model
@@ -184,6 +156,8 @@ class Simulator:
         self.plant = plant
         self.model = model
         self.config = config or SimulatorConfig()
+        if engine is not None:
+            self.config = replace(self.config, engine=engine)
         self.config.validate()
         for name, n in (("position", model.nq), ("velocity", model.nv), ("effort", model.nv)):
             x = np.asarray(getattr(self.config.noise, name), dtype=float)
@@ -197,12 +171,19 @@ class Simulator:
         self.q = model.check_vector("q0", np.zeros(model.nq) if q0 is None else q0, model.nq).copy()
         self.v = model.check_vector("v0", np.zeros(model.nv) if v0 is None else v0, model.nv).copy()
         self.tau_command = np.zeros(model.nv)
+        self._held_torque = None     # rk4_implicit: command + joint torque over the current step
         self.a = np.zeros(model.nv)
         self.payload = None
         self.sensor_link = sensor_link
         self.wrench_regressor = wrench_regressor
-        if step_function is not None and (step_function.integrator != self.config.integrator
-                                          or step_function.nv != model.nv):
+        if step_function is None and self.config.engine == "mujoco":
+            from .mujoco_engine import MujocoEngine
+            step_function = MujocoEngine(model, coulomb_width=plant.coulomb_width if plant is not None else None)
+        if step_function is not None and getattr(step_function, "engine", "robodyn") != self.config.engine:
+            raise ModelError(f"step_function is of engine {getattr(step_function, 'engine', 'robodyn')!r}, "
+                             f"the simulator's engine is {self.config.engine!r}")
+        if step_function is not None and self.config.engine == "robodyn" and (
+                step_function.integrator != self.config.integrator or step_function.nv != model.nv):
             raise ModelError(f"step_function integrates with {step_function.integrator!r} for nv = "
                              f"{step_function.nv}, the simulator {self.config.integrator!r} for nv = {model.nv}")
         if step_function is not None and step_function.plant_key != plant_key(model):
@@ -249,7 +230,10 @@ class Simulator:
                               c.coulomb_smoothing)
 
     def _acceleration(self, q, v):
-        return self.forward_dynamics(q, v, self.applied_torque(q, v, self.tau_command), self._pi)
+        """Acceleration at a stage of the step: under the held command and joint torque (``rk4_implicit``,
+        :meth:`_integrate`), or the command and the joint torques at ``(q, v)`` (explicit integrators)."""
+        tau = self._held_torque if self._held_torque is not None else self.applied_torque(q, v, self.tau_command)
+        return self.forward_dynamics(q, v, tau, self._pi)
 
     def step(self, tau_command):
         """Advance one ``dt`` with ``tau_command`` (nv,) held (clamped to the effort limits).
@@ -285,9 +269,16 @@ class Simulator:
         self.t += self.config.dt
 
     def _integrate(self, h):
-        """One integration step of ``h`` s under the held ``tau_command``."""
-        q, v = self.q, self.v
-        if self.config.integrator == "rk4":
+        """One integration step of ``h`` s under the held ``tau_command`` (and, ``rk4_implicit``, the joint
+        torque of :func:`robodyn_ros.simulation.joint_torques.implicit_joint_torque` at the step's start,
+        held too, and kept for the acceleration at the end of the step)."""
+        q, v, c = self.q, self.v, self.config
+        self._held_torque = None
+        if c.integrator == "rk4_implicit":
+            self._held_torque = self.tau_command + implicit_joint_torque(
+                NUMPY, self.model, q, v, self.tau_command, self._pi, h, c.limit_stiffness, c.limit_damping,
+                c.coulomb_smoothing)
+        if c.integrator != "semi_implicit_euler":
             a1 = self._acceleration(q, v)
             q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
             a2 = self._acceleration(q2, v2)

@@ -1,0 +1,154 @@
+"""``robodyn bench tracking``: computed torque with the exact model as plant, on the three bundled robots and
+on every fixed-base arm of example-robot-data with 5 to 7 joints, with each engine.
+
+Each run is the library loop of :mod:`robodyn_ros.simulation.adaptive_loop` without adaptation (the nominal
+model is the plant: no mismatch at all): computed torque (kp 400, kd 40) on the base parameters, friction
+compensated with the controllers' ``tanh(v / 1e-3)``, the loop's default sensor noise (position 1e-5 rad,
+velocity 1e-3 rad/s, effort 0.01 N m), 1 kHz, one integration step per control step (``substeps`` 1),
+following a Fourier reference of about 0.3 rad and period 4 s (2 harmonics) around the robot's home (the
+bundled robots') or around zero kept 0.35 rad inside the limits (the others). Reported: the RMS of
+``q - q_d`` over all joints for t = 1-5 s, per engine (``robodyn``: integrator ``rk4_implicit``;
+``mujoco``: MuJoCo's ``implicitfast``).
+
+A second pair of columns (``friction_ahead``) runs the same loop with the controller's friction term
+evaluated at the velocity the step aims for, ``v + dt a_cmd``, instead of the measured ``v``: on a joint
+whose friction acts faster than the control period (the xArm7's wrist: 2 N m s/rad of damping on about
+1.4e-4 kg m², a 70 µs time constant; 1 N m of Coulomb friction smoothed over 1e-3 rad/s) the plant's
+velocity settles within the step to where its friction balances the held torque, so a torque that
+compensates the friction at the measured velocity keeps the joint near that velocity instead of
+accelerating it: the error is the sampled controller's, whatever the engine (``friction_ahead`` shows what
+is left when the compensation aims ahead). Bounded: about 20 s per run on a free core.
+"""
+from __future__ import annotations
+
+import os
+import site
+import sys
+import warnings
+
+import numpy as np
+
+ERD_ARMS = {   # name: URDF under example-robot-data's robots/ folder, joints locked at 0
+    "ur3": ("ur_description/urdf/ur3_robot.urdf", None),
+    "ur5": ("ur_description/urdf/ur5_robot.urdf", None),
+    "ur10": ("ur_description/urdf/ur10_robot.urdf", None),
+    "panda": ("panda_description/urdf/panda.urdf", {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}),
+    "kinova": ("kinova_description/robots/kinova.urdf", None),
+    "xarm7": ("xarm_description/urdf/xarm7.urdf", None),
+    "z1": ("z1_description/urdf/z1.urdf", None),
+    "so100": ("so_arm_description/urdf/so100.urdf", None),
+    "so101": ("so_arm_description/urdf/so101.urdf", None),
+    "talos_left_arm": ("talos_data/robots/talos_left_arm.urdf", None),
+    "hextilt_flying_arm_5": ("hextilt_description/urdf/hextilt_flying_arm_5.urdf", None),
+}
+"""The fixed-base arms of example-robot-data with 5-7 moving joints (its legged robots, humanoids, hands
+and 2-3 joint pendulums left out; ``ur3.urdf`` itself does not parse: no robot name)."""
+BUNDLED = ("panda", "ur5", "iiwa")
+ENGINES = ("robodyn", "mujoco")
+WINDOW = (1.0, 5.0)
+DURATION = 5.0
+
+
+def erd_robots_folder():
+    """example-robot-data's ``robots`` folder (installed by the ``test`` extra), or None."""
+    for base in site.getsitepackages() + [site.getusersitepackages()]:
+        path = os.path.join(base, "cmeel.prefix", "share", "example-robot-data", "robots")
+        if os.path.isdir(path):
+            return path
+    return None
+
+
+def arms():
+    """``[(label, model, home)]``: the bundled robots (their home), then the example-robot-data arms
+    (home: zero clipped 0.35 rad inside the limits, mid-range where the range is narrower than 0.7 rad)."""
+    from ..model.model import Model
+    from ..robots import bundled_robot_info
+    out = []
+    for name in BUNDLED:
+        info = bundled_robot_info(name)
+        out.append((f"{name} (bundled)", Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"]),
+                    np.asarray(info["home"], dtype=float)))
+    folder = erd_robots_folder()
+    for name, (path, locked) in ERD_ARMS.items():
+        if folder is None or not os.path.isfile(os.path.join(folder, path)):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = Model.from_urdf(os.path.join(folder, path), locked_joints=locked)
+        lo, hi = model.lower + 0.35, model.upper - 0.35
+        finite = np.isfinite(model.lower) & np.isfinite(model.upper)
+        middle = 0.5 * (np.where(finite, model.lower, 0.0) + np.where(finite, model.upper, 0.0))
+        home = np.where(lo <= hi, np.clip(0.0, lo, hi), middle)
+        out.append((name, model, home))
+    return out
+
+
+class FrictionAhead:
+    """A computed-torque controller whose friction term is evaluated at ``v + dt a_cmd`` (the velocity the
+    step aims for) instead of the measured ``v``: ``compute`` adds ``f(v + dt a_cmd) - f(v)`` to the
+    wrapped controller's torque, ``f`` the model's friction with the Coulomb sign ``tanh(v / width)``."""
+
+    def __init__(self, controller, model, dt, width):
+        self.controller, self.model, self.dt, self.width = controller, model, dt, width
+
+    def friction(self, v):
+        m = self.model
+        return m.viscous * v + m.coulomb * np.tanh(v / self.width) + m.friction_offset
+
+    def compute(self, q, v, q_d, v_d, a_d):
+        tau, status = self.controller.compute(q, v, q_d, v_d, a_d)
+        c = self.controller
+        a_cmd = a_d - c.kd * (v - v_d) - c.kp * (q - q_d)
+        return tau + self.friction(v + self.dt * a_cmd) - self.friction(v), status
+
+
+def tracking_rms(model, home, engine="robodyn", friction_ahead=False, duration=DURATION, seed=0):
+    """``(RMS over all joints for t in WINDOW, per-joint RMS (nv,), non-finite commands)`` of computed
+    torque with ``model`` as its own plant (module docstring) integrated by ``engine``."""
+    from ..control.reference import fourier_reference
+    from ..simulation.adaptive_loop import AdaptiveLoop, AdaptiveLoopConfig, rms
+    from ..simulation.plant import Plant
+
+    config = AdaptiveLoopConfig(duration=duration, attach_time=None, adapt=False, engine=engine, seed=seed)
+    loop = AdaptiveLoop(model, Plant(model), fourier_reference(home, 0.3, 4.0, 2), config)
+    if friction_ahead:
+        loop.controller = FrictionAhead(loop.controller, model, loop.sim.config.dt, loop.base.coulomb_width)
+    out = loop.run()
+    rows = out["error"][(out["t"] >= WINDOW[0]) & (out["t"] < WINDOW[1])]
+    return rms(out["error"], out["t"], *WINDOW), np.sqrt(np.mean(rows ** 2, axis=0)), out["non_finite_commands"]
+
+
+def run(json=False, engines=ENGINES, friction_ahead=True):
+    """The table (module docstring); returns ``{label: {"nv", "rms_<engine>", "rms_<engine>_friction_ahead",
+    "worst_joint_<engine>"}}``."""
+    from ..simulation.mujoco_engine import import_mujoco
+    from ..model.errors import ModelError
+    try:
+        import_mujoco()
+    except ModelError as exc:
+        engines = tuple(e for e in engines if e != "mujoco")
+        print(f"(no MuJoCo column: {exc})", file=sys.stderr)
+    result = {}
+    if not json:
+        heads = [f"rms {e}" for e in engines] + ([f"ahead {e}" for e in engines] if friction_ahead else [])
+        print(f"{'robot':24s} {'nv':>3s} " + " ".join(f"{h:>15s}" for h in heads))
+    for label, model, home in arms():
+        row = {"nv": model.nv}
+        for engine in engines:
+            value, per_joint, non_finite = tracking_rms(model, home, engine)
+            row[f"rms_{engine}"] = value
+            row[f"worst_joint_{engine}"] = model.joint_names[int(np.argmax(per_joint))]
+            row[f"non_finite_{engine}"] = non_finite
+        if friction_ahead:
+            for engine in engines:
+                row[f"rms_{engine}_friction_ahead"] = tracking_rms(model, home, engine, friction_ahead=True)[0]
+        result[label] = row
+        if not json:
+            values = [row[f"rms_{e}"] for e in engines] + ([row[f"rms_{e}_friction_ahead"] for e in engines]
+                                                           if friction_ahead else [])
+            print(f"{label:24s} {model.nv:3d} " + " ".join(f"{v:15.2e}" for v in values), flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    run()
