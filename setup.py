@@ -1,6 +1,9 @@
-"""Installs robodyn_ros both ways: `pip install .` (console script `robodyn` on PATH) and `colcon build`
-as an ament_python package (node executables in lib/robodyn_ros for `ros2 run`)."""
-import os
+"""Installs robodyn_ros both ways, `pip install .` and `colcon build` (an ament_python package), with the same
+files: the console script `robodyn` on PATH (colcon: install/robodyn_ros/bin, which its setup.sh puts on
+PATH), and in <prefix>/lib/robodyn_ros, where `ros2 run` and launch_ros look for a package's executables,
+the node executables and `robodyn` (nodes/: one shell script under each name), next to the ament index
+marker, package.xml, the launch files and the parameter files in <prefix>/share. So `ros2 launch robodyn_ros
+...` works after a plain pip install too, with AMENT_PREFIX_PATH naming the environment's prefix."""
 from glob import glob
 
 from setuptools import find_packages, setup
@@ -15,12 +18,7 @@ ROS_EXTRA = [
 MUJOCO_EXTRA = ["mujoco>=3"]
 TEST_EXTRA = ["pytest>=7", "pytest-xdist", "pin>=3", "example-robot-data>=4", "hypothesis>=6"] + MUJOCO_EXTRA
 
-# In a ROS workspace (colcon sources ament, so AMENT_PREFIX_PATH is set) the nodes are also executables
-# of their own, as `ros2 run robodyn_ros simulator` expects; pip users run them as `robodyn node NAME`.
 NODES = ["simulator", "inverse_dynamics", "estimator", "mpc"]
-scripts = ["robodyn = robodyn_ros.cli:main"]
-if os.environ.get("AMENT_PREFIX_PATH"):
-    scripts += [f"{n} = robodyn_ros.ros.node_main:{n}" for n in NODES]
 
 setup(
     name=package_name,
@@ -32,6 +30,7 @@ setup(
         ("share/" + package_name, ["package.xml"]),
         ("share/" + package_name + "/launch", glob("launch/*.launch.py")),
         ("share/" + package_name + "/config", glob("config/*.yaml") + glob("config/*.xml")),
+        ("lib/" + package_name, [f"nodes/{name}" for name in NODES + ["robodyn"]]),
     ],
     python_requires=">=3.10",
     install_requires=["numpy>=1.24", "scipy>=1.10", "casadi>=3.6", "urdfdom-py>=1.2", "rosbags>=0.10",
@@ -42,5 +41,5 @@ setup(
     maintainer_email="dev@robodyn.invalid",
     description="Rigid-body dynamics, online identification and adaptive control for robot arms",
     license="BSD-3-Clause",
-    entry_points={"console_scripts": scripts},
+    entry_points={"console_scripts": ["robodyn = robodyn_ros.cli:main"]},
 )

@@ -1,13 +1,14 @@
 """The estimator's polled input (``input_poll_rate``, issue #9): its joint states and wrenches wait in
-keep-last queues of a companion node that no executor spins, and a timer takes them.
+keep-last queues of subscriptions that no executor serves, and a timer takes them.
 
 * Same numbers: a poll that takes a run's messages in chunks gives bit for bit the estimates of the
   per-message callbacks fed the same messages (payload and base-parameter RLS, with a payload change,
   a backward clock jump and decimation 3).
 * Falling behind: a poll out of time budget estimates from its newest due joint state only and counts the
   others as ``skipped_overload``.
-* Over DDS: the inputs are not executor subscriptions of the node (no executor event per message), the
-  timer estimates from what arrives, and cleanup destroys the companion node.
+* Over DDS: the inputs are not executor subscriptions of the node (no executor event per message) but
+  are the node's own in the graph (no second node), the timer estimates from what arrives, and cleanup
+  destroys them.
 """
 import time
 
@@ -79,7 +80,10 @@ def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_
     node = estimator_factory(base_parameters=False, decimation=2, input_poll_rate=100.0)
     topics = {s.topic_name for s in node.subscriptions}
     assert "/joint_states" not in topics and "/force_torque_sensor_broadcaster/wrench" not in topics
-    assert node._input_node is not None
+    # yet they are the node's own: the graph lists them under its name, and no other node is there
+    assert dict(node.get_subscriber_names_and_types_by_node(node.get_name(), node.get_namespace())).keys() >= {
+        "/joint_states", "/force_torque_sensor_broadcaster/wrench"}
+    assert sorted(name for name, _ in node.get_node_names_and_namespaces()) == sorted([node.get_name()])
     assert {node.state_sub.topic_name, node.wrench_sub.topic_name} == {
         "/joint_states", "/force_torque_sensor_broadcaster/wrench"}
     talker = rclpy.create_node("talker", context=node.context)
@@ -104,7 +108,9 @@ def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_
     assert not node.rejected
     node.trigger_deactivate()
     node.trigger_cleanup()
-    assert node._input_node is None
+    assert not node._entities
+    assert spin_until(executor, lambda: "/joint_states" not in dict(node.get_subscriber_names_and_types_by_node(
+        node.get_name(), node.get_namespace())), 5.0)
     talker.destroy_node()
 
 

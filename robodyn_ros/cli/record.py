@@ -9,10 +9,11 @@ written in a hidden temporary folder and renamed at the end). Progress (messages
 from __future__ import annotations
 
 import argparse
-import signal
+import os
 import sys
 
 from ..model.errors import ModelError
+from ..ros.process_stop import ProcessStop
 from ..ros.recorder import record_topics
 
 DEFAULT_TOPICS = ("/joint_states",)
@@ -37,41 +38,47 @@ def main(argv=None):
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0)
-    stopping = []
-    previous = {s: signal.signal(s, lambda *_: stopping.append(True)) for s in (signal.SIGINT, signal.SIGTERM)}
+    stop = ProcessStop(raise_while_starting=False)
 
     def progress(recorder, elapsed):
         if args.quiet:
             return
         counts = ", ".join(f"{t} {n}" + (" (waiting for a publisher)" if t in recorder.pending else "")
                            for t, n in recorder.counts.items())
-        sys.stderr.write(f"\rrecording {elapsed:6.1f} s: {counts}")
-        sys.stderr.flush()
+        _say(sys.stderr, f"\rrecording {elapsed:6.1f} s: {counts}", end="")
 
     try:
         if args.duration is not None and not args.duration > 0:
             raise ModelError(f"--duration {args.duration}: must be positive")
         path, counts = record_topics(args.bag, args.topics, storage=args.storage, duration=args.duration,
-                                     use_sim_time=args.use_sim_time, stop=lambda: bool(stopping),
+                                     use_sim_time=args.use_sim_time, stop=stop.requested,
                                      progress=progress)
     except ModelError as exc:
-        print(f"\nrobodyn record: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
+        _say(sys.stderr, f"\nrobodyn record: error: {' '.join(str(exc).split())}\nnothing was written")
         return 2
     except Exception as exc:  # noqa: BLE001 - one line, no partial bag
-        print(f"\nrobodyn record: error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        print("nothing was written", file=sys.stderr)
+        _say(sys.stderr, f"\nrobodyn record: error: {type(exc).__name__}: {' '.join(str(exc).split())}\n"
+                         "nothing was written")
         return 1
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        stop.ignore_signals()
     if not args.quiet:
-        sys.stderr.write("\n")
+        _say(sys.stderr, "")
     silent = [t for t, n in counts.items() if n == 0]
-    print(f"wrote {path}: " + ", ".join(f"{t} {n} messages" for t, n in counts.items()))
+    _say(sys.stdout, f"wrote {path}: " + ", ".join(f"{t} {n} messages" for t, n in counts.items()))
     if silent:
-        print(f"warning: nothing was received on {', '.join(silent)}", file=sys.stderr)
+        _say(sys.stderr, f"warning: nothing was received on {', '.join(silent)}")
     return 0
+
+
+def _say(stream, text, end="\n"):
+    """Write a line to ``stream``; a reader that is gone (the ``ros2 launch`` that started this recorder was
+    killed) silences the stream instead of failing the recording."""
+    try:
+        stream.write(text + end)
+        stream.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())   # the interpreter's last flush too
 
 
 if __name__ == "__main__":

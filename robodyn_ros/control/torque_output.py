@@ -3,7 +3,9 @@ watchdog and the :class:`~robodyn_ros.control.command_guard.CommandGuard` (clamp
 limit ``max_torque_rate``, hold the last safe command on a non-finite torque). No ROS: the node converts
 messages, asks :meth:`TorqueOutput.accept_state` about each joint state, hands its torques to
 :meth:`TorqueOutput.publish` and calls :meth:`TorqueOutput.on_watchdog` from a steady timer; the command
-leaves through the ``publish`` callback it gave.
+leaves through the ``publish`` callback it gave. A controller that stops commanding (deactivated, shut down,
+Ctrl-C) sends :meth:`TorqueOutput.final_command` last: an effort controller holds the last command it
+received, so that one must be the ``stale_action``, not a torque that accelerated the arm.
 
 Stamps (:class:`StampGate`): a duplicated stamp or one older than the newest accepted (out of order, by less
 than ``state_timeout``) is dropped; a jump backwards by ``state_timeout`` or more (bag loop, simulator
@@ -146,11 +148,28 @@ class TorqueOutput:
                                  f"{self.config['state_timeout'] * 1e3:.0f} ms): "
                                  f"{self.config['stale_action']} until they come back")
             self.stale = True
+        self.publish(self.stale_torque())
+
+    def stale_torque(self):
+        """The ``stale_action`` torque (nv,), model order: gravity at the last accepted q (``gravity_hold``,
+        when there is one and a gravity model), else zeros."""
         if self.config["stale_action"] == "gravity_hold" and self.q_last is not None and self.gravity is not None:
-            tau = self.gravity(self.q_last)
-        else:
-            tau = np.zeros(len(self.guard.tau_max))
-        self.publish(tau)
+            return self.gravity(self.q_last)
+        return np.zeros(len(self.guard.tau_max))
+
+    def final_command(self):
+        """Publish the ``stale_action`` torque once when the controller stops commanding (module docstring),
+        clamped to the effort limits but not rate limited: no later command could finish a ramp, and the
+        downstream controller holds whatever comes last. Only after a command of this activation (a controller
+        that never commanded leaves the robot's command alone); returns the published torque or None."""
+        if not self.guard.has_previous:
+            return None
+        tau, saturated, _ = self.guard.clamp_and_limit(np.asarray(self.stale_torque(), dtype=float), None)
+        self.saturated += bool(np.any(saturated))
+        self.commands += 1
+        self._publish(tau[self._order])
+        self.guard.reset()
+        return tau
 
     def diagnostic_values(self):
         return {"commands": self.commands, "stale": self.stale, "non_finite_commands": self.non_finite,

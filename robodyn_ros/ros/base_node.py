@@ -17,7 +17,7 @@ from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
 from .messages import MessageRejected, joint_state_to_arrays
-from .entities import destroy_entities, destroy_input_node, destroy_rclpy_entity, take_pending
+from .entities import destroy_entities, destroy_rclpy_entity, take_pending
 from .node_parameters import NODE_EXTRAS, SCHEMAS, load_robot, unknown_parameter_error
 from .parameters import declare_parameters, descriptor_for, install_live_update, read_config, validate
 
@@ -32,7 +32,7 @@ class RobodynNode(LifecycleNode):
     def __init__(self, name=None, **kwargs):
         # set before rclpy's constructor: if declaring the parameters fails, the context still destroys
         # this half-built node at shutdown, and destroy_node() reads it
-        self._input_node = None       # companion node of the polled subscriptions (polled_sub)
+        self._entities = []
         self.configure_error = None   # why the last configure failed (logged once), None after a success
         super().__init__(name or self.kind, **kwargs)
         self.schema = SCHEMAS[self.kind]
@@ -55,7 +55,6 @@ class RobodynNode(LifecycleNode):
         self.robot = None
         self.rejected = {}            # message kind -> count of dropped messages
         self._last_warning = {}
-        self._entities = []
 
     # ----------------------------------------------------------------------------------- lifecycle
     def on_configure(self, state):
@@ -127,17 +126,18 @@ class RobodynNode(LifecycleNode):
         return s
 
     def polled_sub(self, msg_type, topic, qos):
-        """A subscription that no executor serves: its messages wait in the middleware's keep-last queue
-        (``qos.depth``) until :meth:`take_pending` takes them, e.g. from a timer. It lives on a companion
-        node ``<name>_input`` (same namespace and context, no parameter services) that is never added to an
-        executor, so arriving messages cost no executor wake-up and no event queue entry: an rclpy
-        EventsExecutor queues one event per message without bound for a slow node (``take_pending``).
-        Destroyed with the node's other entities."""
-        if self._input_node is None:
-            from rclpy.node import Node
-            self._input_node = Node(f"{self.get_name()}_input", namespace=self.get_namespace(), context=self.context,
-                                    start_parameter_services=False, enable_rosout=False)
-        s = self._input_node.create_subscription(msg_type, topic, lambda msg: None, qos)
+        """A subscription of this node that no executor serves: its messages wait in the middleware's
+        keep-last queue (``qos.depth``) until :meth:`take_pending` takes them, e.g. from a timer, so arriving
+        messages cost no executor wake-up and no event queue entry (an rclpy EventsExecutor queues one event
+        per message without bound for a slow node: ``take_pending``). Destroyed with the node's other
+        entities.
+
+        It is this node's own (``ros2 node info`` lists it; remappings apply) but left out of the node's
+        list of subscriptions, which is where rclpy's executors look for what to serve. A companion node
+        would have served too, but ``ros2 launch`` and ``ros2 run`` name the node with ``-r __node:=NAME``,
+        which rcl applies to every node of the process: it became a second node of the same name."""
+        s = self.create_subscription(msg_type, topic, lambda msg: None, qos, callback_group=self.control_group)
+        self._subscriptions.remove(s)
         s.robodyn_polled = True
         self._entities.append(s)
         return s
@@ -192,5 +192,12 @@ class RobodynNode(LifecycleNode):
             self.get_logger().warning(text)
 
     def destroy_node(self):
-        destroy_input_node(self)
-        return super().destroy_node()
+        for entity in [e for e in self._entities if getattr(e, "robodyn_polled", False)]:
+            self.destroy_entity(entity)    # the node's destroy_node does not know them
+        destroyed = super().destroy_node()
+        # rclpy's LifecycleNode.destroy_node leaves its state machine, which holds the node's rcl handle and
+        # through it the context: the DDS participant then outlived rclpy's shutdown of the context, and
+        # with it its Fast DDS shared-memory segments outlived the process
+        if getattr(self, "_state_machine", None) is not None:
+            self._state_machine.destroy_when_not_in_use()
+        return destroyed

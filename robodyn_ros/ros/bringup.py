@@ -17,7 +17,7 @@ import time
 from rclpy.parameter import Parameter
 
 from .launch_description_data import NodeEntry, launch_nodes, launch_parameters, robot_parameters_file
-from .node_main import bring_up, node_class
+from .node_main import bring_up, node_class, shut_down
 from .node_parameters import SCHEMAS, unknown_parameter_error
 from .parameters import params_yaml_entries
 from .testing import make_executor
@@ -120,8 +120,7 @@ class Bringup:
         self._plain.clear()
         for node in list(self.nodes.values())[::-1]:
             try:
-                if getattr(node, "active", False):
-                    node.trigger_deactivate()
+                shut_down(node)    # as a node process ends: the lifecycle shutdown transition
             except Exception:  # noqa: BLE001 - best effort on teardown
                 pass
             self.executor.remove_node(node)

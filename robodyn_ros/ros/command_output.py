@@ -1,5 +1,6 @@
-"""The command side shared by the controller nodes: the torque command publisher (one reused message) and
-the logging of :class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
+"""The command side shared by the controller nodes: the torque command publisher (one reused message), the
+last command a stopping controller sends, and the logging of
+:class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
 from array import array
 
 import numpy as np
@@ -31,3 +32,18 @@ def command_publisher(node):
         msg.data = array("d", command.tobytes())
         node.command_pub.publish(msg)
     return pub, publish
+
+
+FINAL_ACK_TIMEOUT = 0.5   # s a stopping controller waits for its subscribers to acknowledge its last command
+
+
+def send_final_command(node, output):
+    """:meth:`TorqueOutput.final_command` (the ``stale_action`` torque, once, after a command of this
+    activation) on ``node``'s command topic, then wait up to FINAL_ACK_TIMEOUT s until the reliable
+    subscribers acknowledged it, so that a process that exits right after still delivers it. True if sent."""
+    from rclpy.duration import Duration
+
+    if output is None or getattr(node, "command_pub", None) is None or output.final_command() is None:
+        return False
+    node.command_pub.wait_for_all_acked(Duration(seconds=FINAL_ACK_TIMEOUT))
+    return True

@@ -21,7 +21,7 @@ def take_pending(subscription, limit):
 
 
 def destroy_rclpy_entity(node, entity):
-    """Destroy a timer, subscription (polled ones on their companion node), publisher or service of ``node``."""
+    """Destroy a timer, subscription (polled ones included), publisher or service of ``node``."""
     from rclpy.publisher import Publisher
     from rclpy.service import Service
     from rclpy.subscription import Subscription
@@ -31,9 +31,8 @@ def destroy_rclpy_entity(node, entity):
         node.destroy_timer(entity)
     elif isinstance(entity, Subscription):
         if getattr(entity, "robodyn_polled", False):
-            node._input_node.destroy_subscription(entity)
-        else:
-            node.destroy_subscription(entity)
+            node._subscriptions.append(entity)   # RobodynNode.polled_sub took it out of the node's list
+        node.destroy_subscription(entity)
     elif isinstance(entity, Publisher):
         node.destroy_publisher(entity)
     elif isinstance(entity, Service):
@@ -41,16 +40,8 @@ def destroy_rclpy_entity(node, entity):
 
 
 def destroy_entities(node):
-    """Destroy everything ``node`` created through its ``sub``, ``pub``, ``srv`` and ``timer`` (newest first),
-    and its polled subscriptions' companion node."""
+    """Destroy everything ``node`` created through its ``sub``, ``polled_sub``, ``pub``, ``srv`` and ``timer``
+    (newest first)."""
     for entity in reversed(node._entities):
         destroy_rclpy_entity(node, entity)
     node._entities.clear()
-    destroy_input_node(node)
-
-
-def destroy_input_node(node):
-    """Destroy ``node``'s companion node of polled subscriptions (and any subscription still on it)."""
-    if getattr(node, "_input_node", None) is not None:
-        node._input_node.destroy_node()
-        node._input_node = None

@@ -33,7 +33,7 @@ from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 from .base_parameter_topics import BaseParameterTopics
-from .command_output import command_publisher, output_report
+from .command_output import command_publisher, output_report, send_final_command
 from .latency import LatencyWindow
 
 
@@ -86,9 +86,11 @@ class InverseDynamicsNode(RobodynNode):
         self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self._on_watchdog, steady=True)
 
     def stop(self):
-        if self._watchdog is not None:
+        """Deactivate, shutdown: the watchdog stops and the last command is the ``stale_action``."""
+        if getattr(self, "_watchdog", None) is not None:
             self.destroy_entity(self._watchdog)
             self._watchdog = None
+        send_final_command(self, getattr(self, "output", None))
 
     def _on_watchdog(self):
         if self.active:

@@ -1,4 +1,5 @@
-"""The one launch description behind ``launch/*.launch.py`` (``ros2 launch`` on a ROS install).
+"""The one launch description behind ``launch/*.launch.py`` (``ros2 launch``, in a colcon workspace or after
+``pip install .``).
 
 Every launch file is ``launch_description(<name>)``: its lifecycle nodes come from
 :data:`robodyn_ros.ros.launch_description_data.LAUNCHES` (the table the in-process bringup of pip users
@@ -7,7 +8,7 @@ file of ``robodyn config``, or a URDF: :func:`~robodyn_ros.ros.launch_descriptio
 a launch listed in ``RECORDED_TOPICS`` also runs
 ``robodyn record`` of those topics into the folder of its ``bag`` argument, and its ``trajectory`` argument
 (a CSV of ``robodyn excite``) makes the inverse_dynamics node follow that file. ``launch``/``launch_ros`` are
-imported when a description is built, so this module imports anywhere (test stand-ins included).
+imported when a description is built, so this module imports where they are not installed.
 """
 from robodyn_ros.ros.launch_description_data import (PACKAGE, RECORD_COMMAND, RECORDED_TOPICS, TRAJECTORY_NODE,
                                                      launch_nodes, launch_parameters, robot_parameters_file,
@@ -24,6 +25,7 @@ def launch_setup(context, launch):
     from launch.actions import ExecuteProcess
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import LifecycleNode
+    from launch_ros.substitutions import ExecutableInPackage
 
     robot = LaunchConfiguration("robot").perform(context)
     use_sim_time = _truthy(LaunchConfiguration("use_sim_time").perform(context))
@@ -36,8 +38,9 @@ def launch_setup(context, launch):
                for entry in launch_nodes(launch)]
     if launch in RECORDED_TOPICS:
         bag = LaunchConfiguration("bag").perform(context)
-        actions.append(ExecuteProcess(cmd=[*RECORD_COMMAND, bag, "--storage", "mcap", "--topics",
-                                           *RECORDED_TOPICS[launch]], output="screen"))
+        executable, command = RECORD_COMMAND
+        actions.append(ExecuteProcess(cmd=[ExecutableInPackage(executable, PACKAGE), command, bag, "--storage", "mcap",
+                                           "--quiet", "--topics", *RECORDED_TOPICS[launch]], output="screen"))
     return actions
 
 

@@ -53,7 +53,9 @@ LAUNCHES = {
 
 RECORDED_TOPICS = {"identification": ("/joint_states", "/force_torque_sensor_broadcaster/wrench")}
 RECORD_COMMAND = ("robodyn", "record")
-"""The recorder a launch with RECORDED_TOPICS runs: ``robodyn record BAG --storage mcap --topics ...``."""
+"""The recorder a launch with RECORDED_TOPICS runs: ``robodyn record BAG --storage mcap --quiet --topics ...``,
+``robodyn`` being this package's executable in ``lib/robodyn_ros`` (found as ``ros2 run`` finds the nodes, so
+it needs no ``robodyn`` on PATH)."""
 
 # A launch's ``trajectory:=FILE`` argument (the CSV of ``robodyn excite``) becomes these overrides of its
 # inverse_dynamics node: follow the file (robodyn_ros.control.trajectory_file.TrajectoryFileReference,

@@ -34,7 +34,7 @@ from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 from .base_parameter_topics import BaseParameterTopics
-from .command_output import command_publisher, output_report
+from .command_output import command_publisher, output_report, send_final_command
 
 
 def solution_to_array(t_state, solution):
@@ -80,10 +80,13 @@ class MpcNode(RobodynNode):
             self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self._on_watchdog, steady=True)
 
     def stop(self):
+        """Deactivate, shutdown: solves and the watchdog stop; with ``output: commands`` the last command is
+        the ``stale_action``."""
         for name in ("_timer", "_watchdog"):
             if getattr(self, name, None) is not None:
                 self.destroy_entity(getattr(self, name))
                 setattr(self, name, None)
+        send_final_command(self, getattr(self, "output", None))
 
     def destroy_node(self):
         if getattr(self, "loop", None) is not None:

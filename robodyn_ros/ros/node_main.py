@@ -1,9 +1,14 @@
-"""``robodyn node NAME [--ros-args ...]`` and the colcon entry points (``ros2 run robodyn_ros NAME``): one
-lifecycle node per process, spun by the executor that ``benchmarks/bench_rclpy_loop.py`` measured fastest
-(EventsExecutor: half the CPU per message of SingleThreadedExecutor).
+"""``robodyn node NAME [--ros-args ...]`` and the executables in ``lib/robodyn_ros`` (``ros2 run robodyn_ros
+NAME``, launch_ros; ``nodes/`` in the source tree): one lifecycle node per process, spun by the executor that
+``benchmarks/bench_rclpy_loop.py`` measured fastest (EventsExecutor: half the CPU per message of
+SingleThreadedExecutor).
 
 The node configures and activates itself unless started with ``--ros-args -p autostart:=false`` (then a
-lifecycle manager, e.g. ``ros2 lifecycle set``, drives it). SIGINT/SIGTERM shut it down cleanly.
+lifecycle manager, e.g. ``ros2 lifecycle set``, drives it). SIGINT (Ctrl-C), SIGTERM and the exit of the
+process that started it (``ros2 launch``, ``ros2 run``) shut it down cleanly (:mod:`.process_stop`): the
+node takes its lifecycle shutdown transition (a controller commands its ``stale_action`` on the way out),
+its DDS participant is destroyed, and the process exits with code 0. OpenBLAS runs single-threaded (the
+estimator's many small factorizations; :mod:`robodyn_ros.identification.blas_threads`).
 ``--help`` (before ``--ros-args``) prints the node's parameters from its schema and exits.
 
 Before rclpy sees the arguments: every ``--params-file`` and ``-p`` is checked against the node's schema
@@ -18,12 +23,16 @@ from __future__ import annotations
 import os
 import sys
 
+from .process_stop import ProcessStop, StopRequested
+
 NODE_CLASSES = {
     "simulator": ("robodyn_ros.ros.simulator_node", "SimulatorNode"),
     "inverse_dynamics": ("robodyn_ros.ros.inverse_dynamics_node", "InverseDynamicsNode"),
     "estimator": ("robodyn_ros.ros.estimator_node", "EstimatorNode"),
     "mpc": ("robodyn_ros.ros.mpc_node", "MpcNode"),
 }
+
+SPIN_PERIOD = 0.1   # s: the longest a stop request waits for the spin loop to see it
 
 
 def node_class(name):
@@ -196,9 +205,11 @@ def prepare_arguments(kind, argv, directory):
 
 
 def run(name, argv=None):
-    """Run node ``name`` until shutdown; ``argv`` are the arguments after the name (``--ros-args ...``).
-    Returns the process exit code: 0 after a clean shutdown, 2 for bad parameters (one line on stderr,
-    no traceback), 1 when the node could not be configured and activated."""
+    """Run node ``name`` until shutdown, as the process's main function (it owns SIGINT and SIGTERM, and
+    ignores them once it returns); ``argv`` are the arguments after the name (``--ros-args ...``).
+    Returns the process exit code: 0 after a clean shutdown (also on SIGINT or SIGTERM, at any time), 2 for
+    bad parameters (one line on stderr, no traceback), 1 when the node could not be configured and
+    activated."""
     import tempfile
 
     from ..model.errors import ModelError
@@ -219,26 +230,34 @@ def run(name, argv=None):
         if error is not None:
             print(f"robodyn node {name}: {error}", file=sys.stderr)
             return 2
-        return _run_node(name, node_class(name), argv)
+        from ..identification.blas_threads import limit_blas_threads
+        limit_blas_threads()
+        stop = ProcessStop()
+        try:
+            return _run_node(name, node_class(name), argv, stop)
+        except StopRequested:
+            return 0
+        finally:
+            stop.ignore_signals()
 
 
-def _run_node(name, cls, argv):
+def _run_node(name, cls, argv, stop):
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
     context = rclpy.Context()
-    try:
-        rclpy.init(args=[f"robodyn_{name}"] + list(argv or []), context=context)
-    except Exception as exc:  # noqa: BLE001 - rclpy's RCLError for arguments rcl cannot parse
-        shown = " ".join(argv or [])
-        shown = shown if len(shown) <= 200 else shown[:200] + " ..."
-        print(f"robodyn node {name}: invalid ROS arguments {shown!r}: {' '.join(str(exc).split())[:300]}",
-              file=sys.stderr)
-        return 2
     node = None
     executor = None
     code = 0
     try:
+        try:
+            rclpy.init(args=[f"robodyn_{name}"] + list(argv or []), context=context)
+        except Exception as exc:  # noqa: BLE001 - rclpy's RCLError for arguments rcl cannot parse
+            shown = " ".join(argv or [])
+            shown = shown if len(shown) <= 200 else shown[:200] + " ..."
+            print(f"robodyn node {name}: invalid ROS arguments {shown!r}: {' '.join(str(exc).split())[:300]}",
+                  file=sys.stderr)
+            return 2
         node = cls(context=context)
         executor = make_executor(context)
         executor.add_node(node)
@@ -246,33 +265,43 @@ def _run_node(name, cls, argv):
             if getattr(node, "configure_error", None) is None:   # else on_configure logged why, in one line
                 node.get_logger().error("could not configure and activate; exiting")
             return 1
-        # spin_once in a loop, not spin(): EventsExecutor.spin() neither notices the context shutdown
-        # that rclpy's SIGINT handler performs nor (measured here) dispatched subscriptions of a lone node
-        while context.ok():
-            try:
-                executor.spin_once(timeout_sec=0.1)
-            except Exception:  # noqa: BLE001 - a callback interrupted by the shutdown signal (e.g. inside CasADi)
-                if context.ok():
-                    raise
-    except (KeyboardInterrupt, ExternalShutdownException):
+        # spin_once in a loop, not spin(): the loop ends on a stop request (ProcessStop) or on a context shut
+        # down from elsewhere, and EventsExecutor.spin() (measured here) dispatched no subscriptions of a lone node
+        if not stop.running():
+            while context.ok() and not stop.requested():
+                executor.spin_once(timeout_sec=SPIN_PERIOD)
+        if stop.reason == "parent exited":
+            node.get_logger().info("the process that started this node exited: shutting down")
+    except ExternalShutdownException:
         pass
     except ValueError as exc:  # bad parameters at declaration
         print(f"robodyn node {name}: {' '.join(str(exc).split())}", file=sys.stderr)
         code = 2
     finally:
+        stop.running()     # a signal during the teardown is recorded, never raised
         if node is not None:
-            try:
-                if node.active:
-                    node.trigger_deactivate()
-            except Exception:  # noqa: BLE001 - the context may already be shut down by the signal
-                pass
+            shut_down(node)
             if executor is not None:
                 executor.remove_node(node)
             node.destroy_node()
         if executor is not None:
             executor.shutdown()
         context.try_shutdown()
+        # finalise rcl's context now (the DDS participant, and with it its Fast DDS shared-memory segments),
+        # not whenever the interpreter's exit gets to it
+        context.destroy()
     return code
+
+
+def shut_down(node):
+    """The lifecycle shutdown transition of ``node`` from whichever primary state it is in (on_shutdown: the
+    controllers command their ``stale_action`` once, timers and threads stop, entities are destroyed);
+    nothing if it is finalized already or the context is gone."""
+    from lifecycle_msgs.msg import State
+
+    primary = (State.PRIMARY_STATE_UNCONFIGURED, State.PRIMARY_STATE_INACTIVE, State.PRIMARY_STATE_ACTIVE)
+    if node.context.ok() and node._state_machine.current_state[0] in primary:
+        node.trigger_shutdown()
 
 
 def _entry(name):

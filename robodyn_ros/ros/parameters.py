@@ -235,18 +235,28 @@ def _parameter_type(spec):
 def declare_parameters(node, specs):
     """Declare every spec on ``node`` with its descriptor; overrides from ``--ros-args`` apply.
 
-    An empty-list default is declared by type only (rclpy types ``[]`` as a byte array): without an
-    override it stays uninitialised in rclpy and :func:`read_config` reads the default. Values that rclpy
-    accepts but the schema does not (choices, list ranges, NaN) raise ValueError naming them, as does a
-    type mismatch (rclpy's exception, reworded with the fix).
+    An empty-list default is declared by type (rclpy types ``[]`` as a byte array), then, without an
+    override, set to an empty list of that type before it becomes read-only: an uninitialised parameter
+    made rclpy's get_parameters service answer nothing at all for a request naming it, so ``ros2 param
+    dump`` printed no parameter of the node. Values that rclpy accepts but the schema does not (choices,
+    list ranges, NaN) raise ValueError naming them, as does a type mismatch (rclpy's exception, reworded
+    with the fix).
     """
     from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+    from rclpy.parameter import Parameter
 
     for spec in specs:
         descriptor = descriptor_for(spec)
         try:
             if spec.type in _ARRAY_TYPES and len(spec.default) == 0:
-                node.declare_parameter(spec.name, _parameter_type(spec), descriptor)
+                writable = descriptor_for(spec)
+                writable.read_only = False
+                declared = node.declare_parameter(spec.name, _parameter_type(spec), writable)
+                if declared.type_ == Parameter.Type.NOT_SET:
+                    node.set_parameters([Parameter(spec.name, _parameter_type(spec), [])])
+                if descriptor.read_only:
+                    descriptor.type = _parameter_type(spec).value
+                    node.set_descriptor(spec.name, descriptor)
             else:
                 node.declare_parameter(spec.name, _copy(spec.default), descriptor)
         except InvalidParameterTypeException as exc:
@@ -265,16 +275,10 @@ def _type_name(spec):
 
 
 def read_config(node, specs):
-    """``{name: value}`` of the declared schema parameters (lists as Python lists; an empty-list
-    parameter left uninitialised reads as its default)."""
-    from rclpy.exceptions import ParameterUninitializedException
-
+    """``{name: value}`` of the declared schema parameters (lists as Python lists)."""
     config = {}
     for spec in specs:
-        try:
-            value = node.get_parameter(spec.name).value
-        except ParameterUninitializedException:
-            value = spec.default
+        value = node.get_parameter(spec.name).value
         config[spec.name] = list(value) if spec.type in _ARRAY_TYPES else value
     return config
 
