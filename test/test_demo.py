@@ -53,4 +53,5 @@ def test_twin_scenario_report_and_plot(tmp_path):
     assert report["non_finite_commands"] == 0
     assert report["tracking_rms_adapted"] < report["tracking_rms_nominal"]
     assert plot_path.stat().st_size > 10_000 and plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["--scenario", "twin", "--robot", "ur5", "--headless"]) == 2
+    assert main(["--scenario", "twin", "--robot", "ur5", "--plant", "twin", "--headless"]) == 2   # the Panda's twin
+    assert main(["--scenario", "twin", "--robot", "ur5", "--plant", "perturbed:x", "--headless"]) == 2

@@ -101,9 +101,27 @@ def test_replay_of_a_bad_input_is_one_line_and_writes_nothing(split, tmp_path, c
     assert main(["replay", str(tmp_path / "no_bag"), "--urdf", "panda", "--output", str(tmp_path / "p.yaml"),
                  "--quiet"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
-    # the simulator's 20 Hz configuration does not converge on the real robot's data: refused, nothing written
+    # an estimator that forgets 10 % a sample does not converge on the real robot's data: refused, nothing written
+    forgetful = tmp_path / "forgetful.yaml"
+    forgetful.write_text("estimator:\n  ros__parameters:\n    forgetting: 0.9\n")
     assert main(["replay", str(out / "bag"), "--urdf", "panda", "--output", str(tmp_path / "p.yaml"), "--urdf-out",
-                 str(tmp_path / "p.urdf"), "--config", os.path.join(ROOT, "config", "panda.yaml"), "--quiet"]) == 2
+                 str(tmp_path / "p.urdf"), "--config", str(forgetful), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "did not converge" in err[0], err
     assert not list(tmp_path.glob("p.*")) and not list(tmp_path.glob(".robodyn-*"))
+
+
+def test_replay_with_the_estimators_defaults_predicts_the_held_out_torques(split):
+    """No ``--config``: the estimator's defaults (20 Hz, the noise of each joint learnt from the data, the
+    change detector armed once converged) on the real robot's log: no payload change reported, the
+    consistent fit solved, the last 30 % predicted within 2 % (the URDF: 18 %)."""
+    from robodyn_ros.cli.main import main
+    out, held_out = split
+    assert main(["replay", str(out / "bag"), "--urdf", "panda", "--output", str(out / "default.yaml"),
+                 "--urdf-out", str(out / "default.urdf"), "--quiet"]) == 0
+    e_default, params = _prediction_error(out / "default.yaml", out / "default.urdf", held_out, coulomb_width=0.02)
+    print(f"\nGaz Panda, last 30 %: robodyn replay with the defaults {100 * e_default:.2f} %, in-sample "
+          f"{100 * params['fit']['relative_error']:.2f} %")
+    assert e_default <= 0.02
+    assert params["replay"]["payload_changes"] == 0
+    assert params["physical_consistency"]["solver_status"] == "Solve_Succeeded"

@@ -258,7 +258,7 @@ def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="comp
     ``(report, series)``."""
     from ..simulation.adaptive_loop import AdaptiveLoopConfig, twin_experiment
     from ..simulation.plant import load_plant
-    from .demo_robot import demo_robot, plant_source
+    from .demo_robot import demo_robot, plant_description, plant_source
 
     setup = demo_robot(robot)
     source = plant_source(plant, setup)
@@ -276,15 +276,6 @@ def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="comp
     report["simulated_time"] = float(duration)
     report["acceptance"] = twin_acceptance(report)
     return report, {"adapted": adapted, "nominal": nominal}
-
-
-def plant_description(plant, source):
-    """The report's words for the simulated robot."""
-    if source == "panda_twin":
-        return "panda_twin (identified from a real Panda's log)"
-    if plant.startswith("perturbed"):
-        return f"{plant} (a plausible real robot drawn around the URDF)"
-    return source
 
 
 NEVER_WORSE = 1.2    # the adapted loop's RMS and peak tracking error over any second, at most this times the nominal's

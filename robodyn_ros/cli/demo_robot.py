@@ -66,3 +66,12 @@ def plant_source(plant, robot):
     if os.path.isfile(plant):
         return os.path.abspath(plant)
     raise ModelError(f"--plant {plant}: not one of {PLANT_FORMS} (no such file)")
+
+
+def plant_description(plant, source):
+    """The report's words for the simulated robot."""
+    if source == "panda_twin":
+        return "panda_twin (identified from a real Panda's log)"
+    if plant.startswith("perturbed"):
+        return f"{plant} (a plausible real robot drawn around the URDF)"
+    return source

@@ -146,7 +146,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     :func:`robodyn_ros.cli.demo.run_twin`); returns ``(report, {"adapted", "nominal"})``."""
     from ..simulation.adaptive_loop import rms, time_to_within, window_report
     from ..simulation.plant import load_plant
-    from .demo import plant_description
+    from .demo_robot import plant_description
     from .demo_robot import demo_robot, plant_source
 
     if controller not in ("computed_torque", "slotine_li", "mpc"):

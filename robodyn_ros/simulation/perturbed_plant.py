@@ -39,7 +39,7 @@ import numpy as np
 from ..dynamics.torque_scale import joint_torque_scale
 from ..model import spatial
 from ..model.errors import ModelError
-from .plant import Plant
+from .plant_parameters import Plant
 
 
 @dataclass(frozen=True)

@@ -13,38 +13,16 @@ real robot does, with the real robot's joint-torque noise (``sensor_noise.effort
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..model.errors import ModelError
 from ..model.model import Model
+from .perturbed_plant import perturbed_plant
+from .plant_parameters import Plant
 
-
-@dataclass(frozen=True)
-class Plant:
-    """The simulated robot: ``model`` (same joints as the controllers' model), the Coulomb smoothing width
-    its friction was identified with (rad/s; None: the simulator's), its joint-torque noise (nv,) std N m
-    (None: the simulator's) and where it came from (``source``)."""
-
-    model: Model
-    coulomb_width: float | None = None
-    effort_noise: np.ndarray | None = None
-    source: str = "model"
-
-    def check_matches(self, model):
-        """ModelError unless the plant moves the same joints, in the same order, as ``model``."""
-        if tuple(self.model.joint_names) != tuple(model.joint_names):
-            raise ModelError(f"plant {self.source}: joints {', '.join(self.model.joint_names)} differ from the "
-                             f"controllers' model's {', '.join(model.joint_names)}")
-
-    def sensor_noise(self, noise):
-        """``noise`` (a SensorNoise) with the plant's joint-torque noise, when it has one."""
-        if self.effort_noise is None:
-            return noise
-        return dataclasses.replace(noise, effort=tuple(float(x) for x in self.effort_noise))
+__all__ = ["Plant", "bundled_plant_path", "load_plant", "plant_key"]
 
 
 def plant_key(model):
@@ -79,7 +57,6 @@ def load_plant(source, model, locked_joints=None):
     if isinstance(source, Model):
         plant = Plant(source, source="model")
     elif str(source).strip().startswith("perturbed"):
-        from .perturbed_plant import perturbed_plant
         kind, _, seed = str(source).strip().partition(":")
         if kind != "perturbed" or (seed and not seed.strip().lstrip("-").isdigit()):
             raise ModelError(f"plant {source}: expected perturbed or perturbed:SEED with an integer SEED")
