@@ -101,6 +101,7 @@ class BaseParameterEstimator:
         self.beta = self.beta0.copy()
         self._factor = self._P = None
         self._s2 = None if self.fixed_sigma is None else self.fixed_sigma ** 2
+        self._e2 = None                   # EW mean of the innovations' squares (nv,) over sigma_time, always kept
         self._sigma_weight = 0.0          # seconds of data in σ (up to sigma_time)
         self._t = self._t0 = None
         self._zbar = 1.0
@@ -147,12 +148,26 @@ class BaseParameterEstimator:
         return np.sqrt(np.clip(np.diag(self.P), 0.0, None))
 
     @property
+    def innovation_rms(self):
+        """RMS (rows,) of the innovations over the last ``sigma_time`` (N m; None before the first sample): with
+        a converged estimate, the noise the data show, whatever σ was configured."""
+        return None if self._e2 is None else np.sqrt(self._e2)
+
+    def sigma_too_low(self, ratio=5.0):
+        """The rows whose configured σ is below ``1/ratio`` of the innovations' RMS, after ``3 sigma_time``
+        of data (empty when σ is learnt): a σ set that low makes the estimate look unconverged forever and
+        arms no change detector."""
+        if self.fixed_sigma is None or self._e2 is None or self._t - self._t0 < 3.0 * self.sigma_time:
+            return np.zeros(0, dtype=int)
+        return np.flatnonzero(np.sqrt(self._e2) > ratio * np.maximum(self.fixed_sigma, self.sigma_floor))
+
+    @property
     def armed(self):
         """Whether the change detector is armed (converged, enough data, not resting after an alarm)."""
         if not self.detect or self._t is None:
             return False
-        return (self._t - self._t0 >= 2.0 * self.sigma_time and self._uncertainty < 0.25
-                and self._t >= self._rest_until)
+        return bool(self._t - self._t0 >= 2.0 * self.sigma_time and self._uncertainty < 0.25
+                    and self._t >= self._rest_until)
 
     # ----------------------------------------------------------------------------------------- update
     def update(self, t, Y, tau, extra_variance=None):
@@ -202,9 +217,13 @@ class BaseParameterEstimator:
     def _learn_sigma(self, e, dt, extra=0.0):
         """σ² ← exponentially weighted mean of the innovations' squares over ``sigma_time`` (module docstring),
         each row counting ``σ² / (σ² + extra)``: rows the model cannot predict tell little about the noise."""
+        e2 = e * e
+        if self._e2 is None:
+            self._e2 = e2.copy()
+        else:
+            self._e2 += (1.0 - np.exp(-dt / self.sigma_time)) * (e2 - self._e2)
         if self.fixed_sigma is not None:
             return
-        e2 = e * e
         if self._s2 is None:
             self._s2 = e2.copy()
             return

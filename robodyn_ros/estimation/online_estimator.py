@@ -671,6 +671,14 @@ class OnlineEstimator:
             if t is not None and 0.0 <= t - t_change <= 1.0:
                 notes.append(f"payload change detected at t = {t_change:.3f} s (mass before {mass_before:.3f} kg, "
                              f"now {float(pi[0]):.3f} kg)")
+        if self.base is not None:
+            low = self.base_estimator.sigma_too_low()
+            if len(low):
+                rms = self.base_estimator.innovation_rms
+                level = "WARN"
+                notes.append("torque noise set far below what the data show (" + ", ".join(
+                    f"{self.model.joint_names[j]} {self.base_estimator.sigma[j]:.3g} N m, residual {rms[j]:.3g}"
+                    for j in low) + "): leave effort_noise unset to learn it")
         repeated = repeated_change_note(self.payload_events, t, self.config["change_alarms.count"],
                                         self.config["change_alarms.window"])
         if repeated is not None:
