@@ -1,10 +1,12 @@
 """`robodyn config URDF`: a parameter file for a robot that is not bundled, which every node, the launch files
 and the in-process bringup accept (also as robot:=PATH), with a home inside the limits (a floor-plane home
 reported), settings within the limits and gains scaled to the robot; on two arms of example-robot-data."""
+import importlib.util
 import os
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -131,11 +133,82 @@ def test_locked_joints_reach_every_node(tmp_path):
                                 "wrist_2_joint")
 
 
+# ------------------------------------------------------------------- the launch file's node actions
+LAUNCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launch")
+
+
+class _Recorder:   # launch / launch_ros stand-ins: record how they are called
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+class _LaunchConfiguration:
+    values = {}
+
+    def __init__(self, name):
+        self.name = name
+
+    def perform(self, context):
+        return context[self.name]
+
+
+def _stub_modules():
+    launch = types.ModuleType("launch")
+    launch.LaunchDescription = lambda entities: list(entities)
+    actions = types.ModuleType("launch.actions")
+    actions.DeclareLaunchArgument = type("DeclareLaunchArgument", (_Recorder,), {})
+    actions.OpaqueFunction = type("OpaqueFunction", (_Recorder,), {})
+    actions.ExecuteProcess = type("ExecuteProcess", (_Recorder,), {})
+    substitutions = types.ModuleType("launch.substitutions")
+    substitutions.LaunchConfiguration = _LaunchConfiguration
+    launch_ros = types.ModuleType("launch_ros")
+    launch_ros.__path__ = []
+    ros_actions = types.ModuleType("launch_ros.actions")
+    ros_actions.LifecycleNode = type("LifecycleNode", (_Recorder,), {})
+    ros_actions.Node = type("Node", (_Recorder,), {})
+    ros_substitutions = types.ModuleType("launch_ros.substitutions")
+    ros_substitutions.ExecutableInPackage = type("ExecutableInPackage", (_Recorder,), {})
+    launch.__path__ = []
+    return {"launch": launch, "launch.actions": actions, "launch.substitutions": substitutions,
+            "launch_ros": launch_ros, "launch_ros.actions": ros_actions, "launch_ros.substitutions": ros_substitutions}
+
+
+def launched_actions(launch, **arguments):
+    """Execute ``launch/<launch>.launch.py`` with recording stand-ins; the actions its OpaqueFunction
+    returns for ``arguments`` (defaults from its DeclareLaunchArgument)."""
+    saved = {name: sys.modules.get(name) for name in _stub_modules()}
+    sys.modules.update(_stub_modules())
+    try:
+        spec = importlib.util.spec_from_file_location(f"launch_{launch}", os.path.join(LAUNCH_DIR, f"{launch}.launch.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        description = module.generate_launch_description()
+        declared = {a.args[0]: a.kwargs.get("default_value") for a in description
+                    if type(a).__name__ == "DeclareLaunchArgument"}
+        opaque = [a for a in description if type(a).__name__ == "OpaqueFunction"]
+        assert len(opaque) == 1
+        return opaque[0].kwargs["function"]({**declared, **arguments})
+    finally:
+        for name, mod in saved.items():
+            if mod is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = mod
+
+
+def _launch_parameters(node_action):
+    """What ``ros2 launch`` gives the node: the params file's entries for its name, then the dicts."""
+    values = {}
+    for item in node_action.kwargs["parameters"]:
+        values.update(load_params_yaml(item, node_action.kwargs["name"]) if isinstance(item, str) else item)
+    return values
+
+
 def test_robot_path_in_node_arguments_and_launch_files(tmp_path):
     """-p robot:=FILE.yaml is read as a --params-file given first (explicit files and -p override it); robot:=URDF
-    as the file robodyn config writes; the launch files and the bringup take the same (test_launch_files'
-    stand-ins run the real launch file)."""
-    from test_launch_files import _launch_parameters, launched_actions
+    as the file robodyn config writes; the launch files and the bringup take the same (the real launch file run
+    with recording stand-ins of launch and launch_ros: which parameters it hands each node; test_ros2_workspace.py
+    runs it with ros2 launch)."""
 
     path = write_config(tmp_path, "ur10", "--home", UR10_HOME)
     argv = prepare_arguments("simulator", ["--ros-args", "-p", f"robot:={path}", "-p", "rate:=500.0"], str(tmp_path))
