@@ -34,7 +34,9 @@ import yaml
 from robodyn_ros.ros import ros2_cli as cli
 
 MISSING = cli.missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"the ROS 2 command line is not available: {MISSING}")
+# one worker runs the tests that start many processes, one after another (setup.cfg: --dist loadgroup)
+pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"the ROS 2 command line is not available: {MISSING}"),
+              pytest.mark.xdist_group("processes")]
 
 README = os.path.join(cli.CHECKOUT, "README.md")
 VERB_FLAGS = ["--no-daemon", "--spin-time", "3"]  # no daemon left behind; discovery time for a loaded machine

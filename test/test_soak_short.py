@@ -39,6 +39,9 @@ import pytest
 
 from robodyn_ros.benchmarks import soak
 
+# one worker runs the tests that start many processes, one after another (setup.cfg: --dist loadgroup)
+pytestmark = pytest.mark.xdist_group("processes")
+
 pytest.importorskip("rclpy")
 TRACKING_BOUND = 0.5       # rad, see the module docstring
 PAYLOAD_TRUE_MASS = 2.0    # kg, config/panda.yaml's payload, attached at simulated t = soak.PAYLOAD_ATTACH_TIME

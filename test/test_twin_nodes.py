@@ -7,6 +7,8 @@ paired run without any estimate (same noise) is the reference: tracking with ada
 better, the payload found within 5 % within 3 s, every command finite. The same with the mpc node."""
 import time
 
+import pytest
+
 from robodyn_ros.cli.demo_twin_nodes import run_twin_nodes
 
 PRINTED = ("tracking_rms_nominal", "tracking_rms_adapted", "tracking_ratio", "payload_mass_estimated",
@@ -19,6 +21,7 @@ def _print_report(report):
     print("\n" + ", ".join(f"{k} {report[k]}" for k in PRINTED))
 
 
+@pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
 def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
     report, _ = run_twin_nodes(duration=10.0, attach_time=6.0, controller="computed_torque")
     _print_report(report)
@@ -32,6 +35,7 @@ def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
 
 
 
+@pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
 def test_mpc_node_adapts_to_the_twin_over_dds():
     """The same with the mpc node (``output: commands``, 100 Hz RTI solves, ``use_base_parameters``): the gated
     consistent parameters reach its NLP live; the issue's bound for the MPC is a ratio of 3."""
