@@ -172,3 +172,35 @@ def test_estimator_returns_to_what_it_knew_when_its_estimate_diverges():
           f"{error:.1f} against the URDF's {nominal:.1f}")
     assert est.base_estimator.rollbacks >= 1
     assert error < 0.5 * nominal
+
+
+def test_a_detected_change_can_put_back_the_nominal_parameters_and_a_payload_is_taken_as_a_point_mass():
+    """The gate forgets its window on a change; asked to (the MPC's ``nominal_on_change``) it applies the nominal
+    parameters until an estimate of the changed robot is accepted. A payload estimate reaches the controllers as
+    its mass and centre of mass (the rotational inertia about the centre, which short data determine worst,
+    left out): the same mass and first moment, a physical point mass."""
+    from robodyn_ros.control.parameter_gate import ParameterGate
+    from robodyn_ros.identification.payload import payload_as_point_mass
+    rng = np.random.default_rng(1)
+    beta_nominal, beta_true = np.ones(4), np.array([1.5, 0.5, 2.0, 1.0])
+    gate = ParameterGate(beta_nominal, window=200, fresh=20)
+    for _ in range(40):
+        Y = rng.normal(size=(2, 4))
+        gate.observe(Y, Y @ beta_true + rng.normal(0.0, 0.01, 2))
+    assert gate.offer(beta_true).status == "unconverged"
+    for _ in range(25):
+        Y = rng.normal(size=(2, 4))
+        gate.observe(Y, Y @ beta_true + rng.normal(0.0, 0.01, 2))
+    assert gate.offer(beta_true).status == "accepted" and np.array_equal(gate.applied, beta_true)
+    gate.clear_window()
+    assert np.array_equal(gate.applied, beta_true) and len(gate._Y) == 0
+    gate.clear_window(nominal=True)
+    assert np.array_equal(gate.applied, beta_nominal) and gate.applied_tag is None
+    assert gate.counts["fallback_nominal"] == 1
+    pi = np.array([2.0, 0.02, -0.01, 0.24, 0.05, 0.001, 0.04, -0.002, 0.003, 0.02])
+    point = payload_as_point_mass(pi)
+    np.testing.assert_array_equal(point[:4], pi[:4])
+    c = pi[1:4] / pi[0]
+    np.testing.assert_allclose(point[4:], 2.0 * np.array([c[1] ** 2 + c[2] ** 2, -c[0] * c[1], c[0] ** 2 + c[2] ** 2,
+                                                          -c[0] * c[2], -c[1] * c[2], c[0] ** 2 + c[1] ** 2]))
+    assert not np.any(payload_as_point_mass(np.r_[-0.5, np.zeros(9)]))

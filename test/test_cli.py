@@ -96,7 +96,8 @@ def test_top_level_help_lists_every_command():
     assert not any(mark in out for mark in SPHINX), out
 
 
-@pytest.mark.parametrize("command", ["info", "config", "record", "identify", "replay", "node", "bench"])
+@pytest.mark.parametrize("command", ["info", "config", "excite", "demo", "record", "identify", "replay", "node",
+                                     "bench"])
 def test_command_help_is_plain_text(command):
     out = _help(command)
     assert f"usage: robodyn {command}" in out

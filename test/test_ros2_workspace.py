@@ -273,9 +273,20 @@ class Listener:
         from robodyn_ros.ros.entities import take_pending
         return [np.array(m.data) for m in take_pending(self.commands, 1000)]
 
-    def close(self):
-        self.node.destroy_node()
-        self.context.try_shutdown()
+    def close(self, timeout=20.0):
+        """Destroy the node and its context, in a thread given ``timeout`` s: destroying a publisher of this
+        node once blocked for good in rclpy (Publisher.destroy, at the end of a test whose launch had
+        stopped), which hung the whole test run; a listener that cannot be closed is left to the process's
+        exit instead."""
+        import threading
+
+        def close():
+            self.node.destroy_node()
+            self.context.try_shutdown()
+
+        closer = threading.Thread(target=close, daemon=True)
+        closer.start()
+        closer.join(timeout)
 
 
 def stopped_cleanly(run, how, nodes, launch_dies=False):

@@ -1,8 +1,7 @@
-"""``robodyn excite --urdf URDF --output TRAJ.csv [--period S] [--harmonics K] [--plot PNG]``: an
-optimised periodic exciting trajectory for identification (minimum condition number of the base-parameter
-regressor, :mod:`robodyn_ros.identification.excitation`) within the URDF's position, velocity and effort
-limits with a margin, starting and ending at rest, that keeps the whole arm clear of the floor and of
-itself.
+"""robodyn excite --urdf URDF --output TRAJ.csv: an optimised periodic exciting trajectory for
+identification (minimum condition number of the base-parameter regressor, robodyn_ros.identification.excitation)
+within the URDF's position, velocity and effort limits with a margin, starting and ending at rest, that
+keeps the whole arm clear of the floor and of itself.
 
 The arm is modelled by capsules bounding the URDF's collision geometry (links without any: capsules of
 ``--link-radius`` on their frames; the bundled robots carry capsules fitted to their original meshes).

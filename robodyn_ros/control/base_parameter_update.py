@@ -20,7 +20,10 @@ parameters stay applied (``rollbacks`` counts the verdicts). A payload estimate 
 estimator's ``payload_reference: before_change``: the load explaining the torque residual of the estimate held
 before the change) becomes the candidate ``β_before + K_body π_p`` (``β_before`` the parameters applied when
 the payload appeared, ``K_body`` the columns of ``β = K π`` of its body), a second source of candidates for the
-same gate; the window is cleared when a payload appears or goes (the robot changed).
+same gate; the window is cleared when a payload appears or goes (the robot changed). With
+``nominal_on_change`` (the MPC) the nominal parameters are applied again until a candidate of the changed robot
+is accepted: on the Panda twin the MPC with the estimate of the robot before a 2 kg payload tracked the wrist
+2.5 times worse than with the nominal model in the half second before the payload's candidate was accepted.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ..identification.base_parameters import full_parameters
+from ..identification.payload import payload_as_point_mass
 from ..identification.signal_filters import CausalButterworthFilter
 from .base_parameter_control import BaseParameterDynamics, InertiaPlausibility
 from .consistent_parameters import ConsistentParameters
@@ -118,7 +122,7 @@ class BaseParameterUpdate:
 
     def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_every=10,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
-                 worker=None):
+                 worker=None, nominal_on_change=False):
         self.model, self.base = model, base
         self.dynamics = BaseParameterDynamics(model, base)
         self.beta_nominal = base.from_full(full_parameters(model))
@@ -128,6 +132,7 @@ class BaseParameterUpdate:
         self.payload_min_mass = float(payload_min_mass)
         self.consistent_period, self.consistent_latency = float(consistent_period), float(consistent_latency)
         self.deterministic = bool(deterministic)
+        self.nominal_on_change = bool(nominal_on_change)
         self.gate = ParameterGate(self.beta_nominal, window=window, fresh=fresh, weighting=mass_matrix_weighting(model),
                                   friction_indices=friction_indices(base),
                                   plausibility=InertiaPlausibility(self.dynamics, self.beta_nominal))
@@ -242,7 +247,8 @@ class BaseParameterUpdate:
         self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
 
     def set_payload(self, body, pi_p):
-        """A payload estimate π_p (10,) on ``body`` (about its frame): the candidate of the next offers. A
+        """A payload estimate π_p (10,) on ``body`` (about its frame): the candidate of the next offers, as a point
+        mass (:func:`~robodyn_ros.identification.payload.payload_as_point_mass`). A
         payload appearing (mass crossing ``payload_min_mass``) freezes ``β_before`` and clears the window; one
         going away drops the candidate and clears it too."""
         mass = float(pi_p[0])
@@ -251,7 +257,7 @@ class BaseParameterUpdate:
             if not had:
                 self.beta_before, self._theta_before = self.gate.applied.copy(), self.theta.copy()
                 self._clear_window()
-            self.payload = (self.base.K[:, 10 * body:10 * body + 10], np.asarray(pi_p, dtype=float), body)
+            self.payload = (self.base.K[:, 10 * body:10 * body + 10], payload_as_point_mass(pi_p), body)
         elif had:
             self.beta_before = self.payload = None
             self._clear_window()
@@ -259,6 +265,7 @@ class BaseParameterUpdate:
     def _clear_window(self):
         """The robot changed: the gate forgets its samples, and takes none while the filter responds to the
         change (its settling time)."""
-        self.gate.clear_window()
+        self.gate.clear_window(nominal=self.nominal_on_change)
+        self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
         if self.t is not None:
             self._observe_from = self.t + self.settle_time

@@ -107,14 +107,15 @@ def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=None, coulomb
 def payload_candidate(estimator, beta_before, mass_std_limit=0.05):
     """``(β, P, π_p)``: ``beta_before`` (the parameters applied before the change) plus the estimator's payload
     (its RLS on the residual of the estimate before the change) made physical (as the estimator node publishes
-    it, :func:`~robodyn_ros.identification.payload.physical_payload`), ``β_before + K_last π_p`` with ``P =
+    it, :func:`~robodyn_ros.identification.payload.physical_payload`) and taken as a point mass
+    (:func:`~robodyn_ros.identification.payload.payload_as_point_mass`), ``β_before + K_last π_p`` with ``P =
     K_last P_p K_lastᵀ``, once the payload mass is known to ``mass_std_limit`` kg; else None."""
-    from ..identification.payload import physical_payload
+    from ..identification.payload import payload_as_point_mass, physical_payload
     rls = estimator.payload_rls
     if beta_before is None or not estimator.payload_references or rls.std[0] > mass_std_limit:
         return None
     K = estimator.base.K[:, estimator.last_body_columns]
-    pi_p = physical_payload(estimator.payload_parameters())
+    pi_p = payload_as_point_mass(physical_payload(estimator.payload_parameters()))
     return beta_before + K @ pi_p, K @ rls.P @ K.T, pi_p
 
 
@@ -259,7 +260,9 @@ class AdaptiveLoop:
                 events = len(est.payload_references)
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
-                gate.clear_window()        # and the filtered samples of the change itself are no robot's
+                # and the filtered samples of the change itself are no robot's; the MPC goes back to the nominal
+                # parameters until the changed robot's are accepted (BaseParameterUpdate's nominal_on_change)
+                gate.clear_window(nominal=c.controller == "mpc")
                 observe_from = meas.t + est.settle_time
             if k % every or est.base_started_at is None:
                 continue

@@ -8,11 +8,12 @@ every body's inertia, every joint's rotor inertia and friction, and the joint-to
 
 * **Link inertias.** Mass ×U(0.75, 1.3); centre of mass moved by up to 25 % of the body's radius of
   gyration ``sqrt(tr(I_c) / m)`` (at most 3 cm) in a random direction; principal moments of ``I_c``
-  ×U(0.7, 1.4) each and its principal axes turned by up to 10°, then the triangle inequality enforced:
-  every body stays physically consistent (mass > 0, ``I_c`` positive definite, ``I_1 <= I_2 + I_3``).
+  ×U(0.7, 1.4) each and its principal axes turned by up to 10°, then the triangle inequality enforced
+  strictly (the smallest moment raised to at least ``I_max - I_mid + 0.02 I_max``): every body stays
+  physically consistent (mass > 0, a positive definite pseudo-inertia, ``I_1 < I_2 + I_3``).
   Source: the real Panda. The bundled Panda URDF predicts the torques measured on a real Panda (Gaz et al.
   2019, the log the Panda twin is identified from) with 18.2 % relative error; these ranges give plants that
-  the nominal model predicts with 10-30 % error on a moderate trajectory (``plant_prediction_error``).
+  the nominal model predicts with 10-35 % error on a moderate trajectory (``plant_prediction_error``).
 * **Rotor inertia (armature)**, ``k_r² I_m`` of geared joints: U(1e-4, 1e-3) kg m² per N m of the joint's
   effort limit (a UR5-class arm: 0.015-0.15 kg m² at the 150 N m joints, 0.003-0.03 at the 28 N m
   wrists); URDFs almost never carry it.
