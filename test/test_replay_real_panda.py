@@ -124,4 +124,4 @@ def test_replay_with_the_estimators_defaults_predicts_the_held_out_torques(split
           f"{100 * params['fit']['relative_error']:.2f} %")
     assert e_default <= 0.02
     assert params["replay"]["payload_changes"] == 0
-    assert params["physical_consistency"]["solver_status"] == "Solve_Succeeded"
+    assert params["physical_consistency"]["solver_status"] in ("Solve_Succeeded", "Solved_To_Acceptable_Level")

@@ -25,8 +25,9 @@ with ``W_k = diag(1 / σ_j²)`` at sample k and ``P = A⁻¹`` the covariance. T
   ``change_time`` seconds exceeds ``change_ratio``, i.e. the residual variance stayed several times its
   learnt level for longer than a velocity reversal lasts (a payload is a persistent torque; the brief residual
   of friction the model does not capture exactly at each reversal of a periodic motion is not). The detector
-  is armed once the estimate has converged (the torque it predicts is uncertain by less than half its noise,
-  ``diag(Y P Yᵀ) < σ² / 4`` on average, and ``2 sigma_time`` of data has arrived), and rests ``change_time``
+  is armed once the estimate has converged (the torque it predicts is uncertain by less than its noise
+  over √2, ``diag(Y P Yᵀ) < σ² / 2`` on average, and ``2 sigma_time`` of data has arrived; at ``σ² / 4`` the
+  Panda's demo motion armed it only after 7 s, too late for a payload at 7.5 s), and rests ``change_time``
   after an alarm. An alarm adds ``boost_variance`` to the covariance of the parameters a payload moves
   (``boost_indices``; Woodbury's identity on A) so they re-converge, the others keep what they learnt.
 
@@ -59,6 +60,9 @@ class EstimatorUpdate:
     accepted: bool
     nis: float
     change_detected: bool
+
+
+ARMED_UNCERTAINTY = 0.5    # mean diag(Y P Yᵀ) / σ² below which the change detector is armed (docstring)
 
 
 class BaseParameterEstimator:
@@ -166,7 +170,7 @@ class BaseParameterEstimator:
         """Whether the change detector is armed (converged, enough data, not resting after an alarm)."""
         if not self.detect or self._t is None:
             return False
-        return bool(self._t - self._t0 >= 2.0 * self.sigma_time and self._uncertainty < 0.25
+        return bool(self._t - self._t0 >= 2.0 * self.sigma_time and self._uncertainty < ARMED_UNCERTAINTY
                     and self._t >= self._rest_until)
 
     # ----------------------------------------------------------------------------------------- update
