@@ -25,9 +25,10 @@ with ``W_k = diag(1 / σ_j²)`` at sample k and ``P = A⁻¹`` the covariance. T
   ``change_time`` seconds exceeds ``change_ratio``, i.e. the residual variance stayed several times its
   learnt level for longer than a velocity reversal lasts (a payload is a persistent torque; the brief residual
   of friction the model does not capture exactly at each reversal of a periodic motion is not). The detector
-  is armed once the estimate has converged (the torque it predicts is uncertain by less than its noise
-  over √2, ``diag(Y P Yᵀ) < σ² / 2`` on average, and ``2 sigma_time`` of data has arrived; at ``σ² / 4`` the
-  Panda's demo motion armed it only after 7 s, too late for a payload at 7.5 s), and rests ``change_time``
+  is armed once the estimate has converged (the torque it predicts is uncertain by less than its noise,
+  ``diag(Y P Yᵀ) < σ²`` on average, and ``2 sigma_time`` of data has arrived; ``z`` is normalised by that
+  uncertainty too; at ``σ² / 4`` the demo motion of perturbed Pandas in the closed loop armed it after more
+  than 7.5 s, too late for the demo's payload), and rests ``change_time``
   after an alarm. An alarm adds ``boost_variance`` to the covariance of the parameters a payload moves
   (``boost_indices``; Woodbury's identity on A) so they re-converge, the others keep what they learnt.
 
@@ -62,7 +63,7 @@ class EstimatorUpdate:
     change_detected: bool
 
 
-ARMED_UNCERTAINTY = 0.5    # mean diag(Y P Yᵀ) / σ² below which the change detector is armed (docstring)
+ARMED_UNCERTAINTY = 1.0    # mean diag(Y P Yᵀ) / σ² below which the change detector is armed (docstring)
 
 
 class BaseParameterEstimator:
