@@ -26,9 +26,10 @@ with ``W_k = diag(1 / σ_j²)`` at sample k and ``P = A⁻¹`` the covariance. T
   learnt level for longer than a velocity reversal lasts (a payload is a persistent torque; the brief residual
   of friction the model does not capture exactly at each reversal of a periodic motion is not). The detector
   is armed once the estimate has converged (the torque it predicts is uncertain by less than its noise,
-  ``diag(Y P Yᵀ) < σ²`` on average, and ``2 sigma_time`` of data has arrived; ``z`` is normalised by that
-  uncertainty too; at ``σ² / 4`` the demo motion of perturbed Pandas in the closed loop armed it after more
-  than 7.5 s, too late for the demo's payload), and rests ``change_time``
+  ``diag(Y P Yᵀ) < σ²`` for the median joint, and ``2 sigma_time`` of data has arrived; ``z`` is normalised by
+  that uncertainty too. With ``σ² / 4``, or the mean over the joints, in which a light wrist with a tiny σ
+  dominates, the demo motion of perturbed Pandas armed it after the demo's payload at 7.5 s), and rests
+  ``change_time``
   after an alarm. An alarm adds ``boost_variance`` to the covariance of the parameters a payload moves
   (``boost_indices``; Woodbury's identity on A) so they re-converge, the others keep what they learnt.
 
@@ -63,7 +64,7 @@ class EstimatorUpdate:
     change_detected: bool
 
 
-ARMED_UNCERTAINTY = 1.0    # mean diag(Y P Yᵀ) / σ² below which the change detector is armed (docstring)
+ARMED_UNCERTAINTY = 1.0    # median diag(Y P Yᵀ) / σ² below which the change detector is armed (docstring)
 
 
 class BaseParameterEstimator:
@@ -243,7 +244,7 @@ class BaseParameterEstimator:
     def _detect(self, z, relative_uncertainty, dt):
         """The change detector's statistic and decision (module docstring)."""
         w = 1.0 - np.exp(-dt / self.sigma_time) if dt > 0 else 0.0
-        self._uncertainty += w * (float(np.mean(relative_uncertainty)) - self._uncertainty)
+        self._uncertainty += w * (float(np.median(relative_uncertainty)) - self._uncertainty)
         if not self.armed:
             self._zbar = 1.0
             return False
