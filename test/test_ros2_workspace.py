@@ -173,12 +173,25 @@ def node_names(env, expected):
     return names
 
 
-def node_topics(env, node):
-    """``({subscribed topic: type}, {published topic: type})`` of ``ros2 node info /node``."""
+def node_topics(env, node, want_sub=None, want_pub=None):
+    """``({subscribed topic: type}, {published topic: type})`` of ``ros2 node info /node``, asked again until
+    it lists ``want_sub`` and ``want_pub`` (the graph's discovery lags on a loaded machine) or ``CALL`` s pass."""
     def attempt():
         result = verb(env, f"ros2 node info /{node}")
-        return result.stdout if "Publishers:" in result.stdout else Attempt(result.stdout + result.stderr)
-    text = until(attempt, CALL, f"ros2 node info /{node}")
+        if "Publishers:" not in result.stdout:
+            return Attempt(result.stdout + result.stderr)
+        subscribed, published = _node_info_sections(result.stdout)
+        if (want_sub or {}).items() <= subscribed.items() and (want_pub or {}).items() <= published.items():
+            return result.stdout
+        return Attempt(result.stdout)
+    try:
+        text = until(attempt, CALL, f"ros2 node info /{node}")
+    except AssertionError as exc:      # what it listed last, for the caller's assertion to show
+        text = getattr(exc, "last", None) or verb(env, f"ros2 node info /{node}").stdout
+    return _node_info_sections(text)
+
+
+def _node_info_sections(text):
     sections = {}
     current = None
     for line in text.splitlines():
@@ -226,6 +239,8 @@ class Listener:
     deserialised, best effort) taken since the last call; ``last_commands()``: the commands waiting in a
     reliable keep-last queue (the controller waits for this listener to acknowledge its last command)."""
 
+    made = 0
+
     def __init__(self, domain_id, topics=("/joint_states", COMMANDS)):
         import rclpy
         from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -234,7 +249,9 @@ class Listener:
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node("test_listener", context=self.context)
+        # a name of its own: a listener whose close timed out must not share a name with the next one
+        Listener.made += 1
+        self.node = rclpy.create_node(f"test_listener_{os.getpid()}_{Listener.made}", context=self.context)
         types = {"/joint_states": JointState, COMMANDS: Float64MultiArray}
         best_effort = QoSProfile(depth=5000, reliability=ReliabilityPolicy.BEST_EFFORT)
         self.raw = {t: self._polled(types[t], t, best_effort, raw=True) for t in topics}
@@ -368,7 +385,7 @@ def test_simulation_launch_for_panda_with_the_readme_verbs(workspace, domain, tm
             wait_active(env, NODES["simulation"])
             node_names(env, NODES["simulation"])
             for node in NODES["simulation"]:       # the README's node table, with the types
-                subscribed, published = node_topics(env, node)
+                subscribed, published = node_topics(env, node, *TABLE[node])
                 want_sub, want_pub = TABLE[node]
                 assert want_sub.items() <= subscribed.items(), (node, subscribed)
                 assert want_pub.items() <= published.items(), (node, published)
