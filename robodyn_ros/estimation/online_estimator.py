@@ -46,7 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..identification.base_parameters import compute_base_parameters, full_parameters, smooth_sign
-from ..identification.payload import PayloadChangeDetector, body_parameter_change, physical_payload
+from ..identification.payload import (PayloadChangeDetector, body_parameter_change, physical_payload,
+                                      point_mass_parameters)
 from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..identification.signal_filters import CausalButterworthFilter
 from ..kernels import compile_kernels
@@ -173,16 +174,6 @@ def _positive_list(name, value):
     if array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(array <= 0.0):
         raise ValueError(f"estimator parameter {name}: {value!r} is not a list of finite positive numbers")
     return [float(x) for x in array]
-
-
-def point_mass_parameters(m, mc):
-    """Inertial parameters (10,) of a point mass ``m`` with first moment ``mc`` (3,) = m c, about the frame
-    origin (Pinocchio's order ``[m, mcx, mcy, mcz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]``): ``I = m (|c|^2 1 - c c^T)``."""
-    if abs(m) < 1e-9:
-        return np.zeros(10)
-    c = np.asarray(mc, dtype=float) / m
-    I = m * (c @ c * np.eye(3) - np.outer(c, c))
-    return np.array([m, *(m * c), I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
 
 
 def payload_prior_variance(mass_std, length=0.2):

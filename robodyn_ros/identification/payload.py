@@ -149,19 +149,24 @@ def physical_payload(pi, min_mass=0.0):
     return projected if projected[0] > 0 else np.zeros(10)
 
 
-def payload_as_point_mass(pi):
-    """The payload (10,) a controller takes from an estimate ``pi`` (10,): its mass and centre of mass as a point
-    mass, ``I = m (|c|² 1 - c cᵀ)`` about the body frame. The rotational inertia about the centre of mass is what
-    a few hundred milliseconds of joint torques determine worst; taken from such an estimate it made the
-    Panda twin's wrist oscillate under the MPC (0.09 rad for half a second), while a load's own inertia is a
-    small part of the wrist's (a 2 kg, 10 cm box: 0.003 kg m²). Zeros for a massless ``pi``."""
-    pi = np.asarray(pi, dtype=float)
-    m = float(pi[0])
-    if m <= 0.0:
+def point_mass_parameters(m, mc):
+    """Inertial parameters (10,) of a point mass ``m`` with first moment ``mc`` (3,) = m c, about the frame
+    origin (Pinocchio's order ``[m, mcx, mcy, mcz, Ixx, Ixy, Iyy, Ixz, Iyz, Izz]``): ``I = m (|c|^2 1 - c c^T)``."""
+    if abs(m) < 1e-9:
         return np.zeros(10)
-    c = pi[1:4] / m
+    c = np.asarray(mc, dtype=float) / m
     I = m * (c @ c * np.eye(3) - np.outer(c, c))
     return np.array([m, *(m * c), I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
+
+
+def payload_as_point_mass(pi):
+    """The payload (10,) a controller takes from an estimate ``pi`` (10,): its mass and centre of mass as a point
+    mass (:func:`point_mass_parameters`). The rotational inertia about the centre of mass is what a few hundred
+    milliseconds of joint torques determine worst; taken from such an estimate it made the Panda twin's wrist
+    oscillate under the MPC (0.09 rad for half a second), while a load's own inertia is a small part of the
+    wrist's (a 2 kg, 10 cm box: 0.003 kg m²). Zeros for a massless ``pi``."""
+    pi = np.asarray(pi, dtype=float)
+    return point_mass_parameters(pi[0], pi[1:4]) if pi[0] > 0.0 else np.zeros(10)
 
 
 def body_parameter_change(base, beta_before, beta_after, body):
