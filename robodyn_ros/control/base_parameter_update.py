@@ -154,6 +154,10 @@ class BaseParameterUpdate:
         self._observe_from = -np.inf   # no samples before this time (the filter's response to a change)
         self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), keep_all=self.deterministic)
 
+    def _applied_theta(self):
+        """θ of the gate's applied parameters (the nominal θ when the nominal parameters are applied)."""
+        return self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
+
     def close(self):
         """Stop the worker thread."""
         self.worker.close()
@@ -213,7 +217,7 @@ class BaseParameterUpdate:
                 decision = payload_decision
         if decision is None:         # no consistent set yet: nothing to judge
             decision = self.gate._decide("unconverged", why="no consistent parameter set fitted yet")
-        self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
+        self.theta = self._applied_theta()
         return decision
 
     def waiting_reason(self):
@@ -244,7 +248,7 @@ class BaseParameterUpdate:
         """The controller could not use the applied parameters (an MPC unsound with them): back to the ones
         applied before."""
         self.gate.revoke()
-        self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
+        self.theta = self._applied_theta()
 
     def set_payload(self, body, pi_p):
         """A payload estimate π_p (10,) on ``body`` (about its frame): the candidate of the next offers, as a point
@@ -266,6 +270,6 @@ class BaseParameterUpdate:
         """The robot changed: the gate forgets its samples, and takes none while the filter responds to the
         change (its settling time)."""
         self.gate.clear_window(nominal=self.nominal_on_change)
-        self.theta = self.theta_nominal.copy() if self.gate.applied_tag is None else self.gate.applied_tag.copy()
+        self.theta = self._applied_theta()
         if self.t is not None:
             self._observe_from = self.t + self.settle_time
