@@ -8,6 +8,8 @@ payload from joint torques within 5 % in 3 s, and the non-finite commands; --jso
     python benchmarks/adaptation_sweep.py                          # panda, ur5, iiwa; 10 plants; all controllers
     python benchmarks/adaptation_sweep.py --robots ur5 --controllers mpc --plants 3 --jobs 2
     python benchmarks/adaptation_sweep.py --plant twin --robots panda   # the Panda twin instead
+    python benchmarks/adaptation_sweep.py --plants 5 --first-plant 5 --json b.json    # seeds 5 .. 9
+    python benchmarks/adaptation_sweep.py --summarise a.json b.json    # one table from runs saved with --json
 """
 from __future__ import annotations
 
@@ -46,17 +48,54 @@ def summarise(reports):
             "non_finite_commands": int(sum(r["non_finite_commands"] for r in reports))}
 
 
+def print_table(groups):
+    """The Markdown table of runs grouped by (robot, controller)."""
+    print("| robot | controller | runs | tracking ratio: median | worst | >= 3 | never worse (<= 1.2 x any second) "
+          "| payload within 5 % in 3 s | non-finite commands |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (robot, controller), reports in groups.items():
+        s = summarise(reports)
+        print(f"| {robot} | {controller} | {s['runs']} | {s['median_ratio']:.1f} | {s['worst_ratio']:.1f} | "
+              f"{s['ratio_at_least_3']}/{s['runs']} | {s['never_worse']}/{s['runs']} (worst "
+              f"{s['worst_window_ratio']:.2f}) | {s['payload_within_5_percent_in_3_s']}/{s['runs']} | "
+              f"{s['non_finite_commands']} |")
+
+
+def print_saved(paths):
+    """The table of the runs in JSON files written by --json; a plant run twice counts once (the last)."""
+    runs = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                saved = json.load(fh)
+        except (OSError, ValueError) as exc:
+            print(f"adaptation_sweep: {path}: not a report file written by --json ({exc})", file=sys.stderr)
+            return 2
+        for report in saved:
+            runs[(report["robot"], report["controller"], report["plant"])] = report
+    groups = {}
+    for (robot, controller, _), report in runs.items():
+        groups.setdefault((robot, controller), []).append(report)
+    print_table(dict(sorted(groups.items())))
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--robots", nargs="+", default=["panda", "ur5", "iiwa"])
     p.add_argument("--controllers", nargs="+", default=list(CONTROLLERS), choices=CONTROLLERS)
-    p.add_argument("--plants", type=int, default=10, help="seeds 0 .. N-1 of perturbed:SEED")
+    p.add_argument("--plants", type=int, default=10, help="N plants: seeds K .. K+N-1 of perturbed:SEED")
+    p.add_argument("--first-plant", type=int, default=0, help="K, the first seed (default 0)")
     p.add_argument("--plant", help="one plant for every robot instead (e.g. twin)")
     p.add_argument("--duration", type=float, default=15.0)
     p.add_argument("--jobs", type=int, default=1, help="processes in parallel")
     p.add_argument("--json", help="write every run's report here")
+    p.add_argument("--summarise", nargs="+", metavar="JSON", help="print the table of runs saved with --json; run nothing")
     args = p.parse_args(argv)
-    plants = [args.plant] if args.plant else [f"perturbed:{s}" for s in range(args.plants)]
+    if args.summarise:
+        return print_saved(args.summarise)
+    plants = [args.plant] if args.plant else [f"perturbed:{s}" for s in
+                                              range(args.first_plant, args.first_plant + args.plants)]
     jobs = [(robot, plant, controller) for robot in args.robots for controller in args.controllers for plant in plants]
     results = {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -69,16 +108,8 @@ def main(argv=None):
                   f"{report['payload_time_to_5_percent']} s  changes {len(report['payload_changes_detected'])}  "
                   f"({report['sweep_wall_seconds']} s)", flush=True)
     print()
-    print("| robot | controller | runs | tracking ratio: median | worst | >= 3 | never worse (<= 1.2 x any second) "
-          "| payload within 5 % in 3 s | non-finite commands |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for robot in args.robots:
-        for controller in args.controllers:
-            s = summarise([results[(robot, plant, controller)] for plant in plants])
-            print(f"| {robot} | {controller} | {s['runs']} | {s['median_ratio']:.1f} | {s['worst_ratio']:.1f} | "
-                  f"{s['ratio_at_least_3']}/{s['runs']} | {s['never_worse']}/{s['runs']} (worst "
-                  f"{s['worst_window_ratio']:.2f}) | {s['payload_within_5_percent_in_3_s']}/{s['runs']} | "
-                  f"{s['non_finite_commands']} |")
+    print_table({(r, c): [results[(r, plant, c)] for plant in plants]
+                 for r in args.robots for c in args.controllers})
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump([{"robot": r, "plant": p_, "controller": c, **rep} for (r, p_, c), rep in results.items()], fh,
