@@ -90,7 +90,8 @@ def main(argv=None):
     p.add_argument("--duration", type=float, default=15.0)
     p.add_argument("--jobs", type=int, default=1, help="processes in parallel")
     p.add_argument("--json", help="write every run's report here")
-    p.add_argument("--summarise", nargs="+", metavar="JSON", help="print the table of runs saved with --json; run nothing")
+    p.add_argument("--summarise", nargs="+", metavar="JSON",
+                   help="print the table of runs saved with --json; run nothing")
     args = p.parse_args(argv)
     if args.summarise:
         return print_saved(args.summarise)
