@@ -41,8 +41,6 @@ def test_mdot_minus_2c_is_skew(model, rng):
 
 
 def test_slotine_li_regressor(model, rng):
-    if model.nbodies > 10:
-        pytest.skip("NumPy regressor on talos is slow; panda and ur5 cover it")
     q, v, vr, ar = model.random_configuration(rng), *rng.normal(size=(3, model.nv))
     pi = model.inertial_parameters()
     Y = rd.slotine_li_regressor(model, q, v, vr, ar)

@@ -67,8 +67,6 @@ def test_nonlinear_effects_gravity_coriolis(robot_pair, rng):
 
 def test_regressor(robot_pair, rng):
     name, m, pm, pd, b = robot_pair
-    if name == "talos":
-        pytest.skip("covered by the smaller robots; talos' 32 bodies make the NumPy regressor slow")
     for q, v, a in states(m, rng, 2):
         Y = rd.regressor(m, q, v, a)
         Yp = b.from_mat(pin.computeJointTorqueRegressor(pm, pd, b.q(q), b.v(v), b.v(a)), cols=False)
