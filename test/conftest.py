@@ -19,6 +19,11 @@ limit_blas_threads(1)   # in case a plugin loaded NumPy before this file
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+PANDA_DATA = os.environ.get("ROBODYN_PANDA_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                               "shared", "data", "panda-gaz2019"))
+"""The real Panda log of Gaz et al. (2019): beside the checkout (``../shared/data/panda-gaz2019``), or where
+``$ROBODYN_PANDA_DATA`` says."""
+
 
 def erd_root():
     """Folder of example-robot-data's robots (installed by the `test` extra through cmeel)."""

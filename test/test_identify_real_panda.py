@@ -17,15 +17,14 @@ import pytest
 import yaml
 
 import robodyn_ros as rd
-from conftest import erd_path
+from conftest import PANDA_DATA, erd_path
 from robodyn_ros.bags.bag_io import write_joint_states_bag
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
 from robodyn_ros.cli.identify import main
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "panda-gaz2019")
-DATA = os.environ.get("ROBODYN_PANDA_DATA", DATA)   # or where $ROBODYN_PANDA_DATA says
+DATA = PANDA_DATA
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 LOCKS = ["--lock-joint", "panda_finger_joint1=0", "--lock-joint", "panda_finger_joint2=0"]
 CUTOFF, WIDTH = 5.0, 0.05

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 import robodyn_ros as rd
-from conftest import assert_close
+from conftest import PANDA_DATA, assert_close
 from robodyn_ros.dynamics.friction import friction_torque
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
@@ -17,8 +17,7 @@ from robodyn_ros.simulation.plant import load_plant
 from robodyn_ros.simulation.simulation_step import CompiledStep
 from robodyn_ros.simulation.simulator import SensorNoise, Simulator, SimulatorConfig
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "panda-gaz2019")
-DATA = os.environ.get("ROBODYN_PANDA_DATA", DATA)   # or where $ROBODYN_PANDA_DATA says
+DATA = PANDA_DATA
 INFO = bundled_robot_info("panda")
 TWIN = bundled_twin_path("panda_twin")
 

@@ -17,14 +17,14 @@ import pytest
 import yaml
 
 import robodyn_ros as rd
+from conftest import PANDA_DATA
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
 from robodyn_ros.robots import bundled_robot_info
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-DATA = os.path.join(ROOT, "..", "shared", "data", "panda-gaz2019")
-DATA = os.environ.get("ROBODYN_PANDA_DATA", DATA)   # or where $ROBODYN_PANDA_DATA says
+DATA = PANDA_DATA
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 CUTOFF = 5.0
 
