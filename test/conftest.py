@@ -130,3 +130,10 @@ def robot_pair(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261123)
+
+
+@pytest.fixture
+def estimator_factory():
+    """``make(**overrides)`` -> an active estimator node in-process (test/estimator_feeds.py); needs rclpy."""
+    from estimator_feeds import estimator_nodes
+    yield from estimator_nodes()

@@ -23,7 +23,7 @@ from robodyn_ros.ros import estimator_node, qos
 from robodyn_ros.ros.messages import array_to_wrench_stamped, make_joint_state
 from robodyn_ros.ros.testing import spin_until
 
-from test_faults_estimator import PAYLOAD, estimator_factory, segment  # noqa: F401 (fixture)
+from estimator_feeds import PAYLOAD, segment
 
 
 def _messages(node, t, Q, V, W, tau_scale=5.0):

@@ -13,7 +13,7 @@ from robodyn_ros.identification.base_parameters import compute_base_parameters
 from robodyn_ros.identification.excitation import regressor_condition_number
 from robodyn_ros.model.model import Model
 from robodyn_ros.robots import bundled_robot_info
-from test_identify_real_panda import DATA   # where the real Panda data is found
+from conftest import PANDA_DATA as DATA   # where the real Panda data is found
 
 limit_blas_threads()
 MARGIN = 0.05

@@ -26,7 +26,7 @@ from robodyn_ros.ros import estimator_node
 from robodyn_ros.ros.messages import (array_to_wrench_stamped, joint_state_to_arrays, make_joint_state,
                                       wrench_stamped_to_array)
 from robodyn_ros.ros.node_parameters import ESTIMATOR
-from test_faults_estimator import PAYLOAD, estimator_factory, segment  # noqa: F401 (fixture)
+from estimator_feeds import PAYLOAD, segment
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "config", "panda.yaml")
 
@@ -139,7 +139,7 @@ def test_published_payload_is_physical_without_a_payload():
     payload has a non-negative mass and a positive semidefinite pseudo-inertia."""
     from robodyn_ros import Model
     from robodyn_ros.robots import bundled_robot_info
-    from test_faults_estimator import exciting_trajectory, measured_wrenches
+    from estimator_feeds import exciting_trajectory, measured_wrenches
     info = bundled_robot_info("panda")
     model = Model.from_urdf(info["urdf"], locked_joints=dict(info["locked_joints"]))
     est = OnlineEstimator(model, {"base_parameters": False, "payload_publish_std.mass": 0.0,
@@ -190,7 +190,7 @@ def test_payload_from_joint_torques_on_the_twin_is_referenced_to_the_estimate_be
     from robodyn_ros.identification.batch_regressor import batch_regressor
     from robodyn_ros.robots import bundled_robot_info
     from robodyn_ros.simulation.plant import load_plant
-    from test_faults_estimator import exciting_trajectory
+    from estimator_feeds import exciting_trajectory
 
     info = bundled_robot_info("panda")
     model = rd.Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"])

@@ -15,7 +15,7 @@ from robodyn_ros.ros.launch_description_data import NodeEntry, config_file
 from robodyn_ros.ros.messages import (array_to_wrench_stamped, inertia_stamped_to_body_parameters, make_inertia_stamped,
                                       make_joint_state)
 from robodyn_ros.ros.testing import ros_context
-from test_faults_estimator import PAYLOAD, RATE, estimator_factory, segment  # noqa: F401 (fixture)
+from estimator_feeds import PAYLOAD, segment
 
 BOX = np.diag([0.004, 0.004, 0.003])
 

@@ -5,7 +5,6 @@ parameters and covariance (``use_base_parameters``: parameter gate on its own fi
 parameters from a worker thread, base-parameter computed torque) and the payload from joint torques. The
 paired run without any estimate (same noise) is the reference: tracking with adaptation must be clearly
 better, the payload found within 5 % within 3 s, every command finite. The same with the mpc node."""
-import time
 
 import pytest
 
@@ -56,7 +55,7 @@ class _TwinSamples:
     def __init__(self, plant, home, duration, seed):
         import numpy as np
 
-        from test_faults_estimator import exciting_trajectory
+        from estimator_feeds import exciting_trajectory
         self.plant, self.k = plant, 0
         self.t = np.arange(int(1000 * duration)) / 1000.0
         self.Q, self.V, self.A = exciting_trajectory(np.asarray(home), self.t)
