@@ -10,7 +10,7 @@ from robodyn_ros.dynamics.aba_derivatives import aba_derivatives, minv
 from robodyn_ros.dynamics.friction_regressor import (full_parameter_vector, full_regressor, joint_parameter_names,
                                             joint_parameter_regressor, joint_parameter_vector)
 from robodyn_ros.dynamics.rnea_derivatives import rnea_derivatives
-from test_floating_base import floating_pair, symmetric, tree_pair
+from multi_dof_pairs import floating_pair, symmetric, tree_pair
 
 pin = pytest.importorskip("pinocchio")
 

@@ -8,7 +8,7 @@ import robodyn_ros as rd
 from conftest import assert_close, load_pair
 from robodyn_ros.dynamics.matrix_derivatives import dC_dq, dC_dv, dg_dq, dM_dq
 from robodyn_ros.dynamics.rnea_derivatives import rnea_derivatives
-from test_floating_base import floating_pair, tree_pair
+from multi_dof_pairs import floating_pair, tree_pair
 
 
 def model_named(name):
