@@ -9,6 +9,7 @@ import signal
 import time
 
 import numpy as np
+import pytest
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from geometry_msgs.msg import InertiaStamped
@@ -72,8 +73,9 @@ class Listener:
 
 def kill_and_restart(kind, procs, listener, spin):
     """SIGKILL node ``kind``; during the second half of its ``OUTAGE`` the other nodes keep publishing
-    (``MIN_DURING_OUTAGE``) and stay alive, nothing comes from ``kind`` from 0.2 s after the kill on;
-    restarted, it publishes again (``MIN_AFTER_RESTART``, finite). Returns what it published after the
+    (``MIN_DURING_OUTAGE``) and stay alive, and nothing comes from ``kind`` (the listener stamps a message
+    when its executor takes it: on a loaded machine one sent before the kill can be taken a little after it,
+    so the killed node is judged over the same second half); restarted, it publishes again (``MIN_AFTER_RESTART``, finite). Returns what it published after the
     restart ((monotonic time, message value) pairs)."""
     others = [k for k in procs if k != kind]
     series = lambda k: getattr(listener, OUTPUT[k])  # noqa: E731
@@ -85,7 +87,7 @@ def kill_and_restart(kind, procs, listener, spin):
     print(f"{kind} down, its last {OUTAGE / 2} s: {late} received")
     assert all(procs[k].poll() is None for k in others), {k: procs[k].poll() for k in others}
     assert all(n >= MIN_DURING_OUTAGE[OUTPUT[k]] for k, n in late.items()), late
-    assert not Listener.since(series(kind), t_kill + 0.2)
+    assert not Listener.since(series(kind), t_kill + OUTAGE / 2)
     procs[kind] = start(kind)
     t_restart = time.monotonic()
     assert spin(lambda: len(Listener.since(series(kind), t_restart)) >= MIN_AFTER_RESTART[kind], START_TIMEOUT), \
@@ -97,6 +99,7 @@ def kill_and_restart(kind, procs, listener, spin):
     return back
 
 
+@pytest.mark.xdist_group("processes")   # three node processes: one after another with the other such tests
 def test_killed_estimator_and_controller_restart_while_the_others_keep_running():
     # Over UDP only (config/fastdds_udp.xml). Over Fast DDS's shared memory a node SIGKILLed while it writes
     # into a peer's port leaves that port's lock held: the simulator's next publish waited on it, and the
