@@ -75,8 +75,9 @@ def kill_and_restart(kind, procs, listener, spin):
     """SIGKILL node ``kind``; during the second half of its ``OUTAGE`` the other nodes keep publishing
     (``MIN_DURING_OUTAGE``) and stay alive, and nothing comes from ``kind`` (the listener stamps a message
     when its executor takes it: on a loaded machine one sent before the kill can be taken a little after it,
-    so the killed node is judged over the same second half); restarted, it publishes again (``MIN_AFTER_RESTART``, finite). Returns what it published after the
-    restart ((monotonic time, message value) pairs)."""
+    so the killed node is judged over the same second half); restarted, it publishes again
+    (``MIN_AFTER_RESTART``, finite). Returns what it published after the restart ((monotonic time, message
+    value) pairs)."""
     others = [k for k in procs if k != kind]
     series = lambda k: getattr(listener, OUTPUT[k])  # noqa: E731
     procs[kind].send_signal(signal.SIGKILL)
