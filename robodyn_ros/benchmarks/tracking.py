@@ -2,22 +2,22 @@
 on every fixed-base arm of example-robot-data with 5 to 7 joints, with each engine.
 
 Each run is the library loop of :mod:`robodyn_ros.simulation.adaptive_loop` without adaptation (the nominal
-model is the plant: no mismatch at all): computed torque (kp 400, kd 40) on the base parameters, friction
-compensated with the controllers' ``tanh(v / 1e-3)``, the loop's default sensor noise (position 1e-5 rad,
-velocity 1e-3 rad/s, effort 0.01 N m), 1 kHz, one integration step per control step (``substeps`` 1),
-following a Fourier reference of about 0.3 rad and period 4 s (2 harmonics) around the robot's home (the
-bundled robots') or around zero kept 0.35 rad inside the limits (the others). Reported: the RMS of
-``q - q_d`` over all joints for t = 1-5 s, per engine (``robodyn``: integrator ``rk4_implicit``;
-``mujoco``: MuJoCo's ``implicitfast``).
+model is the plant: no mismatch at all, its Coulomb law ``tanh(v / 1e-3)`` included, the simulator's
+smoothing): computed torque (kp 400, kd 40) on the base parameters, held for the 1-ms control period
+(:mod:`robodyn_ros.control.base_parameter_control`: the rigid body at the mid-hold state, the friction at
+``v_d + h a_cmd``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s, effort 0.01
+N m), 1 kHz, one integration step per control step (``substeps`` 1), following a Fourier reference of about
+0.3 rad and period 4 s (2 harmonics) around the robot's home (the bundled robots') or around zero kept 0.35
+rad inside the limits (the others). Reported: the RMS of ``q - q_d`` over all joints for t = 1-5 s, per
+engine (``robodyn``: integrator ``rk4_implicit``; ``mujoco``: MuJoCo's ``implicitfast``, a semi-implicit
+Euler step of 1 ms; the plant's Coulomb friction as MuJoCo's ``frictionloss``).
 
-A second pair of columns (``friction_ahead``) runs the same loop with the controller's friction term
-evaluated at the velocity the step aims for, ``v + dt a_cmd``, instead of the measured ``v``: on a joint
-whose friction acts faster than the control period (the xArm7's wrist: 2 N m s/rad of damping on about
-1.4e-4 kg m², a 70 µs time constant; 1 N m of Coulomb friction smoothed over 1e-3 rad/s) the plant's
-velocity settles within the step to where its friction balances the held torque, so a torque that
-compensates the friction at the measured velocity keeps the joint near that velocity instead of
-accelerating it: the error is the sampled controller's, whatever the engine (``friction_ahead`` shows what
-is left when the compensation aims ahead). Bounded: about 20 s per run on a free core.
+A second pair of columns (``at_sample``) runs the same law with ``hold`` 0: the rigid body at the sampled
+state and the friction at the reference velocity ``v_d``, the law as a continuous-time design states it. On
+a joint whose friction acts faster than the control period (the xArm7's wrist: 2 N m s/rad of damping on
+about 1.4e-4 kg m², a 70 µs time constant) the plant's velocity settles within the hold where its friction
+balances the held torque, so that law lags the reference, whatever the engine. Bounded: about 2 s per run
+on a free core.
 """
 from __future__ import annotations
 
@@ -83,43 +83,27 @@ def arms():
     return out
 
 
-class FrictionAhead:
-    """A computed-torque controller whose friction term is evaluated at ``v + dt a_cmd`` (the velocity the
-    step aims for) instead of the measured ``v``: ``compute`` adds ``f(v + dt a_cmd) - f(v)`` to the
-    wrapped controller's torque, ``f`` the model's friction with the Coulomb sign ``tanh(v / width)``."""
-
-    def __init__(self, controller, model, dt, width):
-        self.controller, self.model, self.dt, self.width = controller, model, dt, width
-
-    def friction(self, v):
-        m = self.model
-        return m.viscous * v + m.coulomb * np.tanh(v / self.width) + m.friction_offset
-
-    def compute(self, q, v, q_d, v_d, a_d):
-        tau, status = self.controller.compute(q, v, q_d, v_d, a_d)
-        c = self.controller
-        a_cmd = a_d - c.kd * (v - v_d) - c.kp * (q - q_d)
-        return tau + self.friction(v + self.dt * a_cmd) - self.friction(v), status
-
-
-def tracking_rms(model, home, engine="robodyn", friction_ahead=False, duration=DURATION, seed=0):
+def tracking_rms(model, home, engine="robodyn", at_sample=False, duration=DURATION, seed=0):
     """``(RMS over all joints for t in WINDOW, per-joint RMS (nv,), non-finite commands)`` of computed
-    torque with ``model`` as its own plant (module docstring) integrated by ``engine``."""
+    torque with ``model`` as its own plant (module docstring) integrated by ``engine``; ``at_sample``: the
+    law with ``hold`` 0."""
     from ..control.reference import fourier_reference
     from ..simulation.adaptive_loop import AdaptiveLoop, AdaptiveLoopConfig, rms
     from ..simulation.plant import Plant
+    from ..simulation.simulator import SimulatorConfig
 
-    config = AdaptiveLoopConfig(duration=duration, attach_time=None, adapt=False, engine=engine, seed=seed)
+    config = AdaptiveLoopConfig(duration=duration, attach_time=None, adapt=False, engine=engine, seed=seed,
+                                coulomb_width=SimulatorConfig.coulomb_smoothing)
     loop = AdaptiveLoop(model, Plant(model), fourier_reference(home, 0.3, 4.0, 2), config)
-    if friction_ahead:
-        loop.controller = FrictionAhead(loop.controller, model, loop.sim.config.dt, loop.base.coulomb_width)
+    if at_sample:
+        loop.controller.hold = 0.0
     out = loop.run()
     rows = out["error"][(out["t"] >= WINDOW[0]) & (out["t"] < WINDOW[1])]
     return rms(out["error"], out["t"], *WINDOW), np.sqrt(np.mean(rows ** 2, axis=0)), out["non_finite_commands"]
 
 
-def run(json=False, engines=ENGINES, friction_ahead=True):
-    """The table (module docstring); returns ``{label: {"nv", "rms_<engine>", "rms_<engine>_friction_ahead",
+def run(json=False, engines=ENGINES, at_sample=True):
+    """The table (module docstring); returns ``{label: {"nv", "rms_<engine>", "rms_<engine>_at_sample",
     "worst_joint_<engine>"}}``."""
     from ..simulation.mujoco_engine import import_mujoco
     from ..model.errors import ModelError
@@ -130,7 +114,7 @@ def run(json=False, engines=ENGINES, friction_ahead=True):
         print(f"(no MuJoCo column: {exc})", file=sys.stderr)
     result = {}
     if not json:
-        heads = [f"rms {e}" for e in engines] + ([f"ahead {e}" for e in engines] if friction_ahead else [])
+        heads = [f"rms {e}" for e in engines] + ([f"at sample {e}" for e in engines] if at_sample else [])
         print(f"{'robot':24s} {'nv':>3s} " + " ".join(f"{h:>15s}" for h in heads))
     for label, model, home in arms():
         row = {"nv": model.nv}
@@ -139,13 +123,13 @@ def run(json=False, engines=ENGINES, friction_ahead=True):
             row[f"rms_{engine}"] = value
             row[f"worst_joint_{engine}"] = model.joint_names[int(np.argmax(per_joint))]
             row[f"non_finite_{engine}"] = non_finite
-        if friction_ahead:
+        if at_sample:
             for engine in engines:
-                row[f"rms_{engine}_friction_ahead"] = tracking_rms(model, home, engine, friction_ahead=True)[0]
+                row[f"rms_{engine}_at_sample"] = tracking_rms(model, home, engine, at_sample=True)[0]
         result[label] = row
         if not json:
-            values = [row[f"rms_{e}"] for e in engines] + ([row[f"rms_{e}_friction_ahead"] for e in engines]
-                                                           if friction_ahead else [])
+            values = [row[f"rms_{e}"] for e in engines] + ([row[f"rms_{e}_at_sample"] for e in engines]
+                                                           if at_sample else [])
             print(f"{label:24s} {model.nv:3d} " + " ".join(f"{v:15.2e}" for v in values), flush=True)
     return result
 

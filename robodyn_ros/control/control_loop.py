@@ -13,7 +13,9 @@ also resets the adapted estimate), unless :func:`~robodyn_ros.control.payload_up
 refuses it. With ``use_base_parameters`` (modes ``computed_torque`` and ``slotine_li``) the law is the
 base-parameter one (:mod:`~robodyn_ros.control.base_parameter_control`, friction included) and its ``β`` the
 estimator's, as far as :class:`~robodyn_ros.control.base_parameter_update.BaseParameterUpdate` (the parameter
-gate on the measured joint torques) lets it through; the payload estimate is a gated candidate on top.
+gate on the measured joint torques) lets it through; the payload estimate is a gated candidate on top; its
+computed torque predicts over the hold of each command, the period of the joint states
+(:class:`~robodyn_ros.control.sample_period.SamplePeriod`).
 Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
 after a time reset the reference and trajectory times are re-based so that the desired motion continues,
 and the Slotine-Li step and the MPC solution of the old time line are forgotten.
@@ -25,7 +27,7 @@ import numpy as np
 from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
 from ..model.errors import ModelError
-from .base_parameter_control import BaseParameterComputedTorque, BaseParameterSlotineLi
+from .base_parameter_control import MAX_HOLD, BaseParameterComputedTorque, BaseParameterSlotineLi
 from .base_parameter_update import BaseParameterUpdate
 from .command_guard import effort_bounds
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
@@ -34,6 +36,7 @@ from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .payload_update import check_payload_plausible, payload_body_parameters
 from .reference import ConstantReference, FourierSampler, fourier_reference
+from .sample_period import SamplePeriod
 from .slotine_li import SlotineLiController
 from .torque_output import TorqueOutput
 from .tracking_watchdog import TrackingWatchdog
@@ -63,6 +66,7 @@ class ControlLoop:
         self.reference = self._sampler = self.trajectory = self.mpc = None
         self.file_reference = self._load_trajectory_file()
         self.t0 = self._t_prev = None
+        self._hold = SamplePeriod(MAX_HOLD)   # the base-parameter computed torque's hold: the state period
         self.payload_updates = self.base_parameter_updates = 0
         self.implausible_payloads = 0   # payload estimates refused by check_payload_plausible
         gravity = None if config["gravity_compensated_by_robot"] else \
@@ -108,6 +112,7 @@ class ControlLoop:
     def start(self):
         """A new activation: reference time from the next state, output stage reset."""
         self.t0 = self._t_prev = None
+        self._hold.reset()
         self.output.start()
         self.tracking.restart()
         if self.adaptation is not None:
@@ -194,6 +199,8 @@ class ControlLoop:
             tau = self.mpc[1].torque(np.concatenate([q, v]), t - self.mpc[0])
         elif self.fast_law is not None:  # computed torque, also in mode mpc until the first solution arrives
             tau = self.fast_law.compute(q, v, q_d, v_d, a_d)
+        elif self.base_update is not None:   # computed torque on base parameters, held until the next state
+            tau, _ = self.controller.compute(q, v, q_d, v_d, a_d, self._hold.update(t))
         else:
             tau, _ = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
@@ -216,6 +223,7 @@ class ControlLoop:
         if self.trajectory is not None:
             self.trajectory = (self.trajectory[0], self.trajectory[1] + jump)
         self._t_prev = None
+        self._hold.reset()
         self.mpc = None
 
     # ------------------------------------------------------------------------------------- updates

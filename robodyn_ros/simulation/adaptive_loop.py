@@ -193,7 +193,8 @@ class AdaptiveLoop:
     def _controller(self):
         c, beta = self.config, self.estimator.beta_nominal
         if c.controller == "computed_torque":
-            return BaseParameterComputedTorque(self.model, self.base, beta, c.kp, c.kd, dynamics=self.dynamics)
+            return BaseParameterComputedTorque(self.model, self.base, beta, c.kp, c.kd, hold=self.sim.config.dt,
+                                               dynamics=self.dynamics)
         if c.controller == "slotine_li":
             # the computed-torque gains as Slotine-Li's: Λ = kp / kd and K_D = kd M_nom(q0) (diagonal), so that
             # near q0 both give ë + (Λ + kd) ė + Λ kd e = 0 (K_D in N m s/rad must scale with each joint's
