@@ -11,8 +11,8 @@ from collections import deque
 
 import numpy as np
 
-WINDOW = 9
-"""Intervals in the median."""
+WINDOW = 8
+"""Intervals in the median (even: the mean of the middle two)."""
 
 
 class SamplePeriod:
