@@ -5,7 +5,7 @@ Each run is the library loop of :mod:`robodyn_ros.simulation.adaptive_loop` with
 model is the plant: no mismatch at all, its Coulomb law ``tanh(v / 1e-3)`` included, the simulator's
 smoothing): computed torque (kp 400, kd 40) on the base parameters, held for the 1-ms control period
 (:mod:`robodyn_ros.control.base_parameter_control`: the rigid body at the mid-hold state, the friction at
-``v_d + h a_cmd``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s, effort 0.01
+``v_d + h a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s, effort 0.01
 N m), 1 kHz, one integration step per control step (``substeps`` 1), following a Fourier reference of about
 0.3 rad and period 4 s (2 harmonics) around the robot's home (the bundled robots') or around zero kept 0.35
 rad inside the limits (the others). Reported: the RMS of ``q - q_d`` over all joints for t = 1-5 s, per
