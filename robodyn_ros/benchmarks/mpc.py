@@ -28,11 +28,7 @@ parallel, then each NLP oracle linked against them; progress on stderr); ``compi
 long building (or loading from the cache) the plant and the MPC of every solver took in this run: run
 once with an empty ``ROBODYN_CACHE_DIR`` and once more for the cached figure.
 
-Measured 2026-11-24 on the shared 2-core machine (load average 2-4): RTI median 0.51-0.60 ms, p95
-0.58-1.43 ms, feedback phase median 0.05-0.07 ms; the bounded QP by hpipm every period 1.7-2.2 ms;
-fatrop converged 4.6-5.4 ms (3 iterations), ipopt 10.8-11.9 ms; compile_seconds 25 s from an empty cache,
-0.47 s from the cache. Before the two-phase RTI (hpipm every period, load 1.0): RTI 1.62 ms median,
-2.53 ms p95, fatrop 7.0 ms, compile_seconds 128 s.
+Measured figures and their dates: docs/PERFORMANCE.md.
 """
 from __future__ import annotations
 

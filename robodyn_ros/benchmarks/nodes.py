@@ -29,14 +29,7 @@
    has built its functions (it serves gravity fallbacks meanwhile; ``mpc_node_ready_seconds``), its
    /diagnostics over ``MPC_SECONDS``: ``mpc_node_rate_hz`` (solves per wall second),
    ``mpc_node_fallbacks_per_1000`` (fallback solutions per 1 000 solves), the median solve time.
-Measured 2026-11-23 on the project machine (2 shared cores, load 2-6, SCHED_FIFO granted):
-id_node_p99_latency_ms 0.46-0.87 (p50 0.24-0.35), id_node_dropped 0 of 10 000, round trip p99 1.4-2.3 ms;
-estimator 885-1000 Hz at decimation 1 (just keeps up or not, depending on load), 200 Hz at decimation 5;
-simulator node 2.1-2.8x real time (publishing joint states, wrench and /clock every step), library step
-11.7x (RK4, best of 5) and 18-26x (semi-implicit Euler). After the compiled whole step (12:27 UTC, load
-1.7-2.1, this module's bench_simulator alone): node 10.1-11.7x (per CPU second the same; the previous node
-5.1x at that load), step 77x compiled / 15x Python (RK4), 106-111x / 33x (semi-implicit Euler). No
-subscriber listens to the wrench in this bench, so the node skips computing it (as before).
+Measured figures and their dates: docs/PERFORMANCE.md.
 
 Bounded: about 40-60 s including process start-up; child processes are stopped by SIGINT (killed by pid
 if they overstay).

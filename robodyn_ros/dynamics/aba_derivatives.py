@@ -1,5 +1,5 @@
 """Partial derivatives of forward dynamics from those of inverse dynamics (Singh, Russell, Wensing 2022,
-Sec. IV-E; shared/papers/001).
+Sec. IV-E; docs/REFERENCES.md).
 
 Differentiating ``τ = ID(q, q̇, FD(q, q̇, τ))`` gives eq. 5: ``∂q̈/∂u = -M^-1 ∂τ/∂u`` for ``u = q, q̇``, and
 ``∂q̈/∂τ = M^-1``, with the ID partials evaluated at ``q̈ = FD(q, q̇, τ)``. Ways to apply ``M^-1``:

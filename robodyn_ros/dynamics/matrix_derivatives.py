@@ -1,5 +1,5 @@
 """State derivatives of the dynamic matrices ``M(q)``, ``C(q, v)``, ``g(q)`` (Garofalo et al., Prop. 5,
-eqs. 24a-24d; shared/papers/000), for the Christoffel-consistent ``C`` of
+eqs. 24a-24d; docs/REFERENCES.md), for the Christoffel-consistent ``C`` of
 :func:`robodyn_ros.dynamics.dynamic_matrices.coriolis_matrix`.
 
 With body Jacobians ``J_k`` (6, nv) in body frames, body inertias ``Λ_k``, twists ``ν_k = J_k v`` and the

@@ -1,5 +1,5 @@
 """Analytical first-order partial derivatives of inverse dynamics by the IDSVA recursion (Singh, Russell,
-Wensing 2022, Algorithm 1, eqs. 30-32; shared/papers/001), one forward and one backward pass with every
+Wensing 2022, Algorithm 1, eqs. 30-32; docs/REFERENCES.md), one forward and one backward pass with every
 spatial quantity expressed in GROUND coordinates, multi-DoF joints and a floating base included.
 
 Derivation used here (ground frame, Pinocchio's ``[lin; ang]`` order, ``×`` = :func:`spatial.cross_motion`,

@@ -110,8 +110,7 @@ class RecursiveLeastSquares:
         One factorisation per update: ``S^-1`` (m, m; m <= 16 rows, so the explicit inverse of the small
         SPD innovation covariance costs one LAPACK call) serves the normalised innovation, the gain
         ``K = P Y^T S^-1`` and the covariance downdate ``P - K (P Y^T)^T``, which is done in place.
-        Measured on 69 parameters and 7 rows (Panda's base parameters): 100 -> 75 us per update against the
-        former two solves and copies (2026-11-23, idle machine, /tmp micro-benchmark)."""
+        (Its cost per update: docs/PERFORMANCE.md.)"""
         Y, y = np.atleast_2d(Y), np.atleast_1d(y)
         m = len(y)
         R = self._noise_variance(m)

@@ -33,15 +33,9 @@ and the branch-sparse ``L^T D L`` factorisation of ``M`` (Carpentier and Mansard
 generated function and spares gcc a second huge translation unit. ``Kernels.sources`` says what was
 used and ``Kernels.instruction_counts`` gives ``(instructions, flops)`` of every candidate built.
 
-Build cost (first call for a model; later calls load the cached library in a few ms), measured with
-generator version 6 on this 2-core machine: Panda 10.2 s wall at load 2.2 (symbolic 2.6 s CPU, gcc
-12.9 s CPU on 2 jobs); UR5 6.7 s; Talos (44 DoF, kernels above 12 000 instructions emitted in chunks,
-see :mod:`.codegen`) 17 s symbolic and 98.5 s gcc CPU, 259 s wall at load 5-6 (about 70 s when idle),
-against 1 018 s with one function per kernel at ``-O1``. Generator version 7 adds the 4-lane batch
-kernels (rnea, regressor, rnea_derivatives): gcc CPU Panda 23.7 s (was 12.9), UR5 7.0 s, Talos 126.6 s
-(was 98.5); a fresh Panda build took 14.1 s wall on 2026-11-23 at 1-min load 1.3 (symbolic 2.1 s, gcc
-12.0 s wall / 22.3 s CPU on 2 jobs), and 62.5 s and 71.7 s with the load at 3.4-5.2 (other work on both
-cores; gcc 27-30 s CPU in 59-62 s wall).
+Build cost: the first call for a model generates and compiles its C (seconds to minutes, by the
+model's size and the machine's load); later calls load the cached library in a few ms. Measured build
+times: docs/PERFORMANCE.md.
 """
 from __future__ import annotations
 

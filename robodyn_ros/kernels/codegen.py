@@ -500,11 +500,7 @@ def chunked_sources(name, function, directory, chunk=None, per_unit=None, lanes=
 # Batch kernels that also get a 4-lane evaluator (:func:`chunked_sources` with ``lanes=4``) for their
 # ``_batch`` form: the three the benchmark's batch target names. aba, crba and the aba_derivatives
 # composite keep the one-sample loop (their 4-lane code would add gcc time for no stated target).
-# Measured (``robodyn bench kernels``, 2026-11-23, 2 threads, 1-min load 2-4 from other work), µs per
-# sample, before -> after: Talos (44 DoF) rnea 2.04 -> 0.56, regressor 16.6 -> 10.0 (its 155 KB output
-# rows at about 14 GB/s cost 11 µs: memory-bound), rnea_derivatives 20.9 -> 6.7; Pinocchio's loop 9.7,
-# 88 and 38 µs in the same run. Where the time went before: Talos's rnea_derivatives took about 30 µs
-# per sample on one thread with its outputs in cache, so it was compute-bound.
+# The gain per sample, measured: docs/PERFORMANCE.md (batch kernels).
 VECTOR_BATCH = ("rnea", "regressor", "rnea_derivatives")
 LANES = 4
 
@@ -647,10 +643,7 @@ def _vector_rows(spec):
 # of the last-level cache here, 32 MB): such outputs are gone from the caches by the time anybody reads
 # them, and ordinary stores would first read every destination line from memory. Only outputs whose
 # rows hold at least STREAM_MIN_ROW doubles are streamed: a short row ends in a partly written cache
-# line, which non-temporal stores handle badly (UR5's 36-double derivative rows streamed: 1.23 µs per
-# sample on one thread against 0.98 for the one-sample loop, 2026-11-23, load about 1). A/B on Talos
-# (2 threads, best of 4 interleaved, load 2-4): regressor 8.8 µs per sample streamed, 10.7 not;
-# rnea_derivatives 5.8 and 5.5 (medians 6.2 and 6.8: within the noise).
+# line, which non-temporal stores handle badly (measured: docs/PERFORMANCE.md, streamed stores).
 RDK_STREAM_BYTES = 32 << 20
 STREAM_MIN_ROW = 512
 

@@ -1,6 +1,6 @@
 """Four kernels as C loops over a model's constant tables, for models whose unrolled expression graph grows
 too large: ``rnea_derivatives`` by the IDSVA recursion (Singh, Russell, Wensing 2022, Algorithm 1, eqs.
-30-32; shared/papers/001), ``crba``, ``coriolis_matrix`` and ``regressor`` (their algorithms at the C
+30-32; docs/REFERENCES.md), ``crba``, ``coriolis_matrix`` and ``regressor`` (their algorithms at the C
 functions below).
 
 The unrolled kernels (:mod:`robodyn_ros.kernels.symbolic`) emit one straight-line instruction per
