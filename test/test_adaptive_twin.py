@@ -74,7 +74,7 @@ def test_base_parameter_estimate_reproduces_the_twins_torques(setup, rng):
 
 def test_held_computed_torque_is_the_inverse_dynamics_over_the_hold(setup, rng):
     """With ``hold`` h the base-parameter computed torque is the twin's inverse dynamics (full parameters,
-    RNEA) at the mid-hold state ``q + h/2 v + h²/8 a_cmd``, ``v + h/2 a_cmd`` with the friction at ``v_d + h
+    RNEA) at the mid-hold state ``q + h/2 v + h²/8 a_cmd``, ``v + h/2 a_cmd`` with the friction at ``v_d + h/2
     a_d``; ``hold=0`` in the call gives the law at the sampled state with the friction at ``v_d``; a hold
     outside [0, 0.01] s is refused."""
     nominal, plant, base, dyn = setup
@@ -89,7 +89,7 @@ def test_held_computed_torque_is_the_inverse_dynamics_over_the_hold(setup, rng):
         q_d, v_d, a_d = np.array(INFO["home"]) + rng.normal(0.0, 0.2, 7), rng.normal(0.0, 0.5, 7), rng.normal(size=7)
         q, v = q_d + rng.normal(0.0, 0.01, 7), v_d + rng.normal(0.0, 0.05, 7)
         a = a_d - 40.0 * (v - v_d) - 400.0 * (q - q_d)
-        expected = rd.rnea(m, q + h / 2 * v + h * h / 8 * a, v + h / 2 * a, a) + friction(v_d + h * a_d)
+        expected = rd.rnea(m, q + h / 2 * v + h * h / 8 * a, v + h / 2 * a, a) + friction(v_d + h / 2 * a_d)
         assert_close(ct.compute(q, v, q_d, v_d, a_d)[0], expected, rtol=1e-9, atol=1e-9)
         assert_close(ct.compute(q, v, q_d, v_d, a_d, hold=0.0)[0], rd.rnea(m, q, v, a) + friction(v_d),
                      rtol=1e-9, atol=1e-9)

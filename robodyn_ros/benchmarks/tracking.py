@@ -4,20 +4,22 @@ on every fixed-base arm of example-robot-data with 5 to 7 joints, with each engi
 Each run is the library loop of :mod:`robodyn_ros.simulation.adaptive_loop` without adaptation (the nominal
 model is the plant: no mismatch at all, its Coulomb law ``tanh(v / 1e-3)`` included, the simulator's
 smoothing): computed torque (kp 400, kd 40) on the base parameters, held for the 1-ms control period
-(:mod:`robodyn_ros.control.base_parameter_control`: the rigid body at the mid-hold state, the friction at
-``v_d + h a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s, effort 0.01
+(:mod:`robodyn_ros.control.base_parameter_control`: the inverse dynamics at the middle of the hold,
+the friction at ``v_d + h/2 a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s, effort 0.01
 N m), 1 kHz, one integration step per control step (``substeps`` 1), following a Fourier reference of about
 0.3 rad and period 4 s (2 harmonics) around the robot's home (the bundled robots') or around zero kept 0.35
 rad inside the limits (the others). Reported: the RMS of ``q - q_d`` over all joints for t = 1-5 s, per
 engine (``robodyn``: integrator ``rk4_implicit``; ``mujoco``: MuJoCo's ``implicitfast``, a semi-implicit
 Euler step of 1 ms; the plant's Coulomb friction as MuJoCo's ``frictionloss``).
 
-A second pair of columns (``at_sample``) runs the same law with ``hold`` 0: the rigid body at the sampled
-state and the friction at the reference velocity ``v_d``, the law as a continuous-time design states it. On
-a joint whose friction acts faster than the control period (the xArm7's wrist: 2 N m s/rad of damping on
-about 1.4e-4 kg m², a 70 µs time constant) the plant's velocity settles within the hold where its friction
-balances the held torque, so that law lags the reference, whatever the engine. Bounded: about 2 s per run
-on a free core.
+Two more pairs of columns: ``fine``, the same runs with 20 integration steps per control step (the
+command still held for 1 ms): a plant resolved finely enough for the 70-µs joints, against which the
+engines' one-step results can be read (this package's ``rk4_implicit`` moves a friction-dominated joint
+along a velocity ramp over its step where the joint settles within microseconds: on the xArm7, Z1 and the
+flying arm one step per ms leaves 1.5-2.2e-4 rad where 20 steps give 1e-5); and ``at_sample``, the law with
+``hold`` 0 (the rigid body at the sampled state, the friction at the reference velocity ``v_d``, the law
+as a continuous-time design states it), which lags the reference on such joints whatever the engine.
+Bounded: about 2 s per one-step run and 5 s per fine run on a free core.
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ and 2-3 joint pendulums left out; ``ur3.urdf`` itself does not parse: no robot n
 BUNDLED = ("panda", "ur5", "iiwa")
 ENGINES = ("robodyn", "mujoco")
 WINDOW = (1.0, 5.0)
+FINE_SUBSTEPS = 20
 DURATION = 5.0
 
 
@@ -83,17 +86,17 @@ def arms():
     return out
 
 
-def tracking_rms(model, home, engine="robodyn", at_sample=False, duration=DURATION, seed=0):
+def tracking_rms(model, home, engine="robodyn", at_sample=False, duration=DURATION, seed=0, substeps=1):
     """``(RMS over all joints for t in WINDOW, per-joint RMS (nv,), non-finite commands)`` of computed
-    torque with ``model`` as its own plant (module docstring) integrated by ``engine``; ``at_sample``: the
-    law with ``hold`` 0."""
+    torque with ``model`` as its own plant (module docstring) integrated by ``engine`` in ``substeps``
+    steps per control step; ``at_sample``: the law with ``hold`` 0."""
     from ..control.reference import fourier_reference
     from ..simulation.adaptive_loop import AdaptiveLoop, AdaptiveLoopConfig, rms
     from ..simulation.plant import Plant
     from ..simulation.simulator import SimulatorConfig
 
     config = AdaptiveLoopConfig(duration=duration, attach_time=None, adapt=False, engine=engine, seed=seed,
-                                coulomb_width=SimulatorConfig.coulomb_smoothing)
+                                substeps=substeps, coulomb_width=SimulatorConfig.coulomb_smoothing)
     loop = AdaptiveLoop(model, Plant(model), fourier_reference(home, 0.3, 4.0, 2), config)
     if at_sample:
         loop.controller.hold = 0.0
@@ -102,9 +105,9 @@ def tracking_rms(model, home, engine="robodyn", at_sample=False, duration=DURATI
     return rms(out["error"], out["t"], *WINDOW), np.sqrt(np.mean(rows ** 2, axis=0)), out["non_finite_commands"]
 
 
-def run(json=False, engines=ENGINES, at_sample=True):
-    """The table (module docstring); returns ``{label: {"nv", "rms_<engine>", "rms_<engine>_at_sample",
-    "worst_joint_<engine>"}}``."""
+def run(json=False, engines=ENGINES, at_sample=True, fine=True):
+    """The table (module docstring); returns ``{label: {"nv", "rms_<engine>", "rms_<engine>_fine",
+    "rms_<engine>_at_sample", "worst_joint_<engine>", "non_finite_<engine>"}}``."""
     from ..simulation.mujoco_engine import import_mujoco
     from ..model.errors import ModelError
     try:
@@ -112,25 +115,25 @@ def run(json=False, engines=ENGINES, at_sample=True):
     except ModelError as exc:
         engines = tuple(e for e in engines if e != "mujoco")
         print(f"(no MuJoCo column: {exc})", file=sys.stderr)
+    columns = [(e, "", {}) for e in engines]
+    columns += [(e, "_fine", {"substeps": FINE_SUBSTEPS}) for e in engines] if fine else []
+    columns += [(e, "_at_sample", {"at_sample": True}) for e in engines] if at_sample else []
     result = {}
     if not json:
-        heads = [f"rms {e}" for e in engines] + ([f"at sample {e}" for e in engines] if at_sample else [])
-        print(f"{'robot':24s} {'nv':>3s} " + " ".join(f"{h:>15s}" for h in heads))
+        heads = [f"{e}{suffix.replace('_', ' ')}" for e, suffix, _ in columns]
+        print(f"{'robot':24s} {'nv':>3s} " + " ".join(f"{h:>18s}" for h in heads))
     for label, model, home in arms():
         row = {"nv": model.nv}
-        for engine in engines:
-            value, per_joint, non_finite = tracking_rms(model, home, engine)
-            row[f"rms_{engine}"] = value
-            row[f"worst_joint_{engine}"] = model.joint_names[int(np.argmax(per_joint))]
-            row[f"non_finite_{engine}"] = non_finite
-        if at_sample:
-            for engine in engines:
-                row[f"rms_{engine}_at_sample"] = tracking_rms(model, home, engine, at_sample=True)[0]
+        for engine, suffix, options in columns:
+            value, per_joint, non_finite = tracking_rms(model, home, engine, **options)
+            row[f"rms_{engine}{suffix}"] = value
+            if not suffix:
+                row[f"worst_joint_{engine}"] = model.joint_names[int(np.argmax(per_joint))]
+                row[f"non_finite_{engine}"] = non_finite
         result[label] = row
         if not json:
-            values = [row[f"rms_{e}"] for e in engines] + ([row[f"rms_{e}_at_sample"] for e in engines]
-                                                           if at_sample else [])
-            print(f"{label:24s} {model.nv:3d} " + " ".join(f"{v:15.2e}" for v in values), flush=True)
+            print(f"{label:24s} {model.nv:3d} " + " ".join(f"{row[f'rms_{e}{s}']:18.2e}" for e, s, _ in columns),
+                  flush=True)
     return result
 
 

@@ -18,7 +18,7 @@ dynamics of the estimated robot needs β only, never the full parameters an esti
   ``β̇ = -Γ Y_sl,baseᵀ s`` (``gamma``); by default it consumes the estimator's β (certainty equivalence).
 
 Both compensate friction from the reference, not the measured velocity: computed torque ``f_v v_d + f_c
-sgn(v_d)`` (at ``v_d + h a_d`` with a hold ``h``, below), Slotine-Li ``f_v v_r + f_c sgn(v_d)`` (friction
+sgn(v_d)`` (at ``v_d + h/2 a_d`` with a hold ``h``, below), Slotine-Li ``f_v v_r + f_c sgn(v_d)`` (friction
 feed-forward; Slotine-Li's ``v_r`` keeps its passivity argument). At the measured velocity the compensation is velocity feedback: a viscous coefficient
 estimated above the robot's by more than the loop's damping ``K_D M̂`` turns the loop unstable (measured: the
 Panda twin's light wrist diverged within 0.2 s of an estimate with 0.50 instead of 0.04 N m s/rad), and the
@@ -30,15 +30,16 @@ Held for a sample period. A digital loop holds each torque for its period ``h`` 
 rigid-body terms change over the hold, and a joint whose friction acts faster than ``h`` (the xArm7's
 joint 7: 2 N m s/rad of damping on 1.4e-4 kg m², a 70-µs time constant; near a velocity reversal any joint
 with Coulomb friction, whose smoothed sign has the slope ``f_c / ε``) does not accelerate under the held
-torque but settles within the hold at the velocity where its friction balances it. Computed torque with
-``hold = h > 0`` therefore evaluates the rigid body at the state predicted for the middle of the hold,
-``q_m = q + h/2 v + h²/8 a_cmd``, ``v_m = v + h/2 a_cmd`` (the midpoint rule: the torque whose mean
-acceleration over the hold is ``a_cmd``), and the friction at the velocity the reference reaches at its
-end, ``v_d + h a_d`` (still feed-forward: no measured velocity in it. With the PD's correction in it too,
-``v_d + h a_cmd``, the Panda twin's adapted loop tracked 1.5 times worse: 4.0e-3 against 2.6e-3 rad).
-With the exact model as plant (``robodyn bench tracking``, the README's table) this takes the xArm7 from
-3.8e-4 to about 1e-5 rad RMS and every fixed-base arm of example-robot-data below 1e-4 rad on this
-package's engine.
+torque but settles within the hold at the velocity where its friction balances it, and moves at that
+velocity. Computed torque with ``hold = h > 0`` is therefore the inverse dynamics at the middle of the
+hold: the rigid body at the state predicted there, ``q_m = q + h/2 v + h²/8 a_cmd``, ``v_m = v + h/2
+a_cmd`` (the midpoint rule: the torque whose mean acceleration over the hold is ``a_cmd``), and the
+friction at the reference's velocity there, ``v_d + h/2 a_d`` (still feed-forward: no measured velocity in
+it; a friction-dominated joint then covers the reference's displacement over the hold). Checked against
+plants integrated finely enough to resolve a 70-µs joint (both engines at 20 steps per ms: 0.7-1.1e-5 rad
+RMS on the xArm7, Z1 and SO-100 with the exact model, ``robodyn bench tracking``); with the friction at
+the end of the hold, ``v_d + h a_d``, such a joint leads by ``h² a_d / 2`` per hold (1.5-2.1e-4 rad), and
+with the PD's correction in it, ``v_d + h a_cmd``, the Panda twin's adapted loop tracked 1.5 times worse.
 
 β comes from the estimator through a :class:`robodyn_ros.control.parameter_gate.ParameterGate` (converged,
 plausible, not diverging). Both controllers clip the reference to the joint limits, hold the last safe command
@@ -178,7 +179,7 @@ class BaseParameterComputedTorque:
         h = self.hold if hold is None else min(max(float(hold), 0.0), MAX_HOLD)
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         q_m, v_m = q + 0.5 * h * v + 0.125 * h * h * a_cmd, v + 0.5 * h * a_cmd
-        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_d + h * a_d)
+        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_d + 0.5 * h * a_d)
         return self.guard.accept(tau, status), status
 
 
