@@ -185,7 +185,7 @@ def test_a_detected_change_can_put_back_the_nominal_parameters_and_a_payload_is_
     from robodyn_ros.identification.payload import payload_as_point_mass
     rng = np.random.default_rng(1)
     beta_nominal, beta_true = np.ones(4), np.array([1.5, 0.5, 2.0, 1.0])
-    gate = ParameterGate(beta_nominal, window=200, fresh=20)
+    gate = ParameterGate(beta_nominal, window=200, fresh=20, warmup=0)
     for _ in range(40):
         Y = rng.normal(size=(2, 4))
         gate.observe(Y, Y @ beta_true + rng.normal(0.0, 0.01, 2))
@@ -206,3 +206,36 @@ def test_a_detected_change_can_put_back_the_nominal_parameters_and_a_payload_is_
     np.testing.assert_allclose(point[4:], 2.0 * np.array([c[1] ** 2 + c[2] ** 2, -c[0] * c[1], c[0] ** 2 + c[2] ** 2,
                                                           -c[0] * c[2], -c[1] * c[2], c[0] ** 2 + c[1] ** 2]))
     assert not np.any(payload_as_point_mass(np.r_[-0.5, np.zeros(9)]))
+
+
+def test_no_estimate_is_judged_before_the_gate_has_observed_a_window():
+    """An estimate offered early stays ``unconverged`` until ``warmup`` samples (by default the window) have
+    been observed, even when it has predicted its fresh samples better than the nominal model; then the
+    pending estimate is judged and accepted. Forgetting the window (a payload change) does not restart the
+    warm-up: a later estimate is judged after its fresh samples alone. Without the warm-up the early estimate
+    is accepted at once, which the first assertion catches."""
+    from robodyn_ros.control.parameter_gate import ParameterGate
+    rng = np.random.default_rng(2)
+    beta_nominal, beta_true = np.ones(4), np.array([1.5, 0.5, 2.0, 1.0])
+    gate = ParameterGate(beta_nominal, window=100, fresh=10)
+    assert gate.warmup == 100
+
+    def observe(n, beta):
+        for _ in range(n):
+            Y = rng.normal(size=(2, 4))
+            gate.observe(Y, Y @ beta + rng.normal(0.0, 0.01, 2))
+
+    observe(10, beta_true)
+    assert gate.offer(beta_true).status == "unconverged"
+    observe(30, beta_true)
+    decision = gate.offer(beta_true)
+    assert decision.status == "unconverged" and "40 of the 100 samples" in gate.last_reason
+    assert np.array_equal(gate.applied, beta_nominal)
+    observe(60, beta_true)
+    assert gate.offer(beta_true).status == "accepted"
+    gate.clear_window()
+    changed = beta_true + np.array([0.5, 0.0, 0.0, 0.0])
+    gate.offer(changed)
+    observe(10, changed)
+    assert gate.offer(changed).status == "accepted"
+    assert ParameterGate(beta_nominal, window=100, fresh=10, warmup=0).warmup == 0

@@ -114,7 +114,7 @@ def test_gate_judges_estimates_on_samples_they_never_saw(setup, rng):
     beta_nom = base.from_full(full_parameters(nominal))
     beta_twin = base.from_full(full_parameters(plant.model))
     gate = ParameterGate(beta_nom, window=200, fresh=50, weighting=mass_matrix_weighting(nominal),
-                         friction_indices=friction_indices(base))
+                         friction_indices=friction_indices(base), warmup=0)
     _observe_twin(gate, nominal, plant, dyn, rng, 100)
     good = beta_twin + rng.normal(size=base.count) * 1e-4
     assert gate.offer(good, source="estimate").status == "unconverged"
@@ -157,7 +157,7 @@ def test_gate_refuses_an_estimate_fitted_to_the_noise_of_its_own_window(setup, r
     follow, and the gate keeps the nominal model; judged on the window it was fitted to, it would pass."""
     nominal, plant, base, dyn = setup
     beta_nom = base.from_full(full_parameters(nominal))
-    gate = ParameterGate(beta_nom, window=400, fresh=50, weighting=mass_matrix_weighting(nominal))
+    gate = ParameterGate(beta_nom, window=400, fresh=50, weighting=mass_matrix_weighting(nominal), warmup=0)
     exact = lambda q, v, a: dyn.torque(q, v, a, beta_nom)          # noqa: E731
     _observe_twin(gate, nominal, plant, dyn, rng, 120, torque=exact)
     Y, tau = np.concatenate(list(gate._Y)), np.concatenate(list(gate._tau))
