@@ -11,6 +11,7 @@
   the node reads it; a wrong type is one error naming the parameter.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from robodyn_ros.ros import estimator_node
 from robodyn_ros.ros.messages import (array_to_wrench_stamped, joint_state_to_arrays, make_joint_state,
                                       wrench_stamped_to_array)
 from robodyn_ros.ros.node_parameters import ESTIMATOR
+from robodyn_ros.ros.parameters import validate
 from estimator_feeds import PAYLOAD, segment
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "config", "panda.yaml")
@@ -173,6 +175,13 @@ def test_configuration_follows_the_node_schema(tmp_path):
         estimator_config({"filter": {"cutoff": "fast"}})
     with pytest.raises(ValueError, match="decimation"):
         estimator_config({"decimation": 0})
+    # one schema: what the node refuses, the library refuses, with the node's range in the line
+    for name, value in (("forgetting", 0.5), ("filter.order", 7)):
+        node_errors = [e for e in validate(ESTIMATOR, {name: value})]
+        assert node_errors, name
+        with pytest.raises(ValueError, match=re.escape(node_errors[0])):
+            estimator_config({name: value})
+    assert estimator_config({"filter": {"cutoff": 20}})["filter.cutoff"] == 20.0   # an int where a float is due
 
 
 def test_payload_from_joint_torques_on_the_twin_is_referenced_to_the_estimate_before_the_change():

@@ -186,7 +186,8 @@ def _plot(history, names, payload_frame):
 
 def run(args, progress):
     """The replay; returns ``(files {path: text or bytes}, summary lines)``."""
-    from ..estimation.online_estimator import COULOMB_WIDTH, OnlineEstimator
+    from ..estimation.estimator_parameters import COULOMB_WIDTH
+    from ..estimation.online_estimator import OnlineEstimator
     from ..identification.batch import IdentificationResult, model_with_full_parameters
     from ..identification.least_squares import consistent_fit
     from ..identification.results import identified_urdf, result_document, yaml_text

@@ -52,54 +52,19 @@ from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..identification.signal_filters import CausalButterworthFilter
 from ..kernels import compile_kernels
 from ..dynamics.torque_scale import joint_torque_scale
+from ..model.parameter_schema import check_value, copy_value
 from .base_parameter_estimator import BaseParameterEstimator, base_parameter_prior
+from .estimator_parameters import ESTIMATION, estimation_spec
 from .recursive import RecursiveLeastSquares
 
-COULOMB_WIDTH = 0.02  # rad/s, tanh(v / coulomb_width) for the Coulomb friction column (default)
 PAYLOAD_EVENT_WINDOW = 0.5  # s: detector alarms this close to the previous one report the same change
 PAYLOAD_REFERENCE_WINDOW = 3.0  # s: payload_reference before_change keeps its reference through re-alarms this close
-PAYLOAD_REFERENCES = ("nominal", "before_change")
 FRICTION_BOUND = 0.03           # Coulomb friction of a joint, at most, as a fraction of its torque scale
 FRICTION_SMOOTHING_MAX = 0.05   # rad/s: beyond a few of these every plausible Coulomb transition is complete
 
-#: The estimation parameters of the ``estimator`` node (ros/node_parameters.py ESTIMATOR, where each is
-#: described) and their defaults; a test checks that both agree.
-DEFAULTS = {
-    "wrist_link": "",
-    "decimation": 1,
-    "use_wrench": True,
-    "estimate_bias": True,
-    "base_parameters": True,
-    "filter.cutoff": 20.0,
-    "filter.order": 2,
-    "filter.max_interval": 0.0,
-    "forgetting": 1.0,
-    "force_noise": 0.5,
-    "torque_noise": 0.05,
-    "effort_noise": 0.0,
-    "effort_noise_per_joint": [],
-    "coulomb_width": COULOMB_WIDTH,
-    "payload_reference": "before_change",
-    "payload_change_holdoff": 0.0,
-    "payload_mass_std": 10.0,
-    "change_threshold": 25.0,
-    "change_ratio": 4.0,
-    "change_time": 0.0,
-    "change_alarms.count": 3,
-    "change_alarms.window": 10.0,
-    "payload_publish_std.mass": 0.5,
-    "payload_publish_std.first_moment": 0.1,
-    "payload_publish_std.inertia": 0.02,
-    "publish_rate": 100.0,
-    "diagnostics_rate": 10.0,
-    "wrench_saturation.force": 0.0,
-    "wrench_saturation.torque": 0.0,
-    "effort_saturation": 1.0,
-    "time_jump_threshold": 0.5,
-}
-_POSITIVE = ("decimation", "filter.cutoff", "filter.order", "force_noise", "torque_noise", "change_ratio",
-             "payload_mass_std", "publish_rate", "diagnostics_rate", "time_jump_threshold", "coulomb_width",
-             "change_alarms.window")
+#: The estimation parameters and their defaults (:data:`~robodyn_ros.estimation.estimator_parameters.ESTIMATION`,
+#: where each is described, plus the wrist link the node takes from its robot parameters).
+DEFAULTS = {"wrist_link": "", **{spec.name: spec.default for spec in ESTIMATION}}
 
 
 def estimator_config(config=None):
@@ -126,26 +91,16 @@ def estimator_config(config=None):
     for name, value in flat.items():
         if name not in DEFAULTS:
             continue
-        kind = type(DEFAULTS[name])
-        if kind is list:
-            values[name] = _positive_list(name, value)
+        if name == "wrist_link":
+            if not isinstance(value, str):
+                raise ValueError(f"estimator parameter wrist_link: expected str, got {value!r}")
+            values[name] = value
             continue
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            raise ValueError(f"estimator parameter {name}: expected {kind.__name__}, got {value!r}")
-        if kind is float and not np.isfinite(value) or (kind in (int, float) and value < 0):
-            raise ValueError(f"estimator parameter {name}: {value!r} is not a finite non-negative number")
-        if name in _POSITIVE and value <= 0:
-            raise ValueError(f"estimator parameter {name}: {value!r} must be positive")
-        values[name] = value
-    if not 0.0 < values["forgetting"] <= 1.0:
-        raise ValueError(f"estimator parameter forgetting: {values['forgetting']!r} is not in (0, 1]")
-    if values["filter.order"] < 2:
-        raise ValueError(f"estimator parameter filter.order: {values['filter.order']!r} is below 2")
-    if values["payload_reference"] not in PAYLOAD_REFERENCES:
-        raise ValueError(f"estimator parameter payload_reference: {values['payload_reference']!r} is not one of "
-                         f"{', '.join(PAYLOAD_REFERENCES)}")
+        spec = estimation_spec(name)
+        errors = check_value(spec, _as_float(value, spec))
+        if errors:
+            raise ValueError(f"estimator parameter {errors[0]}")
+        values[name] = copy_value(_as_float(value, spec))
     return values
 
 
@@ -165,15 +120,17 @@ def repeated_change_note(events, t, count, window):
             "below the real ones")
 
 
-def _positive_list(name, value):
-    """``value`` as a list of positive finite floats, else ValueError naming the parameter."""
-    try:
-        array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"estimator parameter {name}: expected a list of numbers, got {value!r}") from None
-    if array.ndim != 1 or not np.all(np.isfinite(array)) or np.any(array <= 0.0):
-        raise ValueError(f"estimator parameter {name}: {value!r} is not a list of finite positive numbers")
-    return [float(x) for x in array]
+def _as_float(value, spec):
+    """``value`` with integers made floats where ``spec`` (a float or list-of-float parameter) wants floats: a
+    library configuration may say ``cutoff: 20`` where a ROS parameter file must say ``20.0``."""
+    def one(x):
+        return float(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else \
+            float(x) if isinstance(x, np.floating) else x
+    if spec.element_type is not float:
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [one(x) for x in value]
+    return one(value)
 
 
 def payload_prior_variance(mass_std, length=0.2):

@@ -18,128 +18,15 @@ reports the same mistake with that advice, so the in-process bringup fails the w
 """
 import math
 import re
-from dataclasses import dataclass
 
 import yaml
 
-_SCALAR_TYPES = (bool, int, float, str)
-_ARRAY_TYPES = (list[bool], list[int], list[float], list[str])
+from ..model.parameter_schema import (ARRAY_TYPES, SCALAR_TYPES, ParameterSpec, check_value, copy_value, defaults,
+                                      format_bound, resolve_config, validate)
 
-
-@dataclass(frozen=True)
-class ParameterSpec:
-    """One parameter: ``name`` (dotted for groups, e.g. ``"mpc.horizon"``), ``type`` (see module doc),
-    ``default``, ``description``, ``read_only`` (structural: fixed after declaration), ``range``
-    (``(lo, hi)`` inclusive, None for an open end; element-wise for lists), ``choices`` (allowed
-    values), ``live`` (applied while running by :func:`install_live_update`'s callback; a non-live
-    parameter that is not read-only can be changed but takes effect on the next configure)."""
-
-    name: str
-    type: object
-    default: object
-    description: str
-    read_only: bool = False
-    range: tuple | None = None
-    choices: tuple | None = None
-    live: bool = False
-    allow_inf: bool = False
-
-    def __post_init__(self):
-        if self.type not in _SCALAR_TYPES + _ARRAY_TYPES:
-            raise ValueError(f"parameter {self.name}: type {self.type} is not one of bool, int, float, str or "
-                             "a list of them")
-        if self.range is not None and self.element_type not in (int, float):
-            raise ValueError(f"parameter {self.name}: a range needs an int or float type")
-        if self.read_only and self.live:
-            raise ValueError(f"parameter {self.name}: read_only and live contradict each other")
-        errors = check_value(self, self.default)
-        if errors:
-            raise ValueError(f"default of {errors[0]}")
-
-    @property
-    def element_type(self):
-        """``int`` for ``int`` and ``list[int]``, and so on."""
-        return self.type.__args__[0] if self.type in _ARRAY_TYPES else self.type
-
-
-def check_value(spec, value):
-    """Errors (list of str, empty if fine) of ``value`` for ``spec``: type, range, choices."""
-    element = spec.element_type
-    if spec.type in _ARRAY_TYPES:
-        if not isinstance(value, (list, tuple)):
-            return [f"{spec.name}: expected a list of {element.__name__}, got {value!r}"]
-        items = list(value)
-    else:
-        items = [value]
-    for item in items:
-        if not _is_instance(item, element):
-            hint = " (write it with a decimal point, e.g. 1.0)" if element is float and _is_instance(item, int) else ""
-            return [f"{spec.name}: expected {element.__name__}, got {type(item).__name__} {item!r}{hint}"]
-        if element is float and math.isnan(item):
-            return [f"{spec.name}: NaN is not a valid value"]
-        if element is float and math.isinf(item) and not spec.allow_inf:
-            return [f"{spec.name}: {item!r} is not a valid value (it must be finite)"]
-    if spec.range is not None:
-        lo, hi = spec.range
-        for item in items:
-            if (lo is not None and item < lo) or (hi is not None and item > hi):
-                return [f"{spec.name}: {item!r} is outside [{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]"]
-    if spec.choices is not None:
-        for item in items:
-            if item not in spec.choices:
-                return [f"{spec.name}: {item!r} is not one of {list(spec.choices)}"]
-    return []
-
-
-def _is_instance(x, element):
-    if element is bool:
-        return isinstance(x, bool)
-    if element is int:
-        return isinstance(x, int) and not isinstance(x, bool)
-    if element is float:
-        return isinstance(x, float)
-    return isinstance(x, str)
-
-
-def _bound(x, default):
-    return default if x is None else repr(x)
-
-
-def validate(specs, values):
-    """Errors (list of str) of a ``{name: value}`` change set against the schema.
-
-    Pure: no side effects, no rclpy. Names not in the schema are ignored (another part of the node, or
-    rclpy's own ``use_sim_time``, may own them). Read-only is not checked here: rclpy refuses a change
-    to a read-only parameter before any on-set callback runs.
-    """
-    by_name = {spec.name: spec for spec in specs}
-    errors = []
-    for name, value in values.items():
-        spec = by_name.get(name)
-        if spec is not None:
-            errors += check_value(spec, value)
-    return errors
-
-
-def defaults(specs):
-    """``{name: default}`` of the schema."""
-    return {spec.name: _copy(spec.default) for spec in specs}
-
-
-def resolve_config(specs, overrides):
-    """The config a node would read given ``overrides`` (e.g. :func:`load_params_yaml`'s result), without
-    ROS: defaults updated by the overrides the schema knows, validated; ValueError listing every error."""
-    values = defaults(specs)
-    known = {spec.name for spec in specs}
-    values.update({name: _copy(value) for name, value in overrides.items() if name in known})
-    errors = validate(specs, values)
-    if errors:
-        raise ValueError("invalid parameters: " + "; ".join(errors))
-    return values
-
-
-def _copy(value):
-    return list(value) if isinstance(value, (list, tuple)) else value
+__all__ = ["ParameterSpec", "check_value", "validate", "defaults", "resolve_config", "closest_name",
+           "unknown_parameters", "parameter_table", "descriptor_for", "declare_parameters", "read_config",
+           "install_live_update", "load_params_yaml", "params_yaml_entries"]
 
 
 def closest_name(name, names):
@@ -174,8 +61,8 @@ def parameter_table(specs, extra=()):
         allowed = []
         if spec.range is not None:
             lo, hi = spec.range
-            each = "each " if spec.type in _ARRAY_TYPES else ""
-            allowed.append(f"{each}in [{_bound(lo, '-inf')}, {_bound(hi, 'inf')}]")
+            each = "each " if spec.type in ARRAY_TYPES else ""
+            allowed.append(f"{each}in [{format_bound(lo, '-inf')}, {format_bound(hi, 'inf')}]")
         if spec.choices is not None:
             allowed.append("one of " + ", ".join(map(str, spec.choices)))
         if spec.read_only:
@@ -218,8 +105,8 @@ def descriptor_for(spec):
         descriptor.integer_range = [IntegerRange(from_value=-(2**63) if lo is None else lo,
                                                  to_value=2**63 - 1 if hi is None else hi)]
     elif spec.range is not None:
-        descriptor.additional_constraints = f"each element in [{_bound(spec.range[0], '-inf')}, " \
-                                            f"{_bound(spec.range[1], 'inf')}]"
+        descriptor.additional_constraints = f"each element in [{format_bound(spec.range[0], '-inf')}, " \
+                                            f"{format_bound(spec.range[1], 'inf')}]"
     return descriptor
 
 
@@ -248,7 +135,7 @@ def declare_parameters(node, specs):
     for spec in specs:
         descriptor = descriptor_for(spec)
         try:
-            if spec.type in _ARRAY_TYPES and len(spec.default) == 0:
+            if spec.type in ARRAY_TYPES and len(spec.default) == 0:
                 writable = descriptor_for(spec)
                 writable.read_only = False
                 declared = node.declare_parameter(spec.name, _parameter_type(spec), writable)
@@ -258,7 +145,7 @@ def declare_parameters(node, specs):
                     descriptor.type = _parameter_type(spec).value
                     node.set_descriptor(spec.name, descriptor)
             else:
-                node.declare_parameter(spec.name, _copy(spec.default), descriptor)
+                node.declare_parameter(spec.name, copy_value(spec.default), descriptor)
         except InvalidParameterTypeException as exc:
             raise ValueError(f"parameter {spec.name} of node {node.get_name()}: {exc} (expected "
                              f"{_type_name(spec)}; a float needs a decimal point in YAML)") from None
@@ -271,7 +158,7 @@ def declare_parameters(node, specs):
 
 
 def _type_name(spec):
-    return spec.type.__name__ if spec.type in _SCALAR_TYPES else f"list[{spec.element_type.__name__}]"
+    return spec.type.__name__ if spec.type in SCALAR_TYPES else f"list[{spec.element_type.__name__}]"
 
 
 def read_config(node, specs):
@@ -279,7 +166,7 @@ def read_config(node, specs):
     config = {}
     for spec in specs:
         value = node.get_parameter(spec.name).value
-        config[spec.name] = list(value) if spec.type in _ARRAY_TYPES else value
+        config[spec.name] = list(value) if spec.type in ARRAY_TYPES else value
     return config
 
 

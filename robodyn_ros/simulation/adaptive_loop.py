@@ -34,7 +34,8 @@ from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseP
 from ..control.base_parameter_update import PAYLOAD_FRESH
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
-from ..estimation.online_estimator import COULOMB_WIDTH, OnlineEstimator
+from ..estimation.estimator_parameters import COULOMB_WIDTH
+from ..estimation.online_estimator import OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters
 from ..model.errors import ModelError
 from .simulation_step import engine_step
