@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from urdf_parser_py.urdf import URDF
 
+from robot_data import TABLE_1
 from conftest import assert_close, erd_path
 
 from robodyn_ros.model.model import Model
@@ -26,18 +27,6 @@ MOVABLE_JOINTS = {
     "iiwa": [f"iiwa_joint_{i}" for i in range(1, 8)],
 }
 ERD_SOURCE = {"panda": "panda_description/urdf/panda.urdf", "ur5": "ur_description/urdf/ur5_robot.urdf"}
-
-# Müller & Kumar 2021, Table 1, typed in again here (independently of tools/make_bundled_urdfs.py):
-# m [kg], COM (x, y, z) [m] in the link frame, Θxx, Θxy, Θxz, Θyy, Θyz, Θzz [kg m²] about the COM.
-TABLE_1 = np.array([
-    [3.94781, -0.00351, 0.00160, -0.03139, 0.00455, 0.00000, -0.00000, 0.00454, 0.00001, 0.00029],
-    [4.50275, -0.00767, 0.16669, -0.00355, 0.00032, 0.00000, 0.00000, 0.00010, -0.00000, 0.00042],
-    [2.45520, -0.00225, -0.03492, -0.02652, 0.00223, -0.00005, 0.00007, 0.00219, 0.00007, 0.00073],
-    [2.61155, 0.00020, -0.05268, 0.03818, 0.03844, 0.00088, -0.00112, 0.01144, -0.00111, 0.04988],
-    [3.41000, 0.00005, -0.00237, -0.21134, 0.00277, -0.00001, 0.00001, 0.00284, -0.00000, 0.00012],
-    [3.38795, 0.00049, 0.02019, -0.02750, 0.00050, -0.00005, -0.00003, 0.00281, -0.00004, 0.00232],
-    [0.35432, -0.03466, -0.02324, 0.07138, 0.00795, 0.00022, -0.00029, 0.01089, -0.00029, 0.00294],
-])
 
 
 def read(name):

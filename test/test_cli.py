@@ -31,7 +31,7 @@ def test_info_strict_refuses_what_the_default_loads_with_a_note(tmp_path, capsys
     """A URDF with a non-physical inertia (the iiwa of Müller and Kumar's Table 1 as printed): ``info``
     loads it and says so in its notes line; ``info --strict`` refuses it in one line naming the link."""
     import warnings
-    from test_time_derivatives import iiwa_as_published
+    from robot_data import iiwa_as_published
     path = tmp_path / "iiwa_table_1.urdf"
     path.write_text(iiwa_as_published())
     with warnings.catch_warnings():
@@ -54,7 +54,7 @@ def test_bundled_names_work_wherever_a_urdf_is_asked_for_and_files_get_the_umask
     from robodyn_ros.bags.bag_io import write_joint_states_bag
     from robodyn_ros.cli.identify import main as identify
     from robodyn_ros.robots import bundled_urdf_path
-    from test_hostile_bags import ur5_motion
+    from robot_data import ur5_motion
 
     assert rd.Model.from_urdf("ur5").fingerprint() == rd.Model.from_urdf(bundled_urdf_path("ur5")).fingerprint()
     assert main(["info", "ur5"]) == 0 and "wrist_3_joint" in capsys.readouterr().out

@@ -25,25 +25,14 @@ import robodyn_ros as rd
 from robodyn_ros.bags.bag_io import (JOINT_STATE_TYPE, WRENCH_STAMPED_TYPE, _encode_wrench_stamped, _typestore,
                                 read_joint_states, write_joint_states_bag)
 from robodyn_ros.cli.identify import main
-from robodyn_ros.robots import bundled_robot_info, bundled_urdf_path
+from robodyn_ros.robots import bundled_urdf_path
+from robot_data import ur5_motion
 
 URDF = bundled_urdf_path("ur5")
 STORAGES = ("sqlite3", "mcap")
 N_MESSAGES = 200
 SETTINGS = dict(deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-
-
-def ur5_motion(n=N_MESSAGES, rate=100.0):
-    """``t, q, v, tau`` of a smooth multi-sine motion about the home pose; tau from our RNEA."""
-    model = rd.Model.from_urdf(URDF)
-    t = np.arange(n) / rate
-    w = 2 * np.pi * np.array([0.3, 0.5, 0.7, 0.9, 1.1, 1.3])
-    phase = np.outer(t, w) + np.arange(6)
-    q = np.array(bundled_robot_info("ur5")["home"]) + 0.4 * np.sin(phase)
-    v, a = 0.4 * w * np.cos(phase), -0.4 * w ** 2 * np.sin(phase)
-    tau = np.array([rd.rnea(model, q[k], v[k], a[k]) for k in range(n)])
-    return model, t, q, v, tau
 
 
 @pytest.fixture(scope="module")

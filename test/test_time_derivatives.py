@@ -6,6 +6,7 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import assert_close, erd_path
+from robot_data import iiwa_as_published
 from robodyn_ros.dynamics.matrix_time_derivatives import (body_jacobian_derivatives, coriolis_matrix_time_derivative,
                                                  gravity_torque_time_derivative, mass_matrix_time_derivative)
 from robodyn_ros.dynamics.time_derivatives import rnea_time_derivatives
@@ -123,22 +124,6 @@ def test_casadi_equals_numpy(rng):
     n_td, n_tdd = rnea_time_derivatives(model, *xs)
     assert_close(td, n_td, rtol=1e-12)
     assert_close(tdd, n_tdd, rtol=1e-12)
-
-
-def iiwa_as_published():
-    """The bundled iiwa 14 with the inertias of Müller and Kumar's Table 1 exactly as printed (the bundled
-    file holds the nearest physical ones; the table's links 4 and 7 violate the triangle inequality)."""
-    import xml.etree.ElementTree as ET
-    from robodyn_ros.robots import bundled_urdf_path
-    from test_bundled_robots import TABLE_1
-    root = ET.parse(bundled_urdf_path("iiwa")).getroot()
-    for i, row in enumerate(TABLE_1, start=1):
-        inertial = root.find(f"link[@name='iiwa_link_{i}']/inertial")
-        inertial.find("mass").set("value", repr(float(row[0])))
-        inertial.find("origin").set("xyz", " ".join(repr(float(x)) for x in row[1:4]))
-        for key, value in zip(("ixx", "ixy", "ixz", "iyy", "iyz", "izz"), row[4:]):
-            inertial.find("inertia").set(key, repr(float(value)))
-    return ET.tostring(root, encoding="unicode")
 
 
 def test_iiwa_14_of_table_1_as_published(rng):
