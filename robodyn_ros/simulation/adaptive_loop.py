@@ -262,9 +262,9 @@ class AdaptiveLoop:
                 events = len(est.payload_references)
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
-                # and the filtered samples of the change itself are no robot's; the MPC goes back to the nominal
-                # parameters until the changed robot's are accepted (BaseParameterUpdate's nominal_on_change)
-                gate.clear_window(nominal=c.controller == "mpc")
+                # and the filtered samples of the change itself are no robot's; the controller goes back to the
+                # nominal parameters until the changed robot's are accepted (BaseParameterUpdate's nominal_on_change)
+                gate.clear_window(nominal=True)
                 observe_from = meas.t + est.settle_time
             if k % every or est.base_started_at is None:
                 continue
