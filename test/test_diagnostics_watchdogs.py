@@ -107,8 +107,8 @@ def test_adaptation_watchdog_waits_for_the_timeout_and_ends_with_the_first_appli
 def test_control_loop_says_why_no_base_parameter_estimate_is_applied():
     """use_base_parameters on a UR5 whose links are 30 % heavier than its URDF: past adaptation_timeout the status
     is WARN with the reason, which follows what the loop got (nothing; estimates without a covariance; a
-    consistent fit not yet due, then a candidate waiting for the new samples it is judged on), until the gate
-    accepts the plant's own parameters (its torques measured with noise): OK."""
+    consistent fit not yet due, then a candidate waiting for the new samples it is judged on, then for a window's
+    worth of motion), until the gate accepts the plant's own parameters (its torques measured with noise): OK."""
     from robodyn_ros.identification.base_parameters import full_parameters
     robot = load_robot(resolve_node_config("inverse_dynamics", {"robot": "ur5"}))
     config = resolve_node_config("inverse_dynamics", {"robot": "ur5", "use_base_parameters": True,
@@ -138,7 +138,10 @@ def test_control_loop_says_why_no_base_parameter_estimate_is_applied():
         state = closed_loop(loop, plant, kernels, state, 0.6, effort_noise=0.05, rng=rng)
         assert loop.apply_base_parameters(beta, P) == "unconverged"          # due now: pending on new samples
         assert "predicted 0 of the 50 new samples it is judged on" in loop.status()[1], loop.status()[1]
-        closed_loop(loop, plant, kernels, state, 0.6, effort_noise=0.05, rng=rng)
+        state = closed_loop(loop, plant, kernels, state, 0.6, effort_noise=0.05, rng=rng)
+        assert loop.apply_base_parameters(beta, P) == "unconverged"          # judged after a window of motion
+        assert "of the 400 samples observed before a first estimate is judged" in loop.status()[1], loop.status()[1]
+        closed_loop(loop, plant, kernels, state, 2.6, effort_noise=0.05, rng=rng)
         assert loop.apply_base_parameters(beta, P) == "accepted", loop.base_update.gate.last_reason
         assert loop.status()[:2] == ("OK", "controlling"), loop.status()[1]
     finally:
