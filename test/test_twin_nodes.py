@@ -22,7 +22,9 @@ def _print_report(report):
 
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
 def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
-    report, _ = run_twin_nodes(duration=10.0, attach_time=6.0, controller="computed_torque")
+    """The demo's scenario over DDS (15 s, 2 kg at 7.5 s; the gate judges its first estimate after 4 s of
+    motion, so the tracking window 5-7.5 s is adapted): computed torque with the twin's estimate."""
+    report, _ = run_twin_nodes(duration=15.0, attach_time=7.5, controller="computed_torque")
     _print_report(report)
     assert report["completed"]
     assert report["tracking_ratio"] >= 5.0
@@ -37,8 +39,9 @@ def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
 def test_mpc_node_adapts_to_the_twin_over_dds():
     """The same with the mpc node (``output: commands``, 100 Hz RTI solves, ``use_base_parameters``): the gated
-    consistent parameters reach its NLP live; the issue's bound for the MPC is a ratio of 3."""
-    report, _ = run_twin_nodes(duration=10.0, attach_time=6.0, controller="mpc")
+    consistent parameters reach its NLP live; the issue's bound for the MPC is a ratio of 3 (the demo's
+    scenario, 15 s, 2 kg at 7.5 s)."""
+    report, _ = run_twin_nodes(duration=15.0, attach_time=7.5, controller="mpc")
     _print_report(report)
     assert report["completed"]
     assert report["tracking_ratio"] >= 3.0
