@@ -19,12 +19,12 @@ dynamics of the estimated robot needs β only, never the full parameters an esti
 
 Both compensate friction from the reference, not the measured velocity: computed torque ``f_v v_d + f_c
 sgn(v_d)`` (at ``v_d + h/2 a_d`` with a hold ``h``, below), Slotine-Li ``f_v v_r + f_c sgn(v_d)`` (friction
-feed-forward; Slotine-Li's ``v_r`` keeps its passivity argument). At the measured velocity the compensation is velocity feedback: a viscous coefficient
-estimated above the robot's by more than the loop's damping ``K_D M̂`` turns the loop unstable (measured: the
-Panda twin's light wrist diverged within 0.2 s of an estimate with 0.50 instead of 0.04 N m s/rad), and the
-Coulomb sign flips with the noise around every velocity reversal and, where the model's smoothing is sharper
-than the robot's friction, drives a limit cycle (the iiwa with its exact parameters: 4e-2 rad RMS against
-4e-4 rad from the reference velocity).
+feed-forward; Slotine-Li's ``v_r`` keeps its passivity argument). At the measured velocity the compensation is
+velocity feedback: a viscous coefficient estimated above the robot's by more than the loop's damping ``K_D
+M̂`` turns the loop unstable (measured: the Panda twin's light wrist diverged within 0.2 s of an estimate with
+0.50 instead of 0.04 N m s/rad), and the Coulomb sign flips with the noise around every velocity reversal and,
+where the model's smoothing is sharper than the robot's friction, drives a limit cycle (the iiwa with its
+exact parameters: 4e-2 rad RMS against 4e-4 rad from the reference velocity).
 
 Held for a sample period. A digital loop holds each torque for its period ``h`` while the arm moves: the
 rigid-body terms change over the hold, and a joint whose friction acts faster than ``h`` (the xArm7's
@@ -36,7 +36,7 @@ hold: the rigid body at the state predicted there, ``q_m = q + h/2 v + h²/8 a_c
 a_cmd`` (the midpoint rule: the torque whose mean acceleration over the hold is ``a_cmd``), and the
 friction at the reference's velocity there, ``v_d + h/2 a_d`` (still feed-forward: no measured velocity in
 it; a friction-dominated joint then covers the reference's displacement over the hold). Checked against
-plants integrated finely enough to resolve a 70-µs joint (both engines at 20 steps per ms: 0.7-1.1e-5 rad
+plants integrated finely enough to resolve a 70-µs joint (both engines at 20 steps per ms: 0.7-1.2e-5 rad
 RMS on the xArm7, Z1 and SO-100 with the exact model, ``robodyn bench tracking``); with the friction at
 the end of the hold, ``v_d + h a_d``, such a joint leads by ``h² a_d / 2`` per hold (1.5-2.1e-4 rad), and
 with the PD's correction in it, ``v_d + h a_cmd``, the Panda twin's adapted loop tracked 1.5 times worse.

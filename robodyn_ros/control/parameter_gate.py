@@ -78,9 +78,10 @@ class ParameterGate:
     ``window``: recent samples kept; ``fresh``: samples an estimate must have predicted before it is judged;
     ``margin``: relative residual margin; ``improvement``: the relative gain on the fresh samples an estimate
     needs over the applied one; ``warmup``: samples observed (since the gate was made, whatever
-    :meth:`clear_window` forgets) before any estimate is judged (None: ``window``); ``weighting``: ``q -> W (nv, nv)`` (None: identity, torque
-    residuals); ``friction_indices``: indices into β of stand-alone viscous and Coulomb coefficients
-    (:func:`friction_indices`); ``plausibility``: ``(β, [q, ...]) -> bool``."""
+    :meth:`clear_window` forgets) before any estimate is judged (None: ``window``); ``weighting``: ``q -> W
+    (nv, nv)`` (None: identity, torque residuals); ``friction_indices``: indices into β of stand-alone
+    viscous and Coulomb coefficients (:func:`friction_indices`); ``plausibility``: ``(β, [q, ...]) ->
+    bool``."""
 
     def __init__(self, beta_nominal, window=400, fresh=50, margin=0.02, improvement=0.1, weighting=None,
                  friction_indices=(),
