@@ -115,10 +115,16 @@ def workspace(tmp_path_factory):
 
 # -------------------------------------------------------------------------------------- running things
 def verb(env, line, *more, timeout=CALL):
-    """A README ``ros2`` line (or any ``ros2 ...`` string) with ``more`` arguments and :data:`VERB_FLAGS`."""
+    """A README ``ros2`` line (or any ``ros2 ...`` string) with ``more`` arguments and :data:`VERB_FLAGS`, run
+    again while the CLI has not discovered the node it addresses ("Node not found": its spin time is a fixed
+    discovery window, which a loaded machine can miss), until ``timeout`` s have passed."""
     args = shlex.split(line)
     assert args[0] == "ros2", line
-    return cli.ros2(env, *args[1:], *more, *VERB_FLAGS, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        result = cli.ros2(env, *args[1:], *more, *VERB_FLAGS, timeout=timeout)
+        if "Node not found" not in result.stdout + result.stderr or time.monotonic() > deadline:
+            return result
 
 
 def until(attempt, timeout, what):
