@@ -7,9 +7,8 @@ jitter of a loop that runs on wall time and to a single late message). Intervals
 """
 from __future__ import annotations
 
+import statistics
 from collections import deque
-
-import numpy as np
 
 WINDOW = 8
 """Intervals in the median (even: the mean of the middle two)."""
@@ -33,4 +32,4 @@ class SamplePeriod:
         if self._t is not None and 0.0 < t - self._t <= self.max_hold:
             self._intervals.append(t - self._t)
         self._t = t
-        return float(np.median(self._intervals)) if self._intervals else 0.0
+        return statistics.median(self._intervals) if self._intervals else 0.0
