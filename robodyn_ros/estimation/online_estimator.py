@@ -97,10 +97,11 @@ def estimator_config(config=None):
             values[name] = value
             continue
         spec = estimation_spec(name)
-        errors = check_value(spec, _as_float(value, spec))
+        value = _as_float(value, spec)
+        errors = check_value(spec, value)
         if errors:
             raise ValueError(f"estimator parameter {errors[0]}")
-        values[name] = copy_value(_as_float(value, spec))
+        values[name] = copy_value(value)
     return values
 
 
@@ -124,8 +125,7 @@ def _as_float(value, spec):
     """``value`` with integers made floats where ``spec`` (a float or list-of-float parameter) wants floats: a
     library configuration may say ``cutoff: 20`` where a ROS parameter file must say ``20.0``."""
     def one(x):
-        return float(x) if isinstance(x, (int, np.integer)) and not isinstance(x, bool) else \
-            float(x) if isinstance(x, np.floating) else x
+        return float(x) if isinstance(x, (int, np.integer, np.floating)) and not isinstance(x, bool) else x
     if spec.element_type is not float:
         return value
     if isinstance(value, (list, tuple, np.ndarray)):
