@@ -177,7 +177,7 @@ def test_configuration_follows_the_node_schema(tmp_path):
         estimator_config({"decimation": 0})
     # one schema: what the node refuses, the library refuses, with the node's range in the line
     for name, value in (("forgetting", 0.5), ("filter.order", 7)):
-        node_errors = [e for e in validate(ESTIMATOR, {name: value})]
+        node_errors = validate(ESTIMATOR, {name: value})
         assert node_errors, name
         with pytest.raises(ValueError, match=re.escape(node_errors[0])):
             estimator_config({name: value})
