@@ -41,12 +41,15 @@ def articulated_inverse(ops, model, i, D, scale=None):
     return ops.inv(D)
 
 
-def aba(model, q, v, tau, f_ext=None, pi=None, armature=None):
+def aba(model, q, v, tau, f_ext=None, pi=None, armature=None, joint_inertia=False):
     """Joint accelerations ``a = M^-1 (tau - C v - g + sum_k J_k^T f_ext_k)`` (nv,).
 
     q (nq,), v (nv,), tau (nv,), f_ext (nbodies, 6) body wrenches; ``pi`` optional parameters;
     ``armature`` (nv,) optional, in place of the model's: the diagonal added to ``M`` (an implicit step's
-    ``M + h D`` is the ABA with armature ``armature + h D``, :mod:`robodyn_ros.simulation.simulator`)."""
+    ``M + h D`` is the ABA with armature ``armature + h D``, :mod:`robodyn_ros.simulation.simulator`).
+    ``joint_inertia``: return ``(a, d)``, ``d`` (nv,) the diagonal of each joint's articulated inertia
+    ``D_i = S_i^T I^A_i S_i`` plus the armature (Featherstone RBDA Table 7.1): the inertia a joint moves
+    with its parent held and the bodies beyond it free."""
     ops = ops_for(q, v, tau, f_ext, pi, armature)
     if ops.name == "numpy":
         q, v, tau = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("tau", tau, model.nv)))
@@ -67,13 +70,17 @@ def aba(model, q, v, tau, f_ext=None, pi=None, armature=None):
         vel.append(vi), c.append(spatial.cross_motion(ops, vi, vJ))
         IA.append(spatial.inertia_matrix(ops, inertia)), pA.append(pi_ if fe is None else pi_ - fe)
     U, Dinv, u = [None] * n, [None] * n, [None] * n
+    d = ops.zeros(model.nv) if joint_inertia else None
     scale = inertia_scale(model, pi) if ops.name == "numpy" else None
     for i in reversed(range(n)):                            # pass 2: articulated inertias
         _, sv = joint_slices(model, i)
         S = model.joints[i].S
         U[i] = ops.mtimes(IA[i], S)
         rotor = np.diag(model.armature[sv]) if armature is None else ops.diag(armature[sv])
-        Dinv[i] = articulated_inverse(ops, model, i, ops.mtimes(S.T, U[i]) + rotor, scale)
+        D = ops.mtimes(S.T, U[i]) + rotor
+        Dinv[i] = articulated_inverse(ops, model, i, D, scale)
+        if joint_inertia:
+            d[sv] = ops.diag(D)
         u[i] = tau[sv] - ops.mtimes(S.T, pA[i])
         lam = model.parents[i]
         if lam >= 0:
@@ -92,4 +99,4 @@ def aba(model, q, v, tau, f_ext=None, pi=None, armature=None):
         ai = spatial.inv_act_motion(ops, R, p, a0 if lam < 0 else acc[lam]) + c[i]
         qdd[sv] = ops.mtimes(Dinv[i], u[i] - ops.mtimes(ops.T(U[i]), ai))
         acc[i] = ai + model.joints[i].motion(ops, qdd[sv])
-    return qdd
+    return (qdd, d) if joint_inertia else qdd

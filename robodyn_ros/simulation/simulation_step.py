@@ -51,20 +51,22 @@ def rigid_acceleration_function(model):
 
 
 def held_torque_function(model):
-    """SX function ``(q, v, tau, pi, c) -> tau + tau_joint`` (nv,): the clamped command plus the joint torque
-    of :func:`robodyn_ros.simulation.joint_torques.implicit_joint_torque` over a step ``c[0]``."""
+    """SX function ``(q, v, tau, pi, c) -> (tau + tau_joint, phi)`` (nv,) each: the clamped command plus the
+    joint torque of :func:`robodyn_ros.simulation.joint_torques.implicit_joint_torque` over a step ``c[0]``,
+    and the joints' relaxation weights."""
     nv = model.nv
     q, v, tau = ca.SX.sym("q", nv), ca.SX.sym("v", nv), ca.SX.sym("tau", nv)
     pi, c = ca.SX.sym("pi", 10 * model.nbodies), ca.SX.sym("c", 4)
-    held = tau + implicit_joint_torque(CASADI, model, q, v, tau, pi, c[0], c[1], c[2], c[3])
-    return ca.Function("rd_sim_held_torque", [q, v, tau, pi, c], [held])
+    tau_joint, phi = implicit_joint_torque(CASADI, model, q, v, tau, pi, c[0], c[1], c[2], c[3])
+    return ca.Function("rd_sim_held_torque", [q, v, tau, pi, c], [tau + tau_joint, phi])
 
 
 def step_function(model, integrator="rk4_implicit"):
     """CasADi function ``(x, tau_command, pi, c) -> (x+, a+, tau, check)`` of one step (module docstring).
 
     ``integrator`` (:data:`robodyn_ros.simulation.simulator.INTEGRATORS`): ``"rk4_implicit"`` (the joint
-    torque of one implicit ABA, then four ABA of RK4 under it held), ``"rk4"`` (classic Runge-Kutta, four
+    torque of one implicit ABA, then four ABA of RK4 under it held, each joint's position by its relaxation
+    weight), ``"rk4"`` (classic Runge-Kutta, four
     ABA) or ``"semi_implicit_euler"`` (one ABA, ``v+ = v + h a(q, v)``, ``q+ = q + h v+``); one more ABA
     gives ``a+``. An MX function calling SX functions at each stage, so the generated C holds the ABA once
     (gcc compiles a fifth of the code a fully inlined SX step would be)."""
@@ -78,7 +80,7 @@ def step_function(model, integrator="rk4_implicit"):
     h = c[0]
     q, v = x[:nv], x[nv:]
     if integrator == "rk4_implicit":
-        rigid, held = rigid_acceleration_function(model), held_torque_function(model)(q, v, tau, pi, c)
+        rigid, (held, phi) = rigid_acceleration_function(model), held_torque_function(model)(q, v, tau, pi, c)
 
         def acceleration(q, v):
             return rigid(q, v, held, pi)
@@ -98,6 +100,8 @@ def step_function(model, integrator="rk4_implicit"):
         a4 = acceleration(q4, v4)
         q_next = q + h / 6.0 * (v + 2 * v2 + 2 * v3 + v4)
         v_next = v + h / 6.0 * (a1 + 2 * a2 + 2 * a3 + a4)
+        if integrator == "rk4_implicit":
+            q_next = q_next + h * (phi - 0.5) * (v - v_next)
     else:
         v_next = v + h * acceleration(q, v)
         q_next = q + h * v_next

@@ -271,13 +271,15 @@ class Simulator:
     def _integrate(self, h):
         """One integration step of ``h`` s under the held ``tau_command`` (and, ``rk4_implicit``, the joint
         torque of :func:`robodyn_ros.simulation.joint_torques.implicit_joint_torque` at the step's start,
-        held too, and kept for the acceleration at the end of the step)."""
+        held too, and kept for the acceleration at the end of the step; each joint's position then moved
+        to the travel of a first-order relaxation by its weight ``phi``)."""
         q, v, c = self.q, self.v, self.config
-        self._held_torque = None
+        self._held_torque, phi = None, None
         if c.integrator == "rk4_implicit":
-            self._held_torque = self.tau_command + implicit_joint_torque(
+            tau_joint, phi = implicit_joint_torque(
                 NUMPY, self.model, q, v, self.tau_command, self._pi, h, c.limit_stiffness, c.limit_damping,
                 c.coulomb_smoothing)
+            self._held_torque = self.tau_command + tau_joint
         if c.integrator != "semi_implicit_euler":
             a1 = self._acceleration(q, v)
             q2, v2 = q + 0.5 * h * v, v + 0.5 * h * a1
@@ -288,6 +290,8 @@ class Simulator:
             a4 = self._acceleration(q4, v4)
             self.q = q + h / 6.0 * (v + 2 * v2 + 2 * v3 + v4)
             self.v = v + h / 6.0 * (a1 + 2 * a2 + 2 * a3 + a4)
+            if phi is not None:     # each joint's travel of a first-order relaxation (joint_torques)
+                self.q = self.q + h * (phi - 0.5) * (v - self.v)
         else:
             a1 = self._acceleration(q, v)
             self.v = v + h * a1
