@@ -1,7 +1,10 @@
 """``robodyn demo --scenario payload`` end to end over real DDS (isolated domain): the Panda follows its trajectory, a 2 kg
 payload is attached at 5 s, the estimator finds it within 5 % in at most 2 s, and the tracking error after
-adaptation is within twice the error before the payload. Shortened to 9 s of simulated time (the
-"after adaptation" window is then 8..9 s) to keep the suite fast; ``robodyn demo`` defaults to 15 s."""
+adaptation is within twice the error before the payload. Shortened to 13 s of simulated time to keep the
+suite fast (``robodyn demo`` defaults to 15 s): the "after adaptation" window 8..13 s then spans a whole
+period of the 4-s trajectory, as the "before" window 1..5 s does. (At 9 s it was the one second 8..9, the
+period's worst with the payload: 3.9e-5 rad against 2.4-2.9e-5 for the seconds after it, so the 2x bound
+on 2.1e-5 rad before held or not by a few percent with the load.)"""
 import json
 
 import numpy as np
@@ -19,7 +22,7 @@ def test_time_to_within_is_the_last_entry_into_the_band():
 def test_demo_scenario_converges(tmp_path):
     report_path, plot_path = tmp_path / "report.json", tmp_path / "demo.png"
     # --no-realtime: a SCHED_FIFO demo would take a core from the other test processes for its duration
-    code = main(["--scenario", "payload", "--duration", "9", "--headless", "--no-realtime", "--report", str(report_path),
+    code = main(["--scenario", "payload", "--duration", "13", "--headless", "--no-realtime", "--report", str(report_path),
                  "--plot", str(plot_path)])
     report = json.loads(report_path.read_text())
     assert code == 0 and report["completed"], report
@@ -29,7 +32,7 @@ def test_demo_scenario_converges(tmp_path):
     # the payload did disturb the loop before the estimate came in (the test is not vacuous)
     assert report["tracking_rms_after_payload_uncompensated"] > report["tracking_rms_after_adaptation"]
     assert report["non_finite_commands"] == 0
-    assert report["simulator_steps"] >= 8900
+    assert report["simulator_steps"] >= 12900
     assert all(report["acceptance"].values())
     assert plot_path.stat().st_size > 10_000 and plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

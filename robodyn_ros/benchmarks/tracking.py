@@ -5,21 +5,20 @@ Each run is the library loop of :mod:`robodyn_ros.simulation.adaptive_loop` with
 model is the plant: no mismatch at all, its Coulomb law ``tanh(v / 1e-3)`` included, the simulator's
 smoothing): computed torque (kp 400, kd 40) on the base parameters, held for the 1-ms control period
 (:mod:`robodyn_ros.control.base_parameter_control`: the inverse dynamics at the middle of the hold,
-the friction at ``v_d + h/2 a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s, effort 0.01
-N m), 1 kHz, one integration step per control step (``substeps`` 1), following a Fourier reference of about
+the friction at ``v_d + h/2 a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3
+rad/s, effort 0.01 N m), 1 kHz, one simulator step per control step (``substeps`` 1), following a Fourier reference of about
 0.3 rad and period 4 s (2 harmonics) around the robot's home (the bundled robots') or around zero kept 0.35
 rad inside the limits (the others). Reported: the RMS of ``q - q_d`` over all joints for t = 1-5 s, per
-engine (``robodyn``: integrator ``rk4_implicit``; ``mujoco``: MuJoCo's ``implicitfast``, a semi-implicit
-Euler step of 1 ms; the plant's Coulomb friction as MuJoCo's ``frictionloss``).
+engine (``robodyn``: integrator ``rk4_implicit``, each joint's friction relaxed exactly over the step;
+``mujoco``: MuJoCo's ``implicitfast``, four semi-implicit Euler steps of 0.25 ms per simulator step; the
+plant's Coulomb friction as MuJoCo's ``frictionloss``).
 
-Two more pairs of columns: ``fine``, the same runs with 20 integration steps per control step (the
-command still held for 1 ms): a plant resolved finely enough for the 70-µs joints, against which the
-engines' one-step results can be read (this package's ``rk4_implicit`` moves a friction-dominated joint
-along a velocity ramp over its step where the joint settles within microseconds: on the xArm7, Z1 and the
-flying arm one step per ms leaves 1.5-2.2e-4 rad where 20 steps give 1e-5); and ``at_sample``, the law with
-``hold`` 0 (the rigid body at the sampled state, the friction at the reference velocity ``v_d``, the law
-as a continuous-time design states it), which lags the reference on such joints whatever the engine.
-Bounded: about 2 s per one-step run and 5 s per fine run on a free core.
+Two more pairs of columns: ``fine``, the same runs with 20 simulator steps per control step (the command
+still held for 1 ms; MuJoCo then takes 80 steps): a plant resolved finely enough for the 70-µs joints,
+against which the engines' default results can be read; and ``at_sample``, the law with ``hold`` 0 (the
+rigid body at the sampled state, the friction at the reference velocity ``v_d``, the law as a
+continuous-time design states it), which lags the reference on friction-dominated joints whatever the
+engine. Bounded: about 2 s per default run and 5-20 s per fine run on a free core.
 """
 from __future__ import annotations
 
