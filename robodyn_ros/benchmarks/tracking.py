@@ -4,12 +4,12 @@ on every fixed-base arm of example-robot-data with 5 to 7 joints, with each engi
 Each run is the library loop of :mod:`robodyn_ros.simulation.adaptive_loop` without adaptation (the nominal
 model is the plant: no mismatch at all, its Coulomb law ``tanh(v / 1e-3)`` included, the simulator's
 smoothing): computed torque (kp 400, kd 40) on the base parameters, held for the 1-ms control period
-(:mod:`robodyn_ros.control.base_parameter_control`: the inverse dynamics at the middle of the hold,
-the friction at ``v_d + h/2 a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3
-rad/s, effort 0.01 N m), 1 kHz, one simulator step per control step (``substeps`` 1), following a Fourier reference of about
-0.3 rad and period 4 s (2 harmonics) around the robot's home (the bundled robots') or around zero kept 0.35
-rad inside the limits (the others). Reported: the RMS of ``q - q_d`` over all joints for t = 1-5 s, per
-engine (``robodyn``: integrator ``rk4_implicit``, each joint's friction relaxed exactly over the step;
+(:mod:`robodyn_ros.control.base_parameter_control`: the inverse dynamics at the middle of the hold, the
+friction at ``v_d + h/2 a_d``), the loop's default sensor noise (position 1e-5 rad, velocity 1e-3 rad/s,
+effort 0.01 N m), 1 kHz, one simulator step per control step (``substeps`` 1), following a Fourier reference
+of about 0.3 rad and period 4 s (2 harmonics) around the robot's home (the bundled robots') or around zero
+kept 0.35 rad inside the limits (the others). Reported: the RMS of ``q - q_d`` over all joints for t = 1-5 s,
+per engine (``robodyn``: integrator ``rk4_implicit``, each joint's friction relaxed exactly over the step;
 ``mujoco``: MuJoCo's ``implicitfast``, four semi-implicit Euler steps of 0.25 ms per simulator step; the
 plant's Coulomb friction as MuJoCo's ``frictionloss``).
 

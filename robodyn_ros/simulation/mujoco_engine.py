@@ -14,7 +14,7 @@ as the Panda twin, :class:`robodyn_ros.simulation.plant.Plant`) keeps that law: 
 (static friction, no smoothing) would be another robot, so the engine applies the smoothed friction
 through MuJoCo's implicit joint damping instead (:meth:`MujocoEngine._advance_smoothed`). Each step
 sets MuJoCo's state to ``(q, v)``, applies the clamped command minus the friction offset as
-``qfrc_applied``, steps :data:`STEPS_PER_PERIOD` times by ``config.dt / 4`` under it, and evaluates the
+``qfrc_applied``, steps :data:`STEPS_PER_PERIOD` times through ``config.dt`` under it, and evaluates the
 acceleration at the new state under the same command (``mj_forward``: what the force/torque sensor
 reads). A payload is the inertial parameters ``pi`` of the step: when they change, the bodies' mass,
 centre of mass and inertia in MuJoCo's model change with them.

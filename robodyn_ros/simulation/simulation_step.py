@@ -65,10 +65,9 @@ def step_function(model, integrator="rk4_implicit"):
     """CasADi function ``(x, tau_command, pi, c) -> (x+, a+, tau, check)`` of one step (module docstring).
 
     ``integrator`` (:data:`robodyn_ros.simulation.simulator.INTEGRATORS`): ``"rk4_implicit"`` (the joint
-    torque of one implicit ABA, then four ABA of RK4 under it held, each joint's position by its relaxation
-    weight), ``"rk4"`` (classic Runge-Kutta, four
-    ABA) or ``"semi_implicit_euler"`` (one ABA, ``v+ = v + h a(q, v)``, ``q+ = q + h v+``); one more ABA
-    gives ``a+``. An MX function calling SX functions at each stage, so the generated C holds the ABA once
+    torque of two implicit ABA, then four ABA of RK4 under it held, each joint's position by its relaxation
+    weight), ``"rk4"`` (classic Runge-Kutta, four ABA) or ``"semi_implicit_euler"`` (one ABA, ``v+ = v + h
+    a(q, v)``, ``q+ = q + h v+``); one more ABA gives ``a+``. An MX function calling SX functions at each stage, so the generated C holds the ABA once
     (gcc compiles a fifth of the code a fully inlined SX step would be)."""
     if integrator not in INTEGRATORS:
         raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
