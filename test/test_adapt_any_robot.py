@@ -245,8 +245,8 @@ def test_the_gate_judges_improvement_above_the_noise_floor():
     """Torque noise of 1 (σ) on a regression whose nominal model errs by 0.4: every model's ``ρ`` is about 1.1,
     so an estimate that halves the model's error lowers ``ρ`` by about 5 %, under the 10 % the gate asks.
     Above the noise floor (``noise_floor``, the window's least-squares residual: σ² within 20 % here) that
-    estimate removes three quarters of the nominal model's excess and is accepted; a next estimate worse
-    than it (error 0.35) is refused (``worse``, or ``diverging`` where the fresh samples find it worse than
+    estimate removes three quarters of the nominal model's excess, significantly (``paired_gain``), and is
+    accepted; a next estimate worse than it (error 0.35), judged against it on the total residual, is refused (``worse``, or ``diverging`` where the fresh samples find it worse than
     the nominal model too); with little noise (σ 0.01) the same. Judged on the total residual
     (the gate before the floor) the first estimate would be refused, which the assertion on its residuals
     shows and the acceptance catches."""
