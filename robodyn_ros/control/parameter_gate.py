@@ -29,9 +29,9 @@ have arrived after it, then it is
   ``improvement`` above the noise floor ``ρ_0`` and significantly: it must remove ``1 - (1 -
   improvement)²`` of the nominal model's share of ``ρ²`` above the floor, i.e. not ``ρ_fresh(β)² >
   ρ_fresh(β_nom)² (1 - (1 - (1 - improvement)²) (1 - ρ_0² / ρ(β_nom)²))`` (the share measured on the whole
-  window; without noise the test above), with a per-sample gain (:meth:`ParameterGate.paired_gain`) :data:`SIGNIFICANCE`
-  standard errors above zero; or when it is not as good as the applied one on the whole window (``(1 +
-  margin)``):
+  window; without noise the test above), with a per-sample gain (:meth:`ParameterGate.paired_gain`)
+  :data:`SIGNIFICANCE` standard errors above zero; or when it is not as good as the applied one on the
+  whole window (``(1 + margin)``):
   kept out (a candidate only a little better in prediction can still be worse in a direction the motion
   hardly excites, which a model-based controller's feedback acts in: the MPC on the Panda twin tracked
   1.8 times worse after accepting an early estimate that predicted 6 % better);
@@ -72,8 +72,8 @@ from dataclasses import dataclass
 import numpy as np
 
 SIGNIFICANCE = 2.0
-"""Standard errors of :meth:`ParameterGate.paired_gain` by which an estimate's gain over the applied
-parameters must exceed zero."""
+"""Standard errors of :meth:`ParameterGate.paired_gain` by which an estimate's gain over the nominal
+parameters must exceed zero (while they are applied)."""
 STATUSES = ("accepted", "unconverged", "implausible", "diverging", "worse", "fallback_nominal", "revoked")
 
 
@@ -98,8 +98,9 @@ class ParameterGate:
     ``beta_nominal`` (r,): the controllers' model's base parameters (applied at the start, the fallback);
     ``window``: recent samples kept; ``fresh``: samples an estimate must have predicted before it is judged;
     ``margin``: relative residual margin; ``improvement``: the relative gain on the fresh samples an
-    estimate needs over the applied one (above the noise floor over the nominal one); ``warmup``: samples observed (since the gate was
-    made, whatever :meth:`clear_window` forgets) before any estimate is judged (None: ``window``);
+    estimate needs over the applied one (above the noise floor over the nominal one); ``warmup``: samples
+    observed (since the gate was made, whatever :meth:`clear_window` forgets) before any estimate is judged
+    (None: ``window``);
     ``weighting``: ``q -> W (nv, nv)`` (None: identity, torque residuals); ``friction_indices``: indices into
     β of stand-alone viscous and Coulomb coefficients (:func:`friction_indices`); ``plausibility``: ``(β,
     [q, ...]) -> bool``."""
@@ -155,31 +156,33 @@ class ParameterGate:
     def residual(self, beta, last=None):
         """ρ(β): RMS weighted residual over the window (``last``: over its last ``last`` samples); NaN
         without samples."""
+        Y, tau = self._samples(last)
+        return float(np.sqrt(np.mean((tau - Y @ beta) ** 2))) if len(Y) else float("nan")
+
+    def _samples(self, last=None):
+        """The window's weighted samples ``(Y (n, nv, r), τ (n, nv))``, its last ``last`` ones if given."""
         n = len(self._Y) if last is None else min(int(last), len(self._Y))
-        if n == 0:
-            return float("nan")
-        Y, tau = np.asarray(list(self._Y)[-n:]), np.asarray(list(self._tau)[-n:])
-        return float(np.sqrt(np.mean((tau - Y @ beta) ** 2)))
+        return np.asarray(list(self._Y)[len(self._Y) - n:]), np.asarray(list(self._tau)[len(self._tau) - n:])
 
     def paired_gain(self, beta, beta_ref, last):
         """``(mean, standard error)`` over the last ``last`` samples of the per-sample gain ``‖W_k (τ_k - Y_k
         β_ref)‖² - ‖W_k (τ_k - Y_k β)‖²``: both models on the same samples, so the noise they share cancels
         but for its product with the models' difference."""
-        n = min(int(last), len(self._Y))
-        if n < 2:
+        Y, tau = self._samples(last)
+        if len(Y) < 2:
             return float("nan"), float("nan")
-        Y, tau = np.asarray(list(self._Y)[-n:]), np.asarray(list(self._tau)[-n:])
         d = np.sum((tau - Y @ beta_ref) ** 2, axis=1) - np.sum((tau - Y @ beta) ** 2, axis=1)
-        return float(np.mean(d)), float(np.std(d, ddof=1) / np.sqrt(n))
+        return float(np.mean(d)), float(np.std(d, ddof=1) / np.sqrt(len(d)))
 
     def noise_floor(self):
         """``ρ_0²`` (module docstring): the window's least-squares residual per row over its degrees of freedom,
         from the normal equations ``Σ Y_kᵀ Y_k`` (r, r); 0 while the window has fewer than ``2 r`` rows."""
+        Y, tau = self._samples()
         r = self.beta_nominal.size
-        rows = len(self._Y) * (self._Y[0].shape[0] if self._Y else 0)
+        rows = tau.size
         if rows < 2 * r:
             return 0.0
-        Y, tau = np.asarray(self._Y).reshape(rows, r), np.asarray(self._tau).reshape(rows)
+        Y, tau = Y.reshape(rows, r), tau.reshape(rows)
         beta = np.linalg.lstsq(Y.T @ Y, Y.T @ tau, rcond=None)[0]
         return max(float(np.sum((tau - Y @ beta) ** 2)) / (rows - r), 0.0)
 
