@@ -130,6 +130,13 @@ def relaxation_weight(ops, x):
     return ops.if_else(small, 0.5 - x / 12.0 + x * x * x / 720.0, 0.5 + 1.0 / y - 0.5 / ops.tanh(0.5 * y))
 
 
+def relaxed_position(q_rk4, v, v_next, phi, h):
+    """Each joint's position at the end of a step of ``h`` s (module docstring): RK4's ``q_rk4`` under the held
+    torque, which travels ``h (v + v+) / 2`` along the velocity ramp, moved to the first-order relaxation's
+    ``h (v+ + phi (v - v+))``. Plain arithmetic: NumPy arrays or CasADi symbols alike."""
+    return q_rk4 + h * (phi - 0.5) * (v - v_next)
+
+
 def implicit_joint_torque(ops, model, q, v, tau, pi, h, limit_stiffness, limit_damping, coulomb_smoothing):
     """``(tau_held, phi)``: the joint torque (nv,) held over a step of ``h`` s under the clamped command
     ``tau`` (nv,), ``pi`` (10 nbodies,) the true inertial parameters (module docstring), and each joint's

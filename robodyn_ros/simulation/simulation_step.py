@@ -26,7 +26,7 @@ import numpy as np
 from ..dynamics.aba import aba
 from ..model.backend import CASADI
 from ..model.model import Model
-from .joint_torques import applied_torque, implicit_joint_torque
+from .joint_torques import applied_torque, implicit_joint_torque, relaxed_position
 from .plant import plant_key
 from .simulator import INTEGRATORS
 
@@ -67,8 +67,9 @@ def step_function(model, integrator="rk4_implicit"):
     ``integrator`` (:data:`robodyn_ros.simulation.simulator.INTEGRATORS`): ``"rk4_implicit"`` (the joint
     torque of two implicit ABA, then four ABA of RK4 under it held, each joint's position by its relaxation
     weight), ``"rk4"`` (classic Runge-Kutta, four ABA) or ``"semi_implicit_euler"`` (one ABA, ``v+ = v + h
-    a(q, v)``, ``q+ = q + h v+``); one more ABA gives ``a+``. An MX function calling SX functions at each stage, so the generated C holds the ABA once
-    (gcc compiles a fifth of the code a fully inlined SX step would be)."""
+    a(q, v)``, ``q+ = q + h v+``); one more ABA gives ``a+``. An MX function calling SX functions at each
+    stage, so the generated C holds the ABA once (gcc compiles a fifth of the code a fully inlined SX step
+    would be)."""
     if integrator not in INTEGRATORS:
         raise ValueError(f"integrator must be one of {INTEGRATORS}, got {integrator!r}")
     nv = model.nv
@@ -100,7 +101,7 @@ def step_function(model, integrator="rk4_implicit"):
         q_next = q + h / 6.0 * (v + 2 * v2 + 2 * v3 + v4)
         v_next = v + h / 6.0 * (a1 + 2 * a2 + 2 * a3 + a4)
         if integrator == "rk4_implicit":
-            q_next = q_next + h * (phi - 0.5) * (v - v_next)
+            q_next = relaxed_position(q_next, v, v_next, phi, h)
     else:
         v_next = v + h * acceleration(q, v)
         q_next = q + h * v_next

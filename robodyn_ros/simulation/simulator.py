@@ -27,7 +27,7 @@ from ..model.errors import ModelError
 from ..dynamics.kinematics import parent_placements
 from ..dynamics.regressor import body_wrench_regressor
 from ..dynamics.rnea import body_motions
-from .joint_torques import applied_torque, implicit_joint_torque
+from .joint_torques import applied_torque, implicit_joint_torque, relaxed_position
 from .plant import plant_key
 
 INTEGRATORS = ("rk4_implicit", "rk4", "semi_implicit_euler")
@@ -290,8 +290,8 @@ class Simulator:
             a4 = self._acceleration(q4, v4)
             self.q = q + h / 6.0 * (v + 2 * v2 + 2 * v3 + v4)
             self.v = v + h / 6.0 * (a1 + 2 * a2 + 2 * a3 + a4)
-            if phi is not None:     # each joint's travel of a first-order relaxation (joint_torques)
-                self.q = self.q + h * (phi - 0.5) * (v - self.v)
+            if phi is not None:
+                self.q = relaxed_position(self.q, v, self.v, phi, h)
         else:
             a1 = self._acceleration(q, v)
             self.v = v + h * a1
