@@ -26,7 +26,9 @@ setup(
     name=package_name,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
-    package_data={package_name: ["robots/*.urdf", "robots/*.yaml"]},
+    # the C runtime of the compiled kernels (kernels/c_runtime.py reads it when generating a module)
+    package_data={package_name: ["robots/*.urdf", "robots/*.yaml", "kernels/runtime/*.h", "kernels/runtime/*.c",
+                                 "kernels/runtime/*.c.in"]},
     data_files=[
         ("share/ament_index/resource_index/packages", ["resource/" + package_name]),
         ("share/" + package_name, ["package.xml"]),

@@ -1,10 +1,11 @@
 """Compiling a kernel module and the disk cache it lives in.
 
 Cache: ``$ROBODYN_CACHE_DIR`` or ``~/.cache/robodyn_ros``, one shared library per key, where the key
-hashes the model's fingerprint, the generator version, the compiler flags, the Python extension ABI and
-the NumPy C-API version. A build happens in a private temporary directory and its result is moved into
-place with an atomic ``os.replace``; a per-key ``flock`` makes a second process that wants the same model
-wait for the first and then load its result instead of compiling again.
+hashes the model's fingerprint, the generator version, the digest of the C runtime files
+(:func:`c_runtime.digest`: a library built from other runtime C is never loaded), the compiler flags,
+the Python extension ABI and the NumPy C-API version. A build happens in a private temporary directory
+and its result is moved into place with an atomic ``os.replace``; a per-key ``flock`` makes a second
+process that wants the same model wait for the first and then load its result instead of compiling again.
 
 Compiler: ``$CC`` (split like a shell command) when set, else ``cc`` or ``gcc`` from ``PATH``. Flags:
 ``-O2 -march=native``: fused multiply-add alone halves the time of the derivative kernels on this
@@ -15,13 +16,12 @@ between different machines holds one build per CPU type instead of crashing on a
 gcc's time on one long straight-line function grows faster than linearly (Talos (44 DoF) took 1 000 s for
 its 63 000-instruction Coriolis matrix at ``-O1``), so kernels above ``codegen.CHUNK_THRESHOLD``
 instructions are emitted as chunks of bounded length spread over several translation units
-(:func:`codegen.chunked_sources`) and compiled at ``-O2`` like the rest; a translation unit of more than
+(:func:`chunked.chunked_sources`) and compiled at ``-O2`` like the rest; a translation unit of more than
 ``BIG_KERNEL_INSTRUCTIONS`` instructions (only possible with the chunking off) is compiled at ``-O1``.
 Where glibc's vector math library exists (:data:`LIBMVEC`), ``-DRDK_LIBMVEC`` and ``-lmvec`` give
-the 4-lane batch kernels its sin and cos. The translation units are compiled by ``jobs`` parallel processes, the largest first. A fresh Panda build
-on this 2-core machine, idle: 10.4 s wall (symbolic 2.0 s wall / 2.2 s CPU, gcc 8.3 s wall / 13.9 s CPU
-on 2 jobs); the 197 s once reported was the same build on a machine loaded by several other builds
-(its CPU time was not recorded then; the report now holds CPU seconds and the load average).
+the 4-lane batch kernels its sin and cos. The translation units are compiled by ``jobs`` parallel
+processes, the largest first; the build's report holds the CPU seconds of each and the load average, as
+a build on a loaded machine is slow in wall time but not in CPU time (build times: docs/PERFORMANCE.md).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import codegen
+from . import c_runtime, codegen
 from .codegen import GENERATOR_VERSION, kernel_sources, module_source
 
 try:
@@ -53,10 +53,9 @@ except ImportError:  # pragma: no cover - non-POSIX: the atomic rename alone kee
     fcntl = None
 
 
-
 def _libmvec():
     """Whether glibc's vector math library (libmvec, x86-64) can be linked: the 4-lane batch kernels
-    then take sin and cos from it (codegen._V4_HEADER)."""
+    then take sin and cos from it (runtime/v4.h)."""
     if platform.machine() not in ("x86_64", "AMD64") or not sys.platform.startswith("linux"):
         return False
     return ctypes.util.find_library("mvec") is not None
@@ -111,7 +110,8 @@ def cpu_signature():
 def cache_key(fingerprint):
     """Hex digest naming a model's compiled kernels in the cache."""
     h = hashlib.sha256()
-    for part in (fingerprint, GENERATOR_VERSION, " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS), " ".join(VECTOR_CFLAGS),
+    for part in (fingerprint, GENERATOR_VERSION, c_runtime.digest(), " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS),
+                 " ".join(VECTOR_CFLAGS),
                  str(BIG_KERNEL_INSTRUCTIONS), f"{codegen.CHUNK_THRESHOLD} {codegen.CHUNK_INSTRUCTIONS} {codegen.TU_INSTRUCTIONS}",
                  cpu_signature(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform,
                  str(np.lib.NumpyVersion(np.__version__).major)):

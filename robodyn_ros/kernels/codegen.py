@@ -1,6 +1,9 @@
 """C sources of a kernel module: one CasADi-generated translation unit per kernel, or for kernels above
 ``CHUNK_THRESHOLD`` instructions (Talos's) several units of chunked straight-line code
 (:func:`chunked_sources`), all compiled in parallel, and a CPython extension module that binds them.
+The C that is the same for every model (the binding's argument checks and row threads, the ``L^T D L``
+solves, the composites' bodies) is package data read through :mod:`.c_runtime`; this module writes what
+depends on the model: the evaluators, the 4-lane row loops, the Python-facing functions and the method table.
 
 The binding is a table of ``METH_FASTCALL | METH_KEYWORDS`` functions. A call checks each argument once: a C-contiguous,
 aligned float64 NumPy array of the right shape is used in place (the fast path); anything else is
@@ -29,323 +32,22 @@ import re
 
 import casadi as ca
 
-from . import loops
+from . import c_runtime, loops
+from .chunked import chunkable, chunked_sources
 from .symbolic import flop_count
 
-# Bump when the generated code or the binding changes: it is part of the disk-cache key.
+# Bump when the code written here changes: it is part of the disk-cache key (the runtime files enter the
+# key by their digest, c_runtime.digest).
 GENERATOR_VERSION = "8"
 
-_PRELUDE = r"""
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
-#include <numpy/arrayobject.h>
-#include <string.h>
-#include <stdlib.h>
-#include <pthread.h>
-#include <sched.h>
-#include <unistd.h>
-#ifdef __AVX__
-#include <immintrin.h>
-#endif
+# The runtime files that open every module, in order: includes and types, row loops, argument checks.
+BINDING_RUNTIME = ("binding.h", "rows.c", "arguments.c")
 
-typedef long long casadi_int;
-
-#define RDK_MAX_THREADS 64
-#define RDK_MAX_ARGS 8
-#define RDK_THREAD_STACK_BYTES ((size_t)64 << 20)
-
-typedef void (*rdk_eval_fn)(const double **in, double **out);
-
-/* Four samples side by side: lane l of every element is sample l (GCC vector extension). */
-typedef double rdk_v4 __attribute__((vector_size(32)));
-
-/* Rows [begin, end) of a batch: row r of input k starts at in[k] + r * in_size[k], likewise outputs.
-   `rows` (may be NULL) runs the whole block in groups of `group` rows (the 4-lane path); `stream`: write
-   the outputs with non-temporal stores. */
-typedef struct rdk_block rdk_block;
-struct rdk_block {
-    rdk_eval_fn eval;
-    int nin, nout;
-    const double *in[RDK_MAX_ARGS];
-    double *out[RDK_MAX_ARGS];
-    npy_intp in_size[RDK_MAX_ARGS], out_size[RDK_MAX_ARGS];
-    npy_intp begin, end;
-    void (*rows)(const rdk_block *b);
-    int group, stream;
-};
-
-/* The block row by row through the one-sample evaluator. */
-static void rdk_scalar_rows(const rdk_block *b)
-{
-    const double *row_in[RDK_MAX_ARGS];
-    double *row_out[RDK_MAX_ARGS];
-    for (npy_intp r = b->begin; r < b->end; r++) {
-        for (int k = 0; k < b->nin; k++) row_in[k] = b->in[k] + r * b->in_size[k];
-        for (int k = 0; k < b->nout; k++) row_out[k] = b->out[k] + r * b->out_size[k];
-        b->eval(row_in, row_out);
-    }
-}
-
-static void *rdk_run_block(void *arg)
-{
-    const rdk_block *b = (const rdk_block *)arg;
-    if (b->rows != NULL) b->rows(b);
-    else rdk_scalar_rows(b);
-    return NULL;
-}
-
-/* 32-byte aligned scratch of `bytes` bytes, zero-filled (NULL when out of memory). */
-static void *rdk_alloc(size_t bytes)
-{
-    bytes = (bytes + 31) / 32 * 32;
-    void *p = aligned_alloc(32, bytes > 0 ? bytes : 32);
-    if (p != NULL) memset(p, 0, bytes);
-    return p;
-}
-
-/* dst[0..n) = src[0..n); with `stream`, by non-temporal stores that bypass the caches (no read of the
-   destination lines, no eviction of the working set); rdk_stream_fence() orders them. */
-static void rdk_copy_row(double *dst, const double *src, npy_intp n, int stream)
-{
-#ifdef __AVX__
-    if (stream) {
-        npy_intp j = 0;
-        for (; j < n && ((size_t)(dst + j) & 31) != 0; j++) dst[j] = src[j];
-        for (; j + 4 <= n; j += 4) _mm256_stream_pd(dst + j, _mm256_loadu_pd(src + j));
-        for (; j < n; j++) dst[j] = src[j];
-        return;
-    }
-#endif
-    memcpy(dst, src, (size_t)n * sizeof(double));
-}
-
-static void rdk_stream_fence(void)
-{
-#ifdef __AVX__
-    _mm_sfence();
-#endif
-}
-
-/* Threads when the caller does not say: $ROBODYN_THREADS, else the CPUs of this process's affinity mask. */
-static int rdk_default_threads(void)
-{
-    const char *env = getenv("ROBODYN_THREADS");
-    int n = 0;
-    if (env != NULL && *env) n = atoi(env);
-    if (n < 1) {
-#ifdef CPU_COUNT
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-#endif
-        if (n < 1) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    }
-    if (n < 1) n = 1;
-    return n > RDK_MAX_THREADS ? RDK_MAX_THREADS : n;
-}
-
-/* All rows of *proto, split into contiguous blocks over up to `threads` threads (the calling one
-   included), at least `min_rows` rows per block, block bounds on multiples of proto->group. A thread that cannot be created has its block run by
-   the caller. Called without the GIL. */
-static void rdk_parallel_rows(const rdk_block *proto, npy_intp rows, int threads, npy_intp min_rows)
-{
-    rdk_block blocks[RDK_MAX_THREADS];
-    pthread_t tid[RDK_MAX_THREADS];
-    int started[RDK_MAX_THREADS] = {0};
-    npy_intp most = rows / (min_rows > 0 ? min_rows : 1);
-    npy_intp group = proto->group > 1 ? proto->group : 1, units = (rows + group - 1) / group;
-    if (threads > most) threads = (int)most;
-    if (threads > units) threads = (int)units;
-    if (threads > RDK_MAX_THREADS) threads = RDK_MAX_THREADS;
-    if (threads < 1) threads = 1;
-    for (int t = 0; t < threads; t++) {
-        blocks[t] = *proto;
-        /* Block bounds on multiples of `group`, so that a row falls in the same group and lane whatever
-           the thread count. */
-        npy_intp begin = group * (units * t / threads), end = group * (units * (t + 1) / threads);
-        blocks[t].begin = begin < rows ? begin : rows;
-        blocks[t].end = end < rows ? end : rows;
-    }
-    if (threads > 1) {
-        pthread_attr_t attr;
-        int attr_ok = pthread_attr_init(&attr) == 0;
-        if (attr_ok) pthread_attr_setstacksize(&attr, RDK_THREAD_STACK_BYTES);
-        for (int t = 1; t < threads; t++)
-            started[t] = pthread_create(&tid[t], attr_ok ? &attr : NULL, rdk_run_block, &blocks[t]) == 0;
-        if (attr_ok) pthread_attr_destroy(&attr);
-    }
-    rdk_run_block(&blocks[0]);
-    for (int t = 1; t < threads; t++) {
-        if (started[t]) pthread_join(tid[t], NULL);
-        else rdk_run_block(&blocks[t]);
-    }
-}
-
-/* Keyword arguments: out= (one array, or a tuple/list of nout arrays) and, for batch forms, threads=
-   (int >= 1, or None for the default). Fills given[0..nout) (borrowed) and *threads. */
-static int rdk_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int nin, int nout, int batch,
-                        const char *fname, PyObject **given, int *threads)
-{
-    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-    for (int k = 0; k < nout; k++) given[k] = nargs > nin ? args[nin + k] : NULL;
-    for (Py_ssize_t i = 0; i < nkw; i++) {
-        PyObject *key = PyTuple_GET_ITEM(kwnames, i), *value = args[nargs + i];
-        if (PyUnicode_CompareWithASCIIString(key, "out") == 0) {
-            if (nargs > nin) {
-                PyErr_Format(PyExc_TypeError, "%s(): outputs given both positionally and as out=", fname);
-                return -1;
-            }
-            if (value == Py_None) continue;
-            if (PyTuple_Check(value) || PyList_Check(value)) {
-                PyObject *seq = PySequence_Fast(value, "out");
-                if (seq == NULL) return -1;
-                if (PySequence_Fast_GET_SIZE(seq) != nout) {
-                    PyErr_Format(PyExc_ValueError, "%s(): out= holds %zd arrays, expected %d", fname,
-                                 PySequence_Fast_GET_SIZE(seq), nout);
-                    Py_DECREF(seq);
-                    return -1;
-                }
-                for (int k = 0; k < nout; k++) given[k] = PySequence_Fast_GET_ITEM(seq, k);  /* kept alive by value */
-                Py_DECREF(seq);
-            } else if (nout == 1) {
-                given[0] = value;
-            } else {
-                PyErr_Format(PyExc_ValueError, "%s(): out= must be a tuple of %d arrays", fname, nout);
-                return -1;
-            }
-        } else if (batch && PyUnicode_CompareWithASCIIString(key, "threads") == 0) {
-            if (value == Py_None) continue;
-            long t = PyLong_AsLong(value);
-            if (t == -1 && PyErr_Occurred()) return -1;
-            if (t < 1) {
-                PyErr_Format(PyExc_ValueError, "%s(): threads must be >= 1, got %ld", fname, t);
-                return -1;
-            }
-            *threads = t > RDK_MAX_THREADS ? RDK_MAX_THREADS : (int)t;
-        } else {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fname, key);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Data pointer of a float64 array of shape (n,) [rows < 0] or (rows, n) [rows >= 0, -1 = any rows].
-   Fast path: the argument itself. Otherwise a converted copy owned through *owner. */
-static int rdk_input(PyObject *obj, int batch, npy_intp *rows, npy_intp n, const char *fname, const char *name,
-                     const double **data, PyObject **owner)
-{
-    PyArrayObject *arr;
-    if (PyArray_CheckExact(obj)) {
-        arr = (PyArrayObject *)obj;
-        if (PyArray_TYPE(arr) == NPY_DOUBLE && PyArray_NDIM(arr) == 1 + batch && PyArray_ISCARRAY_RO(arr)
-            && PyArray_DIMS(arr)[batch] == n && (!batch || *rows < 0 || PyArray_DIMS(arr)[0] == *rows)) {
-            if (batch) *rows = PyArray_DIMS(arr)[0];
-            *data = (const double *)PyArray_DATA(arr);
-            return 0;
-        }
-    }
-    arr = (PyArrayObject *)PyArray_FROMANY(obj, NPY_DOUBLE, 0, 0, NPY_ARRAY_IN_ARRAY);
-    if (arr == NULL) return -1;
-    if (PyArray_NDIM(arr) != 1 + batch || PyArray_DIMS(arr)[batch] != n
-        || (batch && *rows >= 0 && PyArray_DIMS(arr)[0] != *rows)) {
-        PyObject *shape = PyObject_GetAttrString((PyObject *)arr, "shape");
-        if (!batch)
-            PyErr_Format(PyExc_ValueError, "%s(): %s has shape %R, expected (%zd,)", fname, name, shape, (Py_ssize_t)n);
-        else if (*rows < 0)
-            PyErr_Format(PyExc_ValueError, "%s(): %s has shape %R, expected (N, %zd)", fname, name, shape, (Py_ssize_t)n);
-        else
-            PyErr_Format(PyExc_ValueError, "%s(): %s has shape %R, expected (%zd, %zd)", fname, name, shape,
-                         (Py_ssize_t)*rows, (Py_ssize_t)n);
-        Py_XDECREF(shape);
-        Py_DECREF(arr);
-        return -1;
-    }
-    if (batch) *rows = PyArray_DIMS(arr)[0];
-    *owner = (PyObject *)arr;
-    *data = (const double *)PyArray_DATA(arr);
-    return 0;
-}
-
-/* A writeable output: the caller's array (checked) or a fresh one. New reference in *out. */
-static int rdk_output(PyObject *given, int nd, npy_intp *dims, const char *fname, int index, PyObject **out)
-{
-    if (given == NULL) {
-        *out = PyArray_SimpleNew(nd, dims, NPY_DOUBLE);
-        return *out == NULL ? -1 : 0;
-    }
-    if (PyArray_Check(given)) {
-        PyArrayObject *arr = (PyArrayObject *)given;
-        int ok = PyArray_TYPE(arr) == NPY_DOUBLE && PyArray_ISCARRAY(arr) && PyArray_NDIM(arr) == nd;
-        for (int k = 0; ok && k < nd; k++) ok = PyArray_DIMS(arr)[k] == dims[k];
-        if (ok) {
-            Py_INCREF(given);
-            *out = given;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "%s(): output %d must be a writeable C-contiguous float64 array of the "
-                 "result's shape", fname, index);
-    return -1;
-}
-"""
-
-
-_LTDL = r"""
-/* M = L^T D L in place, keeping the branch-induced sparsity (Featherstone RBDA Table 6.3): H (n, n) row
-   major holds M's lower triangle on entry, L's strictly lower entries and D's diagonal on exit. */
-static void rdk_ltdl(double *H, int n)
-{
-    for (int k = n - 1; k >= 0; k--) {
-        for (int i = rdk_lambda[k]; i >= 0; i = rdk_lambda[i]) {
-            double alpha = H[k * n + i] / H[k * n + k];
-            for (int j = i; j >= 0; j = rdk_lambda[j]) H[i * n + j] -= alpha * H[k * n + j];
-            H[k * n + i] = alpha;
-        }
-    }
-}
-
-/* X <- M^-1 X for X (n, m) row major, from the factors of rdk_ltdl (RBDA Table 6.4 applied to all
-   columns at once, so that the inner loops run over contiguous rows). */
-static void rdk_ltdl_solve(const double *H, int n, double *X, int m)
-{
-    for (int k = n - 1; k >= 0; k--)
-        for (int i = rdk_lambda[k]; i >= 0; i = rdk_lambda[i]) {
-            double l = H[k * n + i];
-            for (int c = 0; c < m; c++) X[i * m + c] -= l * X[k * m + c];
-        }
-    for (int k = 0; k < n; k++) {
-        double d = H[k * n + k];
-        for (int c = 0; c < m; c++) X[k * m + c] /= d;
-    }
-    for (int k = 0; k < n; k++)
-        for (int i = rdk_lambda[k]; i >= 0; i = rdk_lambda[i]) {
-            double l = H[k * n + i];
-            for (int c = 0; c < m; c++) X[k * m + c] -= l * X[i * m + c];
-        }
-}
-"""
-
+# The C bodies of the composite kernels (KernelSpec.composite): runtime templates of n = nv.
 # ``aba_derivatives`` from the other kernels (Carpentier and Mansard 2018, Sec. III-B):
 # a = ABA(q, v, tau); (dtau_dq, dtau_dv, M) = RNEA derivatives at a; da/dq = -M^-1 dtau_dq,
-# da/dv = -M^-1 dtau_dv, da/dtau = M^-1, the solves by the sparse L^T D L factors of M.
-ABA_DERIVATIVES_BODY = """\
-    double acc[{n}], H[{n} * {n}];
-    double *aba_out[1] = {{acc}};
-    rdk_aba_eval(in, aba_out);
-    const double *rnea_in[3] = {{in[0], in[1], acc}};
-    double *rnea_out[3] = {{out[0], out[1], H}};
-    rdk_rnea_derivatives_eval(rnea_in, rnea_out);
-    rdk_ltdl(H, {n});
-    rdk_ltdl_solve(H, {n}, out[0], {n});
-    rdk_ltdl_solve(H, {n}, out[1], {n});
-    for (int j = 0; j < {n} * {n}; j++) {{ out[0][j] = -out[0][j]; out[1][j] = -out[1][j]; }}
-    memset(out[2], 0, {n} * {n} * sizeof(double));
-    for (int c = 0; c < {n}; c++) out[2][c * {n} + c] = 1.0;
-    rdk_ltdl_solve(H, {n}, out[2], {n});"""
-
-# the C bodies of the composite kernels (KernelSpec.composite), formatted with n = nv
-COMPOSITE_BODIES = {"aba_derivatives": ABA_DERIVATIVES_BODY}
+# da/dv = -M^-1 dtau_dv, da/dtau = M^-1, the solves by the sparse L^T D L factors of M (runtime/ltdl.c).
+COMPOSITE_BODIES = {"aba_derivatives": "aba_derivatives.c.in"}
 
 
 # Kernels with more instructions than this are emitted by :func:`chunked_sources` (straight-line code cut
@@ -359,143 +61,6 @@ COMPOSITE_BODIES = {"aba_derivatives": ABA_DERIVATIVES_BODY}
 CHUNK_THRESHOLD = 12000
 CHUNK_INSTRUCTIONS = 1000
 TU_INSTRUCTIONS = 12000
-
-_C_UNARY = {ca.OP_NEG: "(-{0})", ca.OP_SQ: "({0}*{0})", ca.OP_TWICE: "({0}+{0})", ca.OP_INV: "(1./{0})",
-            ca.OP_SQRT: "sqrt({0})", ca.OP_SIN: "sin({0})", ca.OP_COS: "cos({0})", ca.OP_TAN: "tan({0})",
-            ca.OP_EXP: "exp({0})", ca.OP_LOG: "log({0})", ca.OP_FABS: "fabs({0})", ca.OP_ATAN: "atan({0})",
-            ca.OP_ASIN: "asin({0})", ca.OP_ACOS: "acos({0})", ca.OP_TANH: "tanh({0})", ca.OP_ASSIGN: "{0}"}
-_C_BINARY = {ca.OP_ADD: "({0}+{1})", ca.OP_SUB: "({0}-{1})", ca.OP_MUL: "({0}*{1})", ca.OP_DIV: "({0}/{1})",
-             ca.OP_POW: "pow({0},{1})", ca.OP_CONSTPOW: "pow({0},{1})", ca.OP_ATAN2: "atan2({0},{1})",
-             ca.OP_FMIN: "fmin({0},{1})", ca.OP_FMAX: "fmax({0},{1})"}
-
-
-def chunkable(function):
-    """Whether :func:`chunked_sources` can emit every operation of ``function``."""
-    known = set(_C_UNARY) | set(_C_BINARY) | {ca.OP_CONST, ca.OP_INPUT, ca.OP_OUTPUT}
-    return all(function.instruction_id(k) in known for k in range(function.n_instructions()))
-
-
-# The 4-lane forms of the element-wise functions: the scalar libm function on each lane (every lane gets
-# the per-call code's value), except sin and cos, which with ``RDK_LIBMVEC`` (build.LIBMVEC: glibc's
-# vector math library is there) and AVX2 are glibc's 4-lane ``_ZGVdN4v_sin`` / ``_ZGVdN4v_cos``
-# (at most 4 ulp from the correctly rounded value, glibc manual). Measured on this machine: sin + cos of
-# one argument 14.7 ns by libm (gcc merges them into one sincos), 3.1 ns per lane by libmvec; Talos's rnea
-# takes 44 such pairs per sample.
-_V4_HEADER = r"""#include <math.h>
-typedef double rdk_v4 __attribute__((vector_size(32)));
-#define RDK_SPLAT(c) ((rdk_v4){c, c, c, c})
-#define RDK_LANES1(f) static inline rdk_v4 rdk_##f##4(rdk_v4 x) \
-    { return (rdk_v4){f(x[0]), f(x[1]), f(x[2]), f(x[3])}; }
-#define RDK_LANES2(f) static inline rdk_v4 rdk_##f##4(rdk_v4 x, rdk_v4 y) \
-    { return (rdk_v4){f(x[0], y[0]), f(x[1], y[1]), f(x[2], y[2]), f(x[3], y[3])}; }
-#if defined(RDK_LIBMVEC) && defined(__AVX2__)
-rdk_v4 _ZGVdN4v_sin(rdk_v4 x);
-rdk_v4 _ZGVdN4v_cos(rdk_v4 x);
-#define rdk_sin4 _ZGVdN4v_sin
-#define rdk_cos4 _ZGVdN4v_cos
-#else
-RDK_LANES1(sin) RDK_LANES1(cos)
-#endif
-RDK_LANES1(sqrt) RDK_LANES1(tan) RDK_LANES1(exp) RDK_LANES1(log)
-RDK_LANES1(fabs) RDK_LANES1(atan) RDK_LANES1(asin) RDK_LANES1(acos) RDK_LANES1(tanh)
-RDK_LANES2(pow) RDK_LANES2(atan2) RDK_LANES2(fmin) RDK_LANES2(fmax)
-"""
-
-
-def _lanes(template):
-    """A C expression template of :data:`_C_UNARY` / :data:`_C_BINARY` for ``rdk_v4`` operands: operators
-    stay (GCC applies them lane by lane), ``f(...)`` becomes ``rdk_f4(...)``."""
-    return re.sub(r"^(\w+)\(", r"rdk_\g<1>4(", template)
-
-
-def _chunk_bodies(function, chunk, lanes):
-    """The straight-line code of ``function`` cut into chunks of ``chunk`` instructions: per chunk its C
-    statements, the work slots it loads from ``w`` (written by an earlier chunk) and those it stores (read
-    by a later one). ``lanes`` 4: every value is an ``rdk_v4``."""
-    n = function.n_instructions()
-    starts = list(range(0, n, chunk))
-    last_writer, live_in, live_out, body = {}, [set() for _ in starts], [set() for _ in starts], [[] for _ in starts]
-    for k in range(n):
-        c, op = k // chunk, function.instruction_id(k)
-        ins = [] if op in (ca.OP_INPUT, ca.OP_CONST) else list(function.instruction_input(k))
-        for slot in ins:
-            writer = last_writer.get(slot, -1)
-            if writer != c:
-                live_in[c].add(slot)
-                if writer >= 0:
-                    live_out[writer].add(slot)
-        if op == ca.OP_OUTPUT:
-            o, nz = function.instruction_output(k)
-            body[c].append(f"  res[{o}][{nz}]=a{ins[0]};")
-            continue
-        out = function.instruction_output(k)[0]
-        last_writer[out] = c
-        if op == ca.OP_CONST:
-            expr = repr(float(function.instruction_constant(k)))
-            expr = f"RDK_SPLAT({expr})" if lanes > 1 else expr
-        elif op == ca.OP_INPUT:
-            i, nz = function.instruction_input(k)
-            expr = f"arg[{i}][{nz}]"
-        elif op in _C_UNARY:
-            template = _C_UNARY[op]
-            expr = (_lanes(template) if lanes > 1 else template).format(f"a{ins[0]}")
-        else:
-            template = _C_BINARY[op]
-            expr = (_lanes(template) if lanes > 1 else template).format(f"a{ins[0]}", f"a{ins[1]}")
-        body[c].append(f"  a{out}={expr};")
-    return body, live_in, live_out
-
-
-def chunked_sources(name, function, directory, chunk=None, per_unit=None, lanes=1):
-    """C files computing the SX ``function`` as ``int <name>(const double **arg, double **res,
-    casadi_int *iw, double *w, int mem)`` (CasADi's calling convention; ``w`` holds ``sz_w()`` doubles),
-    the algorithm cut into ``noinline`` functions of at most ``chunk`` instructions. Inside a chunk every
-    work slot of the algorithm is a local variable; a slot whose value crosses a chunk boundary is stored
-    to ``w`` at the end of the chunk that last wrote it and loaded at the start of each chunk that reads
-    it. The chunks are spread over translation units of at most ``per_unit`` instructions (compiled in
-    parallel); returns their paths.
-
-    ``lanes`` 4: the same algorithm on four samples at once, ``void <name>(const rdk_v4 **arg, rdk_v4
-    **res, rdk_v4 *w)`` where ``rdk_v4`` is a GCC vector of 4 doubles (lane l = sample l): every
-    ``arg[i][j]``, ``res[i][j]`` and ``w[j]`` holds element j of the four samples, the arithmetic is
-    the vector operators (AVX2 instructions with ``-march=native``) and the libm functions run lane by
-    lane."""
-    chunk, per_unit = chunk or CHUNK_INSTRUCTIONS, per_unit or TU_INSTRUCTIONS
-    body, live_in, live_out = _chunk_bodies(function, chunk, lanes)
-    real = "rdk_v4" if lanes > 1 else "double"
-    signature = f"(const {real} **arg, {real} **res, {real} *w)"
-    chunks = []
-    for c in range(len(body)):
-        used = set(live_in[c])
-        for line in body[c]:
-            used.update(int(t) for t in re.findall(r"\ba(\d+)", line))
-        lines = [f"void {name}_c{c}{signature}", "{"]
-        decl = sorted(used)
-        for i in range(0, len(decl), 12):
-            lines.append(f"  {real} " + ", ".join(f"a{j}" for j in decl[i:i + 12]) + ";")
-        lines += [f"  a{j}=w[{j}];" for j in sorted(live_in[c])]
-        lines += body[c]
-        lines += [f"  w[{j}]=a{j};" for j in sorted(live_out[c])]
-        lines.append("}\n")
-        chunks.append("\n".join(lines))
-    header = (_V4_HEADER if lanes > 1 else "#include <math.h>\n") + "#define RDK_CHUNK __attribute__((noinline))\n"
-    decls = "".join(f"RDK_CHUNK void {name}_c{c}{signature};\n" for c in range(len(chunks)))
-    paths, per_file = [], max(1, per_unit // chunk)
-    for u in range(0, len(chunks), per_file):
-        text = header + decls + "\n".join(chunks[u:u + per_file])
-        if u == 0:
-            calls = "".join(f"  {name}_c{c}(arg, res, w);\n" for c in range(len(chunks)))
-            if lanes > 1:
-                text += f"\nvoid {name}{signature}\n{{\n{calls}}}\n"
-            else:
-                text += (f"\nint {name}(const double **arg, double **res, long long *iw, double *w, int mem)\n"
-                         f"{{\n{calls}  return 0;\n}}\n")
-        path = os.path.join(directory, f"{name}_u{u // per_file}.c")
-        with open(path, "w") as fh:
-            fh.write(text)
-        paths.append(path)
-    return paths
-
 
 # Batch kernels that also get a 4-lane evaluator (:func:`chunked_sources` with ``lanes=4``) for their
 # ``_batch`` form: the three the benchmark's batch target names. aba, crba and the aba_derivatives
@@ -533,7 +98,7 @@ def kernel_sources(kernel_set, directory):
                                     per_unit=max(TU_INSTRUCTIONS, chunk), lanes=LANES)
             paths += [(path, size / len(units)) for path in units]
         if size > CHUNK_THRESHOLD and chunkable(spec.function):
-            units = chunked_sources(f"rdk_{spec.name}", spec.function, directory)
+            units = chunked_sources(f"rdk_{spec.name}", spec.function, directory, CHUNK_INSTRUCTIONS, TU_INSTRUCTIONS)
             paths += [(path, size / len(units)) for path in units]
             continue
         name = f"rdk_{spec.name}.c"
@@ -558,9 +123,9 @@ def _evaluator(spec):
     output written densely in C order (structural zeros included). Scratch space on the C stack, so it
     is reentrant (the batch loops run without the GIL)."""
     if spec.composite is not None:
-        body = (f"    {loops.LOOP_FUNCTIONS[spec.name]}(in, out);" if spec.composite == "loops"
-                else COMPOSITE_BODIES[spec.composite].format(n=spec.outputs[0][0]))
-        return f"static void rdk_{spec.name}_eval(const double **in, double **out)\n{{\n{body}\n}}\n"
+        body = (f"    {loops.LOOP_FUNCTIONS[spec.name]}(in, out);\n" if spec.composite == "loops"
+                else c_runtime.template(COMPOSITE_BODIES[spec.composite], n=spec.outputs[0][0]))
+        return f"static void rdk_{spec.name}_eval(const double **in, double **out)\n{{\n{body}}}\n"
     F, nin, nout = spec.function, len(spec.inputs), len(spec.outputs)
     lines = [f"static void rdk_{spec.name}_eval(const double **in, double **out)", "{",
              f"    double w[{max(F.sz_w(), 1)}]; casadi_int iw[{max(F.sz_iw(), 1)}];",
@@ -723,7 +288,7 @@ def _size(shape):
 def module_source(kernel_set, module_name, attributes):
     """C source of the extension module ``module_name`` binding every kernel of ``kernel_set``;
     ``attributes`` (str -> int or str) become module constants."""
-    parts = [_PRELUDE]
+    parts = [c_runtime.blocks(*BINDING_RUNTIME)]
     for spec in kernel_set.specs:
         if spec.function is not None:
             parts.append(f"int rdk_{spec.name}(const double **arg, double **res, casadi_int *iw, double *w, int mem);")
@@ -734,7 +299,7 @@ def module_source(kernel_set, module_name, attributes):
                 parts.append(f"static const int rdk_{spec.name}_s{k}[{len(idx)}] = {{{', '.join(map(str, idx))}}};")
     parts.append(f"static const int rdk_lambda[{max(len(kernel_set.dof_parents), 1)}] = "
                  f"{{{', '.join(map(str, kernel_set.dof_parents)) or '0'}}};")
-    parts.append(_LTDL)
+    parts.append(c_runtime.blocks("ltdl.c"))
     parts.append(kernel_set.c_source)    # the model tables and loops of kernels.loops ("" without them)
     parts += [_evaluator(spec) for spec in kernel_set.specs]  # composites come after what they call
     parts += [_vector_rows(spec) for spec in kernel_set.specs if vectorised(spec)]
