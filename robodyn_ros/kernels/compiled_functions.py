@@ -16,7 +16,10 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import casadi as ca
 import numpy as np
@@ -25,31 +28,7 @@ from ..dynamics.aba import aba
 from ..dynamics.crba import crba
 from ..dynamics.regressor import slotine_li_regressor
 from ..dynamics.rnea import rnea
-
-try:  # reuse the kernels' cache directory, compiler lookup and per-key lock when that package is present
-    from .build import cache_dir, cpu_signature, find_compiler, key_lock
-except ImportError:  # pragma: no cover
-    import contextlib
-    import shutil
-
-    def cache_dir():
-        path = os.environ.get("ROBODYN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "robodyn_ros")
-        os.makedirs(path, exist_ok=True)
-        return path
-
-    def find_compiler():
-        for name in ("cc", "gcc", "clang"):
-            if shutil.which(name):
-                return [shutil.which(name)]
-        return None
-
-    @contextlib.contextmanager
-    def key_lock(key):
-        yield
-
-    def cpu_signature():
-        import platform
-        return platform.machine() + " " + platform.processor()
+from .build import cache_dir, cpu_signature, default_jobs, find_compiler, key_lock
 
 CFLAGS = ("-O1", "-fPIC", "-shared", "-fno-math-errno", "-w")
 
@@ -102,9 +81,6 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
     ``key``, ``flags``, CasADi's version and :func:`package_fingerprint` alone, so that loading it from
     the cache neither builds the functions nor generates their C (the caller's ``key`` must then name
     everything else the code depends on). Raises :class:`CompileError`."""
-    import sys
-    import time
-    from concurrent.futures import ThreadPoolExecutor
     h = hashlib.sha256(key.encode() + b"\0" + " ".join(flags).encode() + b"\0" + str(LARGE_UNIT_BYTES).encode()
                        + b"\0" + "\0".join(link).encode() + b"\0" + cpu_signature().encode())
     lazy = callable(functions)
@@ -133,49 +109,56 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
         digest = h.hexdigest()[:24]
         lib = os.path.join(cache_dir(), f"casadi_{digest}.so")
         with key_lock("casadi_" + digest):
-            if os.path.isfile(lib):
-                return lib
-            sizes = {src: os.path.getsize(src) for src in sources}
-            start = time.perf_counter()
-            if label:
-                print(f"robodyn: compiling {label}: {len(sources)} units, {sum(sizes.values()) / 1e6:.1f} MB of C",
-                      file=sys.stderr, flush=True)
-
-            cpu = []
-
-            def compile_unit(src):
-                unit_start = time.perf_counter()
-                unit = flags if len(sources) == 1 and flags != CFLAGS else unit_flags(sizes[src])
-                unit = tuple(f for f in unit if f != "-shared")
-                proc = subprocess.Popen(compiler + list(unit) + ["-c", src, "-o", src[:-2] + ".o"],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                err = proc.stderr.read()
-                proc.stderr.close()
-                _, status, usage = os.wait4(proc.pid, 0)         # CPU seconds of this compiler alone
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                if proc.returncode != 0:
-                    tail = "\n".join(err.strip().splitlines()[-20:])
-                    raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
-                cpu.append(usage.ru_utime + usage.ru_stime)
-                if label:
-                    print(f"robodyn:   {os.path.basename(src)} ({sizes[src] / 1e6:.1f} MB, {' '.join(unit[:2])}) "
-                          f"compiled in {time.perf_counter() - unit_start:.1f} s ({cpu[-1]:.1f} s CPU)",
-                          file=sys.stderr, flush=True)
-            cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-            jobs = max(1, min(4, cpus))
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
-            tmp_lib = os.path.join(tmp, "lib.so")
-            proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + list(link)
-                                  + ["-lm"],
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise CompileError(f"linking failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
-            os.replace(tmp_lib, lib)
-            if label:
-                print(f"robodyn: {label} built in {time.perf_counter() - start:.1f} s ({sum(cpu):.1f} s CPU in the "
-                      f"compiler, load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+            if not os.path.isfile(lib):
+                _build_library(compiler, sources, flags, link, lib, tmp, label)
     return lib
+
+
+def _build_library(compiler, sources, flags, link, lib, tmp, label):
+    """Compile ``sources`` by parallel compiler processes, the largest first, and link them (with the
+    libraries ``link``) into ``lib``, moved into place atomically; progress on stderr with ``label``."""
+    sizes = {src: os.path.getsize(src) for src in sources}
+    start = time.perf_counter()
+    if label:
+        print(f"robodyn: compiling {label}: {len(sources)} units, {sum(sizes.values()) / 1e6:.1f} MB of C",
+              file=sys.stderr, flush=True)
+
+    def compile_unit(src):
+        unit = flags if len(sources) == 1 and flags != CFLAGS else unit_flags(sizes[src])
+        return _compile_unit(compiler, src, tuple(f for f in unit if f != "-shared"), sizes[src], label)
+
+    with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
+        cpu = list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
+    tmp_lib = os.path.join(tmp, "lib.so")
+    proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + list(link)
+                          + ["-lm"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompileError(f"linking failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    os.replace(tmp_lib, lib)
+    if label:
+        print(f"robodyn: {label} built in {time.perf_counter() - start:.1f} s ({sum(cpu):.1f} s CPU in the "
+              f"compiler, load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+
+
+def _compile_unit(compiler, src, flags, size, label):
+    """Compile the C file ``src`` (``size`` bytes) with ``flags`` into ``src[:-2].o``; the CPU seconds of
+    that compiler process alone. Raises :class:`CompileError` with the tail of its stderr."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(compiler + list(flags) + ["-c", src, "-o", src[:-2] + ".o"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    err = proc.stderr.read()
+    proc.stderr.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        tail = "\n".join(err.strip().splitlines()[-20:])
+        raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
+    cpu = usage.ru_utime + usage.ru_stime
+    if label:
+        print(f"robodyn:   {os.path.basename(src)} ({size / 1e6:.1f} MB, {' '.join(flags[:2])}) "
+              f"compiled in {time.perf_counter() - start:.1f} s ({cpu:.1f} s CPU)", file=sys.stderr, flush=True)
+    return cpu
 
 
 def compile_casadi_functions(functions, key, flags=CFLAGS):
