@@ -35,6 +35,11 @@ def _vector(model, name, x, n):
     return model.check_vector(name, x, n)
 
 
+def _state(model, q, v, x, x_name):
+    """``(q, v, x)`` checked by :func:`_vector`: (nq,), (nv,) and (nv,), ``x`` named ``x_name`` in errors."""
+    return _vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, x_name, x, model.nv)
+
+
 def _kernels(model, *args):
     """The registered kernels of ``model`` when every argument is numeric, else None."""
     kernels = _kernels_of(model)
@@ -43,12 +48,28 @@ def _kernels(model, *args):
     return kernels
 
 
+def _of_q(name, algorithm, model, q, pi):
+    """Kernel ``name`` of ``q`` when it applies (numeric ``q``, no ``pi``), else ``algorithm(model, q, pi=pi)``."""
+    k = _kernels(model, q) if pi is None else None
+    if k is None:
+        return algorithm(model, q, pi=pi)
+    return getattr(k, name)(_vector(model, "q", q, model.nq))
+
+
+def _of_q_v(name, algorithm, model, q, v, pi):
+    """Kernel ``name`` of ``(q, v)`` when it applies, else ``algorithm(model, q, v, pi=pi)``."""
+    k = _kernels(model, q, v) if pi is None else None
+    if k is None:
+        return algorithm(model, q, v, pi=pi)
+    return getattr(k, name)(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv))
+
+
 def rnea(model, q, v, a, f_ext=None, pi=None):
     """Inverse dynamics ``tau`` (nv,); see :func:`robodyn_ros.dynamics.rnea.rnea`."""
     k = _kernels(model, q, v, a) if f_ext is None and pi is None else None
     if k is None:
         return _rnea(model, q, v, a, f_ext=f_ext, pi=pi)
-    return k.rnea(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, "a", a, model.nv))
+    return k.rnea(*_state(model, q, v, a, "a"))
 
 
 def aba(model, q, v, tau, f_ext=None, pi=None):
@@ -56,7 +77,7 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
     k = _kernels(model, q, v, tau) if f_ext is None and pi is None else None
     if k is None:
         return _aba(model, q, v, tau, f_ext=f_ext, pi=pi)
-    q, v, tau = _vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, "tau", tau, model.nv)
+    q, v, tau = _state(model, q, v, tau, "tau")
     a = k.aba(q, v, tau)
     if not math.isfinite(a.dot(a)):   # a singular articulated inertia: the algorithm names the body
         return _aba(model, q, v, tau)
@@ -65,34 +86,22 @@ def aba(model, q, v, tau, f_ext=None, pi=None):
 
 def crba(model, q, pi=None):
     """Joint-space inertia ``M`` (nv, nv); see :func:`robodyn_ros.dynamics.crba.crba`."""
-    k = _kernels(model, q) if pi is None else None
-    if k is None:
-        return _crba(model, q, pi=pi)
-    return k.crba(_vector(model, "q", q, model.nq))
+    return _of_q("crba", _crba, model, q, pi)
 
 
 def nonlinear_effects(model, q, v, pi=None):
     """``C(q, v) v + g(q)`` (nv,); see :func:`robodyn_ros.dynamics.dynamic_matrices.nonlinear_effects`."""
-    k = _kernels(model, q, v) if pi is None else None
-    if k is None:
-        return _dm.nonlinear_effects(model, q, v, pi=pi)
-    return k.nonlinear_effects(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv))
+    return _of_q_v("nonlinear_effects", _dm.nonlinear_effects, model, q, v, pi)
 
 
 def gravity_torque(model, q, pi=None):
     """``g(q)`` (nv,); see :func:`robodyn_ros.dynamics.dynamic_matrices.gravity_torque`."""
-    k = _kernels(model, q) if pi is None else None
-    if k is None:
-        return _dm.gravity_torque(model, q, pi=pi)
-    return k.gravity_torque(_vector(model, "q", q, model.nq))
+    return _of_q("gravity_torque", _dm.gravity_torque, model, q, pi)
 
 
 def coriolis_matrix(model, q, v, pi=None):
     """Christoffel Coriolis matrix ``C`` (nv, nv); see :func:`robodyn_ros.dynamics.dynamic_matrices.coriolis_matrix`."""
-    k = _kernels(model, q, v) if pi is None else None
-    if k is None:
-        return _dm.coriolis_matrix(model, q, v, pi=pi)
-    return k.coriolis_matrix(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv))
+    return _of_q_v("coriolis_matrix", _dm.coriolis_matrix, model, q, v, pi)
 
 
 def regressor(model, q, v, a):
@@ -100,8 +109,7 @@ def regressor(model, q, v, a):
     k = _kernels(model, q, v, a)
     if k is None:
         return _regressor(model, q, v, a)
-    return k.regressor(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv),
-                       _vector(model, "a", a, model.nv))
+    return k.regressor(*_state(model, q, v, a, "a"))
 
 
 def rnea_derivatives(model, q, v, a):
@@ -110,8 +118,7 @@ def rnea_derivatives(model, q, v, a):
     if k is None:
         from ..dynamics.rnea_derivatives import rnea_derivatives as interpreted
         return interpreted(model, q, v, a)
-    return k.rnea_derivatives(_vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv),
-                              _vector(model, "a", a, model.nv))
+    return k.rnea_derivatives(*_state(model, q, v, a, "a"))
 
 
 def aba_derivatives(model, q, v, tau):
@@ -120,7 +127,7 @@ def aba_derivatives(model, q, v, tau):
     if k is None:
         from ..dynamics.aba_derivatives import aba_derivatives as interpreted
         return interpreted(model, q, v, tau)
-    q, v, tau = _vector(model, "q", q, model.nq), _vector(model, "v", v, model.nv), _vector(model, "tau", tau, model.nv)
+    q, v, tau = _state(model, q, v, tau, "tau")
     out = k.aba_derivatives(q, v, tau)
     if not all(math.isfinite(float(np.sum(x))) for x in out):   # singular: the algorithm names the body
         from ..dynamics.aba_derivatives import aba_derivatives as interpreted
