@@ -62,7 +62,7 @@ BATCH_REPEAT = 3
 
 
 def robots_root():
-    """example-robot-data's robots folder, or None."""
+    """example-robot-data's ``robots`` folder (installed by the ``test`` extra), or None."""
     for base in site.getsitepackages() + [site.getusersitepackages()]:
         path = os.path.join(base, "cmeel.prefix", "share", "example-robot-data", "robots")
         if os.path.isdir(path):

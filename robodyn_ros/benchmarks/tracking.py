@@ -23,11 +23,12 @@ engine. Bounded: about 2 s per default run and 5-20 s per fine run on a free cor
 from __future__ import annotations
 
 import os
-import site
 import sys
 import warnings
 
 import numpy as np
+
+from .kernels import robots_root
 
 ERD_ARMS = {   # name: URDF under example-robot-data's robots/ folder, joints locked at 0
     "ur3": ("ur_description/urdf/ur3_robot.urdf", None),
@@ -51,15 +52,6 @@ FINE_SUBSTEPS = 20
 DURATION = 5.0
 
 
-def erd_robots_folder():
-    """example-robot-data's ``robots`` folder (installed by the ``test`` extra), or None."""
-    for base in site.getsitepackages() + [site.getusersitepackages()]:
-        path = os.path.join(base, "cmeel.prefix", "share", "example-robot-data", "robots")
-        if os.path.isdir(path):
-            return path
-    return None
-
-
 def arms():
     """``[(label, model, home)]``: the bundled robots (their home), then the example-robot-data arms
     (home: zero clipped 0.35 rad inside the limits, mid-range where the range is narrower than 0.7 rad)."""
@@ -70,7 +62,7 @@ def arms():
         info = bundled_robot_info(name)
         out.append((f"{name} (bundled)", Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"]),
                     np.asarray(info["home"], dtype=float)))
-    folder = erd_robots_folder()
+    folder = robots_root()
     for name, (path, locked) in ERD_ARMS.items():
         if folder is None or not os.path.isfile(os.path.join(folder, path)):
             continue
