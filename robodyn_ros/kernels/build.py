@@ -110,8 +110,8 @@ def cpu_signature():
 def cache_key(fingerprint):
     """Hex digest naming a model's compiled kernels in the cache."""
     h = hashlib.sha256()
-    for part in (fingerprint, GENERATOR_VERSION, c_runtime.digest(), " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS),
-                 " ".join(VECTOR_CFLAGS),
+    for part in (fingerprint, GENERATOR_VERSION, c_runtime.digest(),
+                 " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS), " ".join(VECTOR_CFLAGS),
                  str(BIG_KERNEL_INSTRUCTIONS), f"{codegen.CHUNK_THRESHOLD} {codegen.CHUNK_INSTRUCTIONS} {codegen.TU_INSTRUCTIONS}",
                  cpu_signature(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform,
                  str(np.lib.NumpyVersion(np.__version__).major)):

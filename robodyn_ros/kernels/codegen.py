@@ -36,8 +36,8 @@ from . import c_runtime, loops
 from .chunked import chunkable, chunked_sources
 from .symbolic import flop_count
 
-# Bump when the code written here changes: it is part of the disk-cache key (the runtime files enter the
-# key by their digest, c_runtime.digest).
+# Bump when the code the generators write changes (here, in chunked.py or loops.py): it is part of the
+# disk-cache key. The runtime files enter the key by their digest (c_runtime.digest).
 GENERATOR_VERSION = "8"
 
 # The runtime files that open every module, in order: includes and types, row loops, argument checks.
@@ -98,7 +98,8 @@ def kernel_sources(kernel_set, directory):
                                     per_unit=max(TU_INSTRUCTIONS, chunk), lanes=LANES)
             paths += [(path, size / len(units)) for path in units]
         if size > CHUNK_THRESHOLD and chunkable(spec.function):
-            units = chunked_sources(f"rdk_{spec.name}", spec.function, directory, CHUNK_INSTRUCTIONS, TU_INSTRUCTIONS)
+            units = chunked_sources(f"rdk_{spec.name}", spec.function, directory, chunk=CHUNK_INSTRUCTIONS,
+                                    per_unit=TU_INSTRUCTIONS)
             paths += [(path, size / len(units)) for path in units]
             continue
         name = f"rdk_{spec.name}.c"
