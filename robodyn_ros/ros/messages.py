@@ -1,11 +1,11 @@
-"""Message <-> array conversion and validation for the nodes (STYLE rule 10: nodes convert, call, publish).
+"""Message <-> array conversion and validation for the nodes: nodes convert, call the library, publish.
 
 Every ``*_to_*`` reader returns NumPy float64 arrays or raises :class:`MessageRejected` whose reason names
 the field (``"JointState.position has 6 entries for 7 names"``), so a node logs the reason and drops the
 message instead of feeding garbage to a controller. Every ``make_*`` builder takes arrays and returns a
 message; a builder given bad arrays raises a plain ``ValueError`` (a programming error, not input).
 
-Conventions (ROS_NOTES.md): joint order in ``/joint_states`` is not guaranteed, so joints are always mapped
+Conventions: joint order in ``/joint_states`` is not guaranteed, so joints are always mapped
 BY NAME; joint_state_broadcaster sends NaN for an interface a joint does not have; wrenches are
 ``[fx, fy, fz, tx, ty, tz]``.
 """

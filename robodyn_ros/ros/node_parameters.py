@@ -1,5 +1,5 @@
 """The parameter schemas of the four nodes (one tuple of :class:`ParameterSpec` per node) and the one
-place that turns a validated config into the robot the node works on (STYLE rule 10).
+place that turns a validated config into the robot the node works on.
 
 Everything here is rclpy-free: the nodes declare these specs (:func:`declare_parameters`), the in-process
 bringup and the tests resolve them from the YAML files without ROS (:func:`resolve_node_config`).

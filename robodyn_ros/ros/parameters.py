@@ -1,4 +1,4 @@
-"""A node's parameters from ONE schema (STYLE rule 10): declaration with descriptors, validation, the typed
+"""A node's parameters from ONE schema: declaration with descriptors, validation, the typed
 config, live updates, and a ROS-free reader of ``--params-file`` YAML.
 
 A schema is a tuple of :class:`ParameterSpec`. The same specs drive
@@ -9,7 +9,8 @@ A schema is a tuple of :class:`ParameterSpec`. The same specs drive
   :func:`install_live_update` registers, and by the in-process bringup that never sees rclpy;
 * :func:`read_config`: the ``{name: value}`` dict a node builds its objects from;
 * :func:`install_live_update`: validate in the on-set callback, apply in the post-set callback
-  (ROS_NOTES.md: no side effects in the first, effects only after the change is committed).
+  (no side effects in the first, where another callback may still refuse the change; effects only after
+  rclpy has committed it).
 
 Types are Python types: ``bool, int, float, str`` and ``list[bool], list[int], list[float], list[str]``.
 Like rclpy, an integer is NOT accepted for a float parameter (a YAML ``gain: 1`` for a float fails at
