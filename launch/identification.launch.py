@@ -6,10 +6,8 @@ the wrist wrench, for `robodyn identify BAG ...`.
 
 Without `trajectory:=` the inverse_dynamics node follows its built-in Fourier generator (the table's
 overrides); with it, the node follows the CSV (`reference: file`, `trajectory_file: PATH`). The recorder
-is `robodyn record` (rosbags, mcap), so no `ros2 bag` is needed. The nodes come from
-robodyn_ros.ros.launch_actions (the table of robodyn_ros.ros.launch_description_data, which the in-process
-bringup reads too) with config/<robot>.yaml (robot:=PATH: a URDF, or a parameter file of robodyn config);
-every node configures and activates itself (autostart) unless given autostart:=false.
+is `robodyn record` (rosbags, mcap), so no `ros2 bag` is needed. Nodes, parameters and arguments:
+robodyn_ros.ros.launch_actions.
 """
 from robodyn_ros.ros.launch_actions import launch_description
 

@@ -3,9 +3,7 @@ force_torque_sensor_broadcaster and an effort controller provide the topics.
 
     ros2 launch robodyn_ros robot.launch.py robot:=panda use_sim_time:=false
 
-The nodes come from robodyn_ros.ros.launch_actions (the table of robodyn_ros.ros.launch_description_data,
-which the in-process bringup reads too) with config/<robot>.yaml (robot:=PATH: a URDF, or a parameter file
-of robodyn config); every node configures and activates itself (autostart) unless given autostart:=false.
+Nodes, parameters and arguments: robodyn_ros.ros.launch_actions.
 """
 from robodyn_ros.ros.launch_actions import launch_description
 

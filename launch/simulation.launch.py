@@ -2,9 +2,7 @@
 
     ros2 launch robodyn_ros simulation.launch.py robot:=panda use_sim_time:=false
 
-The nodes come from robodyn_ros.ros.launch_actions (the table of robodyn_ros.ros.launch_description_data,
-which the in-process bringup reads too) with config/<robot>.yaml (robot:=PATH: a URDF, or a parameter file
-of robodyn config); every node configures and activates itself (autostart) unless given autostart:=false.
+Nodes, parameters and arguments: robodyn_ros.ros.launch_actions.
 """
 from robodyn_ros.ros.launch_actions import launch_description
 

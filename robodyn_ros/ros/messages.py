@@ -1,17 +1,16 @@
-"""Message <-> array conversion and validation for the nodes (STYLE rule 10: nodes convert, call, publish).
+"""Message <-> array conversion and validation for the nodes: nodes convert, call the library, publish.
 
 Every ``*_to_*`` reader returns NumPy float64 arrays or raises :class:`MessageRejected` whose reason names
 the field (``"JointState.position has 6 entries for 7 names"``), so a node logs the reason and drops the
 message instead of feeding garbage to a controller. Every ``make_*`` builder takes arrays and returns a
 message; a builder given bad arrays raises a plain ``ValueError`` (a programming error, not input).
 
-Conventions (ROS_NOTES.md): joint order in ``/joint_states`` is not guaranteed, so joints are always mapped
+Conventions: joint order in ``/joint_states`` is not guaranteed, so joints are always mapped
 BY NAME; joint_state_broadcaster sends NaN for an interface a joint does not have; wrenches are
 ``[fx, fy, fz, tx, ty, tz]``.
 """
 import sys
 from array import array
-from dataclasses import dataclass, field
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
@@ -20,6 +19,7 @@ from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from robodyn_ros.control.trajectory_interpolation import TrajectoryReference, trajectory_coefficients
 from robodyn_ros.model.model import MAX_MAGNITUDE
 from robodyn_ros.model.spatial import numpy_inertia_split
 
@@ -194,77 +194,10 @@ def array_to_wrench_stamped(stamp, frame_id, w):
 
 
 # ----------------------------------------------------------------------------------------- trajectory
-@dataclass(frozen=True, eq=False)
-class TrajectoryReference:
-    """A joint trajectory in ``joint_names`` order, sampled like joint_trajectory_controller does.
-
-    ``times`` (N,) strictly increasing seconds from the trajectory start; ``q`` (N, n); ``v``, ``a``
-    (N, n) or None. Segment k (times[k] .. times[k+1]) is linear if only positions are given, the cubic
-    Hermite polynomial matching (q, v) at both ends if velocities are given, and the quintic matching
-    (q, v, a) if accelerations are given too. ``coefficients`` (N-1, 6, n) holds each segment's
-    polynomial in the local time s = t - times[k]: q(s) = sum_j coefficients[k, j] s^j.
-    ``start_stamp`` is the header stamp in seconds (0: "start on receipt", as the controller reads it).
-    """
-
-    joint_names: tuple
-    times: np.ndarray
-    q: np.ndarray
-    v: np.ndarray | None
-    a: np.ndarray | None
-    coefficients: np.ndarray
-    start_stamp: float = 0.0
-    _derivative_coefficients: tuple = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self):
-        # dq/ds and d2q/ds2 coefficients, so that sample() is three small matrix products
-        c = self.coefficients
-        dc = c[:, 1:] * np.array([1.0, 2.0, 3.0, 4.0, 5.0])[:, None]
-        ddc = c[:, 2:] * np.array([2.0, 6.0, 12.0, 20.0])[:, None]
-        object.__setattr__(self, "_derivative_coefficients", (dc, ddc))
-
-    def sample(self, t):
-        """``(q (n,), v (n,), a (n,))`` at ``t`` seconds from the start.
-
-        Before ``times[0]`` the first point is held and after ``times[-1]`` the last one, both with zero
-        velocity and acceleration; ``times[0] <= t <= times[-1]`` is on the polynomials.
-        """
-        times = self.times
-        if t < times[0] or t > times[-1] or len(times) == 1:
-            k = 0 if t < times[-1] else len(times) - 1
-            zero = np.zeros(self.q.shape[1])
-            return self.q[k].copy(), zero, zero.copy()
-        k = min(int(np.searchsorted(times, t, side="right")) - 1, len(times) - 2)
-        powers = (t - times[k]) ** _EXPONENTS  # s^0 .. s^5
-        dc, ddc = self._derivative_coefficients
-        return powers @ self.coefficients[k], powers[:5] @ dc[k], powers[:4] @ ddc[k]
-
-
-_EXPONENTS = np.arange(6.0)
-
-
-def segment_coefficients(T, q0, q1, v0=None, v1=None, a0=None, a1=None):
-    """Polynomial coefficients (6, n) of one segment of duration ``T`` from ``(q0, v0, a0)`` to
-    ``(q1, v1, a1)`` (n,) each: linear without velocities, cubic Hermite with velocities, quintic with
-    velocities and accelerations (the boundary-value solutions, as in joint_trajectory_controller)."""
-    c = np.zeros((6, len(q0)))
-    dq = q1 - q0
-    c[0] = q0
-    if v0 is None:
-        c[1] = dq / T
-    elif a0 is None:
-        c[1] = v0
-        c[2] = (3.0 * dq - (2.0 * v0 + v1) * T) / T**2
-        c[3] = (-2.0 * dq + (v0 + v1) * T) / T**3
-    else:
-        c[1], c[2] = v0, 0.5 * a0
-        c[3] = (20.0 * dq - (8.0 * v1 + 12.0 * v0) * T - (3.0 * a0 - a1) * T**2) / (2.0 * T**3)
-        c[4] = (-30.0 * dq + (14.0 * v1 + 16.0 * v0) * T + (3.0 * a0 - 2.0 * a1) * T**2) / (2.0 * T**4)
-        c[5] = (12.0 * dq - 6.0 * (v1 + v0) * T - (a0 - a1) * T**2) / (2.0 * T**5)
-    return c
-
-
 def joint_trajectory_to_reference(msg, joint_names):
-    """``trajectory_msgs/JointTrajectory`` -> :class:`TrajectoryReference` in ``joint_names`` order.
+    """``trajectory_msgs/JointTrajectory`` -> :class:`~robodyn_ros.control.trajectory_interpolation.TrajectoryReference`
+    in ``joint_names`` order: the points checked and mapped by name here, their segment polynomials
+    (:func:`~robodyn_ros.control.trajectory_interpolation.trajectory_coefficients`) in the library.
 
     Rejected: no points, duplicate names, a required joint missing, a joint the controller does not
     command (a trajectory for other joints is not half-executed), a point whose positions are not one per
@@ -291,11 +224,7 @@ def joint_trajectory_to_reference(msg, joint_names):
     a = _trajectory_field(points, "accelerations", idx, len(names), required=False)
     if a is not None and v is None:
         raise MessageRejected("JointTrajectory.points[*].accelerations given without velocities")
-    coefficients = np.array([
-        segment_coefficients(times[k + 1] - times[k], q[k], q[k + 1],
-                             None if v is None else v[k], None if v is None else v[k + 1],
-                             None if a is None else a[k], None if a is None else a[k + 1])
-        for k in range(len(points) - 1)]).reshape(len(points) - 1, 6, len(joint_names))
+    coefficients = trajectory_coefficients(times, q, v, a)
     if not np.isfinite(coefficients).all():   # e.g. a large change over a 1 ns segment
         k = int(np.argwhere(~np.isfinite(coefficients))[0, 0])
         raise MessageRejected(f"JointTrajectory.points[{k}] -> points[{k + 1}]: the segment polynomial "

@@ -1,5 +1,5 @@
 """The parameter schemas of the four nodes (one tuple of :class:`ParameterSpec` per node) and the one
-place that turns a validated config into the robot the node works on (STYLE rule 10).
+place that turns a validated config into the robot the node works on.
 
 Everything here is rclpy-free: the nodes declare these specs (:func:`declare_parameters`), the in-process
 bringup and the tests resolve them from the YAML files without ROS (:func:`resolve_node_config`).
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..estimation.estimator_parameters import estimation_spec
+from ..estimation.estimator_parameters import ESTIMATION
 from .parameters import ParameterSpec, resolve_config
 
 P = ParameterSpec
@@ -46,20 +46,26 @@ ROBOT = (
       "flange link, else the last link).", read_only=True),
 )
 
+
+def _topic(name, default, description):
+    """A topic name parameter: a read-only string (publishers and subscriptions are made once)."""
+    return P(name, str, default, description, read_only=True)
+
+
 TOPICS = (
-    P("joint_states_topic", str, "/joint_states", "sensor_msgs/JointState topic.", read_only=True),
-    P("wrench_topic", str, "/force_torque_sensor_broadcaster/wrench", "geometry_msgs/WrenchStamped topic of "
-      "the wrist force/torque sensor.", read_only=True),
-    P("command_topic", str, "/effort_controller/commands", "std_msgs/Float64MultiArray torque commands "
-      "(joint order of 'joints').", read_only=True),
+    _topic("joint_states_topic", "/joint_states", "sensor_msgs/JointState topic."),
+    _topic("wrench_topic", "/force_torque_sensor_broadcaster/wrench", "geometry_msgs/WrenchStamped topic of the wrist "
+           "force/torque sensor."),
+    _topic("command_topic", "/effort_controller/commands", "std_msgs/Float64MultiArray torque commands (joint order "
+           "of 'joints')."),
 )
 
 ESTIMATE_TOPICS = (
-    P("payload_topic", str, "/estimator/payload", "geometry_msgs/InertiaStamped payload estimate.", read_only=True),
-    P("base_parameters_topic", str, "/estimator/base_parameters", "std_msgs/Float64MultiArray base "
-      "parameters with labelled layout.", read_only=True),
-    P("base_covariance_topic", str, "/estimator/base_parameters_covariance", "std_msgs/Float64MultiArray "
-      "covariance (r x r, row-major) of the base parameters (estimator: publish_covariance).", read_only=True),
+    _topic("payload_topic", "/estimator/payload", "geometry_msgs/InertiaStamped payload estimate."),
+    _topic("base_parameters_topic", "/estimator/base_parameters", "std_msgs/Float64MultiArray base parameters with "
+           "labelled layout."),
+    _topic("base_covariance_topic", "/estimator/base_parameters_covariance", "std_msgs/Float64MultiArray covariance "
+           "(r x r, row-major) of the base parameters (estimator: publish_covariance)."),
 )
 
 # ---------------------------------------------------------------------- base parameters in controllers
@@ -194,29 +200,18 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("friction_compensation", bool, True, "Add the model's friction torque."),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
 ) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE + (
-    P("mpc_topic", str, "/mpc/solution", "MPC feedforward + gains (mode mpc).", read_only=True),
+    _topic("mpc_topic", "/mpc/solution", "MPC feedforward + gains (mode mpc)."),
 )
 
 # ------------------------------------------------------------------------------------------- estimator
-def _estimation(*names):
-    return tuple(estimation_spec(name) for name in names)
-
-
-ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + _estimation(
-    "decimation", "use_wrench", "estimate_bias", "base_parameters", "filter.cutoff", "filter.order", "forgetting",
-    "force_noise", "torque_noise", "effort_noise", "effort_noise_per_joint", "coulomb_width", "payload_reference",
-    "payload_change_holdoff", "change_ratio", "change_time") + (
+ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + ESTIMATION + (
     P("publish_covariance", bool, False, "Also publish the base parameters' covariance (base_covariance_topic) "
       "at publish_rate, for controllers with use_base_parameters.", read_only=True),
-) + _estimation(
-    "payload_mass_std", "change_threshold", "change_alarms.count", "change_alarms.window", "payload_publish_std.mass",
-    "payload_publish_std.first_moment", "payload_publish_std.inertia", "publish_rate", "diagnostics_rate",
-    "wrench_saturation.force", "wrench_saturation.torque", "effort_saturation", "time_jump_threshold") + (
     P("input_poll_rate", float, 200.0, "Rate (wall clock, Hz) at which the estimator takes the joint states and "
       "wrenches waiting in its subscriptions' queues (50 deep) and estimates from every due one; 0: one executor "
       "callback per message instead (an executor wake-up per message, and a backlog of events when behind).",
       range=(0.0, 10000.0), read_only=True),
-) + _estimation("filter.max_interval")
+)
 """The estimator node's parameters: the robot, the topics, the estimation parameters of
 :data:`robodyn_ros.estimation.estimator_parameters.ESTIMATION` and the node's own."""
 
@@ -231,7 +226,7 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
       choices=("gravity_hold", "zero"), live=True),
     P("max_torque_rate", float, -1.0, "output commands: " + TORQUE_RATE_HELP, range=(None, None), live=True,
       allow_inf=True),
-    P("solution_topic", str, "/mpc/solution", "MPC feedforward + gains topic.", read_only=True),
+    _topic("solution_topic", "/mpc/solution", "MPC feedforward + gains topic."),
     P("horizon", int, 20, "Horizon N (intervals).", range=(2, 200)),
     P("dt", float, 0.01, "Interval, s.", range=(1e-4, 1.0)),
     P("solver", str, "rti", "MPC solver.", choices=("rti", "fatrop", "ipopt")),

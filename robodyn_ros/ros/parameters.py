@@ -1,4 +1,4 @@
-"""A node's parameters from ONE schema (STYLE rule 10): declaration with descriptors, validation, the typed
+"""A node's parameters from ONE schema: declaration with descriptors, validation, the typed
 config, live updates, and a ROS-free reader of ``--params-file`` YAML.
 
 A schema is a tuple of :class:`ParameterSpec`. The same specs drive
@@ -9,7 +9,8 @@ A schema is a tuple of :class:`ParameterSpec`. The same specs drive
   :func:`install_live_update` registers, and by the in-process bringup that never sees rclpy;
 * :func:`read_config`: the ``{name: value}`` dict a node builds its objects from;
 * :func:`install_live_update`: validate in the on-set callback, apply in the post-set callback
-  (ROS_NOTES.md: no side effects in the first, effects only after the change is committed).
+  (no side effects in the first, where another callback may still refuse the change; effects only after
+  rclpy has committed it).
 
 Types are Python types: ``bool, int, float, str`` and ``list[bool], list[int], list[float], list[str]``.
 Like rclpy, an integer is NOT accepted for a float parameter (a YAML ``gain: 1`` for a float fails at
@@ -203,70 +204,24 @@ def _plain(value):
 
 
 # ------------------------------------------------------------------------------------------ params YAML
-_WORD = r"(/\w+)"
+class _ParamsFileLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` typing plain scalars as rcl_yaml_param_parser does, not as YAML 1.1 does: keys
+    stay as written (a parameter ``y`` is not ``True``), a plain value is a bool (``true``, ``yes``, ``y``,
+    ``on`` and their negations, in rcl's spellings), else an integer, else what strtod reads (``1e-3``,
+    ``.inf``), else a string; a quoted value is a string."""
+
+    yaml_implicit_resolvers = {}   # no YAML 1.1 resolution: every plain scalar goes to _rcl_scalar
+
+    def construct_mapping(self, node, deep=False):
+        mapping = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise yaml.constructor.ConstructorError(None, None, "a key must be a name", key_node.start_mark)
+            mapping[key_node.value] = self.construct_object(value_node, deep=deep)
+        return mapping
 
 
-def load_params_yaml(path, node_name):
-    """The ``{name: value}`` overrides that ``--ros-args --params-file path`` gives node ``node_name``.
-
-    Follows rcl_yaml_param_parser and rclpy: node keys may be nested namespaces (``/ns: node:
-    ros__parameters:``); a key is matched against the node's fully qualified name with ``/*`` standing
-    for one name token and ``/**`` for any number of them; matching entries apply in file order, later
-    ones overriding earlier ones; nested parameter dicts flatten to dotted names. Plain scalars are typed
-    as rcl types them (``true``/``false``/``yes``... -> bool, integer, then anything strtod reads, such as
-    ``1e-3``, -> float; quoted -> string); a list mixing types other than int/float is an error.
-    """
-    result = {}
-    for _, params in params_yaml_entries(path, node_name):
-        result.update(params)
-    return result
-
-
-def params_yaml_entries(path, node_name):
-    """The entries of parameter file ``path`` that apply to node ``node_name``, in file order, as ``(key,
-    {name: value})`` pairs: ``key`` the node key as written (a key with ``*`` is a wildcard entry, shared with
-    other nodes). :func:`load_params_yaml` merges them; the same errors."""
-    with open(path, encoding="utf-8") as stream:
-        root = yaml.compose(stream)
-    if root is None:
-        return []
-    if not isinstance(root, yaml.MappingNode):
-        raise ValueError(f"{path}: a ROS parameter file is a mapping of node names")
-    fqn = node_name if node_name.startswith("/") else "/" + node_name
-    entries = []
-    for key, params in _node_entries(root, "", path):
-        pattern = key if key.startswith("/") else "/" + key
-        regex = pattern.replace("/**", _WORD + "*").replace("/*", _WORD)
-        if re.fullmatch(regex, fqn):
-            entries.append((key, params))
-    return entries
-
-
-def _node_entries(mapping, prefix, path):
-    """(node key, {param: value}) pairs in file order."""
-    for key_node, value_node in mapping.value:
-        key = key_node.value
-        if key == "ros__parameters":
-            if not isinstance(value_node, yaml.MappingNode):
-                raise ValueError(f"{path}: ros__parameters of {prefix or '/'} is not a mapping")
-            yield prefix, dict(_flatten_parameters(value_node, "", path))
-        elif isinstance(value_node, yaml.MappingNode):
-            yield from _node_entries(value_node, f"{prefix}/{key.strip('/')}" if prefix else key, path)
-        else:
-            raise ValueError(f"{path}: {prefix}/{key} is neither a namespace nor ros__parameters")
-
-
-def _flatten_parameters(mapping, prefix, path):
-    for key_node, value_node in mapping.value:
-        name = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
-        if isinstance(value_node, yaml.MappingNode):
-            yield from _flatten_parameters(value_node, name, path)
-        elif isinstance(value_node, yaml.SequenceNode):
-            yield name, _sequence_value(value_node, name, path)
-        else:
-            yield name, _scalar_value(value_node)
-
-
+_PLAIN = "!rcl-plain-scalar"
 _TRUE = {"y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"}
 _FALSE = {"n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"}
 _INT = re.compile(r"[+-]?\d+")
@@ -274,10 +229,8 @@ _SPECIAL_FLOATS = {".nan": math.nan, ".NaN": math.nan, ".NAN": math.nan, ".inf":
                    ".INF": math.inf, "-.inf": -math.inf, "-.Inf": -math.inf, "-.INF": -math.inf}
 
 
-def _scalar_value(node):
+def _rcl_scalar(loader, node):
     text = node.value
-    if node.style is not None:  # quoted
-        return text
     if text in _TRUE:
         return True
     if text in _FALSE:
@@ -294,9 +247,78 @@ def _scalar_value(node):
         return text
 
 
-def _sequence_value(node, name, path):
-    items = [_scalar_value(item) if isinstance(item, yaml.ScalarNode) else None for item in node.value]
-    if any(item is None for item in items):
+_ParamsFileLoader.add_implicit_resolver(_PLAIN, re.compile(r".*", re.DOTALL), None)
+_ParamsFileLoader.add_constructor(_PLAIN, _rcl_scalar)
+
+
+def load_params_yaml(path, node_name):
+    """The ``{name: value}`` overrides that ``--ros-args --params-file path`` gives node ``node_name``.
+
+    Follows rcl_yaml_param_parser and rclpy: node keys may be nested namespaces (``/ns: node:
+    ros__parameters:``); a key is matched against the node's fully qualified name with ``/*`` standing
+    for one name token and ``/**`` for any number of them; matching entries apply in file order, later
+    ones overriding earlier ones; nested parameter dicts flatten to dotted names. Plain scalars are typed
+    as rcl types them (:class:`_ParamsFileLoader`); a list mixing types other than int/float is an error.
+    """
+    result = {}
+    for _, params in params_yaml_entries(path, node_name):
+        result.update(params)
+    return result
+
+
+_WORD = r"(/\w+)"   # one name token of a fully qualified node name
+
+
+def params_yaml_entries(path, node_name):
+    """The entries of parameter file ``path`` that apply to node ``node_name``, in file order, as ``(key,
+    {name: value})`` pairs: ``key`` the node key as written (a key with ``*`` is a wildcard entry, shared with
+    other nodes). :func:`load_params_yaml` merges them; the same errors."""
+    with open(path, encoding="utf-8") as stream:
+        root = yaml.load(stream, Loader=_ParamsFileLoader)   # a SafeLoader: builds plain data only
+    if root is None:
+        return []
+    if not isinstance(root, dict):
+        raise ValueError(f"{path}: a ROS parameter file is a mapping of node names")
+    fqn = node_name if node_name.startswith("/") else "/" + node_name
+    entries = []
+    for key, params in _node_entries(root, "", path):
+        pattern = key if key.startswith("/") else "/" + key
+        regex = pattern.replace("/**", _WORD + "*").replace("/*", _WORD)
+        if re.fullmatch(regex, fqn):
+            entries.append((key, params))
+    return entries
+
+
+
+def _node_entries(mapping, prefix, path):
+    """(node key, {param: value}) pairs in file order: a key is a namespace or node name (its value a mapping
+    of further keys) or ``ros__parameters`` (its value the parameters of the node named by the keys above)."""
+    for key, value in mapping.items():
+        if key == "ros__parameters":
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}: ros__parameters of {prefix or '/'} is not a mapping")
+            yield prefix, dict(_flatten_parameters(value, "", path))
+        elif isinstance(value, dict):
+            yield from _node_entries(value, f"{prefix}/{key.strip('/')}" if prefix else key, path)
+        else:
+            raise ValueError(f"{path}: {prefix}/{key} is neither a namespace nor ros__parameters")
+
+
+def _flatten_parameters(mapping, prefix, path):
+    """``(dotted name, value)`` of a ``ros__parameters`` mapping: nested mappings give dotted names."""
+    for key, value in mapping.items():
+        name = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            yield from _flatten_parameters(value, name, path)
+        elif isinstance(value, list):
+            yield name, _checked_list(value, name, path)
+        else:
+            yield name, value
+
+
+def _checked_list(items, name, path):
+    """``items`` if rcl accepts it as an array parameter: scalars of one type."""
+    if any(isinstance(item, (dict, list)) for item in items):
         raise ValueError(f"{path}: {name} is a list of non-scalars")
     kinds = {type(item) for item in items}
     if kinds == {int, float}:
