@@ -152,7 +152,7 @@ def _ad_reverse_rnea_derivatives(model, q, v, a):
 
 def _aba_derivatives_composite(model, inputs):
     """``aba_derivatives`` as C code calling the ABA and RNEA-derivative kernels and solving with the
-    sparse ``L^T D L`` factors of ``M`` (its C: codegen.COMPOSITE_BODIES["aba_derivatives"]). Measured
+    sparse ``L^T D L`` factors of ``M`` (its C: the template runtime/aba_derivatives.c.in). Measured
     alternatives, as one SX function: forward-mode AD of ABA 38 049 flops on Panda and 290 934 on Talos (44 DoF); ``M^-1`` (SX
     L^T D L) times the reverse-mode RNEA derivatives 19 180 and 173 268, whose C took gcc minutes on Talos;
     the analytical module 8 172 against 5 109 on UR5."""
