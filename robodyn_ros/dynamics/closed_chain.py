@@ -8,6 +8,11 @@ origin (twists ``A_i = (0, w_i)``). Active joints ``θ_a = (θ1, θ4)``, passive
 * velocity (eq. 12): ``θ̇_p = J_p θ̇_a``, ``J_p = -g_p^-1 g_a``, ``g_p = [w2' w3' -w5']``, ``g_a = [w1' -w4']``
 * projection (eq. 13): ``τ_pr = [1  J_p^T] τ_tr``
 * derivative (eq. 14): ``∂τ_pr/∂λ = -G_a(τ̂) + g_a^T g_p^-T G_p(τ̂) + [1 J_p^T] ∂τ_tr/∂λ``, ``τ̂ = g_p^-T τ_p``
+
+:class:`SphericalFiveBar` is the model (axes, spanning tree, closure kinematics of eqs. 11-12); the
+dynamics are the functions :func:`five_bar_actuator_torques` (eq. 13) and
+:func:`five_bar_actuator_torque_derivatives` (eq. 14), called as ``f(five_bar, q, v, a)`` with the five
+joint angles, rates and accelerations.
 """
 from __future__ import annotations
 
@@ -42,9 +47,9 @@ class SphericalFiveBar:
         joints = "".join(_JOINT.format(n=f"joint{i + 1}", p=p, c=c, w=self.w[i])
                          for i, (p, c) in enumerate([("base", "link1"), ("link1", "link2"), ("link2", "link3"),
                                                      ("base", "link4")]))
-        self.tree = Model.from_urdf(f'<robot name="five_bar"><link name="base"/>{links}{joints}</robot>', gravity=gravity)
+        self.tree = Model.from_urdf(f'<robot name="five_bar"><link name="base"/>{links}{joints}</robot>',
+                                    gravity=gravity)
 
-    # ---------------------------------------------------------------------------------------- kinematics
     def rotated_axes(self, theta):
         """``w_i'`` (5, 3): the axes at configuration ``theta`` (5,) (e.g. ``w3' = R1 R2 w3``)."""
         R1, R2, R4 = (_rot(self.w[i], theta[i]) for i in (0, 1, 3))
@@ -59,6 +64,7 @@ class SphericalFiveBar:
         return _quat_log(_rotation_to_quat(lhs @ rhs.T))
 
     def g_matrices(self, theta):
+        """``(g_p (3, 3), g_a (3, 2))`` of eq. (12) at ``theta`` (5,)."""
         wp = self.rotated_axes(theta)
         return np.column_stack([wp[1], wp[2], -wp[4]]), np.column_stack([wp[0], -wp[3]])
 
@@ -95,37 +101,6 @@ class SphericalFiveBar:
         thdd_p = np.linalg.solve(g_p, rhs)
         return thd, np.array([theta_a_ddot[0], thdd_p[0], thdd_p[1], theta_a_ddot[1], thdd_p[2]])
 
-    # ------------------------------------------------------------------------------------------ dynamics
-    def tree_torques(self, theta, theta_dot, theta_ddot):
-        """``τ_tr`` (5,) ordered (θ1, θ4 | θ2, θ3, θ5): the tree's RNEA, cut joint torque 0."""
-        t = rnea(self.tree, theta[:4], theta_dot[:4], theta_ddot[:4])
-        return np.array([t[0], t[3], t[1], t[2], 0.0])
-
-    def actuator_torques(self, theta, theta_dot, theta_ddot):
-        """``τ_pr`` (2,) of eq. (13) at a closed configuration with consistent rates (5,)."""
-        tau = self.tree_torques(theta, theta_dot, theta_ddot)
-        return tau[:2] + self.passive_jacobian(theta).T @ tau[2:]
-
-    def actuator_torque_derivatives(self, theta, theta_dot, theta_ddot):
-        """``∂τ_pr/∂λ`` (2, 15) for ``λ = [θ, θ̇, θ̈]`` (each (5,), joints 1..5) by eq. (14), treating all
-        joint variables as independent (the tree partials come from :func:`twist_derivatives`)."""
-        _, dq, dv, da = twist_derivatives(self.tree, theta[:4], theta_dot[:4], theta_ddot[:4])
-        S_tr = np.zeros((5, 15))
-        order = [0, 3, 1, 2]                 # tree rows (θ1, θ4, θ2, θ3) -> τ_tr rows 0..3
-        for row, k in enumerate(order):
-            for blk, D in enumerate((dq, dv, da)):
-                S_tr[row, 5 * blk:5 * blk + 4] = D[k]
-        tau = self.tree_torques(theta, theta_dot, theta_ddot)
-        g_p, g_a = self.g_matrices(theta)
-        tau_hat = np.linalg.solve(g_p.T, tau[2:])
-        dw = self.rotated_axis_derivatives(theta)    # (5, 3, 5): ∂w_i'/∂θ_j
-        G_a = np.zeros((2, 15))
-        G_p = np.zeros((3, 15))
-        G_a[0, :5], G_a[1, :5] = tau_hat @ dw[0], -tau_hat @ dw[3]
-        G_p[0, :5], G_p[1, :5], G_p[2, :5] = tau_hat @ dw[1], tau_hat @ dw[2], -tau_hat @ dw[4]
-        Jp = -np.linalg.solve(g_p, g_a)
-        return -G_a + g_a.T @ np.linalg.solve(g_p.T, G_p) + np.hstack([np.eye(2), Jp.T]) @ S_tr
-
     def rotated_axis_derivatives(self, theta):
         """``∂w_i'/∂θ_j`` (5, 3, 5): ``w_j' x w_i'`` for the joints j preceding i in its branch."""
         wp = self.rotated_axes(theta)
@@ -134,3 +109,56 @@ class SphericalFiveBar:
             for j in before:
                 d[i, :, j] = np.cross(wp[j], wp[i])
         return d
+
+
+def _closed_state(q, v, a):
+    """``q, v, a`` as float (5,) arrays (joints 1..5); ValueError naming the argument otherwise."""
+    out = []
+    for name, x in (("q", q), ("v", v), ("a", a)):
+        arr = np.asarray(x, dtype=float)
+        if arr.shape != (5,):
+            raise ValueError(f"{name} has shape {arr.shape}, expected (5,) for a spherical five-bar")
+        out.append(arr)
+    return out
+
+
+def _tree_torques(five_bar, q, v, a):
+    """``τ_tr`` (5,) ordered (θ1, θ4 | θ2, θ3, θ5): the spanning tree's RNEA, the cut joint's torque 0."""
+    t = rnea(five_bar.tree, q[:4], v[:4], a[:4])
+    return np.array([t[0], t[3], t[1], t[2], 0.0])
+
+
+def five_bar_actuator_torques(five_bar, q, v, a):
+    """Actuator torques ``τ_pr`` (2,) of the active joints (θ1, θ4) of a :class:`SphericalFiveBar`:
+    Kwon eq. (13), ``τ_pr = [1  J_p^T] τ_tr``, the spanning tree's torques projected onto the active joints.
+
+    ``q, v, a`` (5,): angles, rates and accelerations of joints 1..5 at a closed configuration with
+    consistent rates (from :meth:`SphericalFiveBar.solve_passive` and :meth:`SphericalFiveBar.passive_rates`).
+    """
+    q, v, a = _closed_state(q, v, a)
+    tau = _tree_torques(five_bar, q, v, a)
+    return tau[:2] + five_bar.passive_jacobian(q).T @ tau[2:]
+
+
+def five_bar_actuator_torque_derivatives(five_bar, q, v, a):
+    """``∂τ_pr/∂λ`` (2, 15) of :func:`five_bar_actuator_torques` for ``λ = [q, v, a]`` (each (5,), joints
+    1..5), Kwon eq. (14): ``-G_a(τ̂) + g_a^T g_p^-T G_p(τ̂) + [1 J_p^T] ∂τ_tr/∂λ`` with ``τ̂ = g_p^-T τ_p``,
+    treating all joint variables as independent; the tree partials ``∂τ_tr/∂λ`` come from Kwon's
+    Algorithm 1 (:func:`~robodyn_ros.dynamics.twist_derivatives.twist_derivatives`)."""
+    q, v, a = _closed_state(q, v, a)
+    _, dq, dv, da = twist_derivatives(five_bar.tree, q[:4], v[:4], a[:4])
+    S_tr = np.zeros((5, 15))
+    order = [0, 3, 1, 2]                 # tree rows (θ1, θ4, θ2, θ3) -> τ_tr rows 0..3
+    for row, k in enumerate(order):
+        for blk, D in enumerate((dq, dv, da)):
+            S_tr[row, 5 * blk:5 * blk + 4] = D[k]
+    tau = _tree_torques(five_bar, q, v, a)
+    g_p, g_a = five_bar.g_matrices(q)
+    tau_hat = np.linalg.solve(g_p.T, tau[2:])
+    dw = five_bar.rotated_axis_derivatives(q)    # (5, 3, 5): ∂w_i'/∂θ_j
+    G_a = np.zeros((2, 15))
+    G_p = np.zeros((3, 15))
+    G_a[0, :5], G_a[1, :5] = tau_hat @ dw[0], -tau_hat @ dw[3]
+    G_p[0, :5], G_p[1, :5], G_p[2, :5] = tau_hat @ dw[1], tau_hat @ dw[2], -tau_hat @ dw[4]
+    Jp = -np.linalg.solve(g_p, g_a)
+    return -G_a + g_a.T @ np.linalg.solve(g_p.T, G_p) + np.hstack([np.eye(2), Jp.T]) @ S_tr

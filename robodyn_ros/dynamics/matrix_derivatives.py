@@ -88,7 +88,8 @@ def _body_terms(model, q, v):
 
 
 def dM_dq(model, q):
-    """``∂M/∂q`` (nv, nv, nv), ``[h] = ∂M/∂q_h`` (eq. 24a, first line): ``Σ_k ∂J_k^T Λ_k J_k + J_k^T Λ_k ∂J_k``."""
+    """``∂M/∂q`` (nv, nv, nv) at ``q`` (nq,), ``[h] = ∂M/∂q_h`` (eq. 24a, first line):
+    ``Σ_k ∂J_k^T Λ_k J_k + J_k^T Λ_k ∂J_k``."""
     q = model.check_vector("q", q, model.nq)
     T = np.zeros((model.nv,) * 3)
     for Lam, Jk, dJ, _, _ in _body_terms(model, q, None):
@@ -103,8 +104,9 @@ def _body_term_basis(Lam):
 
 
 def dC_dq(model, q, v):
-    """``∂C/∂q`` (nv, nv, nv), ``[h] = ∂C/∂q_h`` (eq. 24b with the Christoffel body term):
-    ``Σ_k ∂J_k^T (B J_k + Λ J̇_k) + J_k^T [B(∂ν_k) J_k + B(ν_k) ∂J_k + Λ ∂J̇_k]``, ``∂ν_k = ∂J_k v``."""
+    """``∂C/∂q`` (nv, nv, nv) at ``q`` (nq,), ``v`` (nv,), ``[h] = ∂C/∂q_h`` (eq. 24b with the
+    Christoffel body term): ``Σ_k ∂J_k^T (B J_k + Λ J̇_k) + J_k^T [B(∂ν_k) J_k + B(ν_k) ∂J_k + Λ ∂J̇_k]``,
+    ``∂ν_k = ∂J_k v``."""
     q, v = model.check_vector("q", q, model.nq), model.check_vector("v", v, model.nv)
     T = np.zeros((model.nv,) * 3)
     for Lam, Jk, dJ, dJd, _ in _body_terms(model, q, v):
@@ -119,8 +121,9 @@ def dC_dq(model, q, v):
 
 
 def dC_dv(model, q, v):
-    """``∂C/∂v`` (nv, nv, nv), ``[h] = ∂C/∂v_h`` (eq. 24c): ``Σ_k J_k^T [B(Λ_k, J_k^h) J_k + Λ_k ∂J̇_k/∂v_h]``
-    with ``∂J̇_k/∂v_h = ∂J_k/∂q_h``. ``C`` is linear in ``v``, so ``Σ_h T[h] v_h = C``."""
+    """``∂C/∂v`` (nv, nv, nv) at ``q`` (nq,), ``v`` (nv,), ``[h] = ∂C/∂v_h`` (eq. 24c):
+    ``Σ_k J_k^T [B(Λ_k, J_k^h) J_k + Λ_k ∂J̇_k/∂v_h]`` with ``∂J̇_k/∂v_h = ∂J_k/∂q_h``. ``C`` is linear in
+    ``v``, so ``Σ_h T[h] v_h = C``."""
     q = model.check_vector("q", q, model.nq)
     model.check_vector("v", v, model.nv)
     T = np.zeros((model.nv,) * 3)
@@ -132,7 +135,7 @@ def dC_dv(model, q, v):
 
 
 def dg_dq(model, q):
-    """``∂g/∂q`` (nv, nv), column ``h`` = ``∂g/∂q_h`` (eq. 24d):
+    """``∂g/∂q`` (nv, nv) at ``q`` (nq,), column ``h`` = ``∂g/∂q_h`` (eq. 24d):
     ``Σ_k ∂J_k^T Λ_k γ_k - J_k^T Λ_k (J_k^h × γ_k)``."""
     q = model.check_vector("q", q, model.nq)
     out = np.zeros((model.nv, model.nv))

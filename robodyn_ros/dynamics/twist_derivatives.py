@@ -50,8 +50,9 @@ def with_twist_corrections(model, eta):
 
 
 def twist_derivatives(model, q, v, a):
-    """``(dtau_deta, dtau_dq, dtau_dv, dtau_da)`` of inverse dynamics: ``dtau_deta`` (nv, 6 nbodies)
-    with block i the derivative w.r.t. ``η_i``, and the usual (nv, nv) state partials, all by the one
+    """``(dtau_deta, dtau_dq, dtau_dv, dtau_da)`` of inverse dynamics at ``q`` (nq,), ``v``, ``a`` (nv,)
+    for a model of 1-DoF joints: ``dtau_deta`` (nv, 6 nbodies) with block i the derivative w.r.t. the
+    twist correction ``η_i`` of joint i (eq. 6), and the usual (nv, nv) state partials, all by the one
     forward/backward recursion of Kwon's Algorithm 1 (armature included in ``dtau_da``)."""
     q, v, a = (model.check_vector(n, x, k) for n, x, k in (("q", q, model.nq), ("v", v, model.nv), ("a", a, model.nv)))
     n = model.nbodies
