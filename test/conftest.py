@@ -1,5 +1,5 @@
-"""Shared test fixtures: one `assert_close`, the example-robot-data locator, the robot fixture and the
-Pinocchio comparison helpers (STYLE rule 9)."""
+"""Shared test fixtures: one `assert_close`, the example-robot-data locator, the real Panda log, the robot
+fixture and the Pinocchio comparison helpers (STYLE rule 9)."""
 import os
 
 # OpenBLAS worker threads spin on this small shared machine and make small factorizations 100x slower
@@ -23,6 +23,24 @@ PANDA_DATA = os.environ.get("ROBODYN_PANDA_DATA", os.path.join(os.path.dirname(o
                                                                "shared", "data", "panda-gaz2019"))
 """The real Panda log of Gaz et al. (2019): beside the checkout (``../shared/data/panda-gaz2019``), or where
 ``$ROBODYN_PANDA_DATA`` says."""
+
+
+@pytest.fixture(scope="session")
+def panda_data():
+    """Folder of the real Panda log (:data:`PANDA_DATA`); skips the test when the log is absent."""
+    if not os.path.isfile(os.path.join(PANDA_DATA, "exciting_traj_time.txt")):
+        pytest.skip(f"the Panda log of Gaz et al. (2019) is not in {PANDA_DATA} (set $ROBODYN_PANDA_DATA)")
+    return PANDA_DATA
+
+
+@pytest.fixture(scope="session")
+def panda_log(panda_data):
+    """``(t (N,), q, v, tau (N, 7))`` of the real Panda log, read once for the session: not to be modified."""
+    def load(name):
+        return np.loadtxt(os.path.join(panda_data, f"exciting_traj_{name}.txt"))
+    t = load("time")
+    q, v, tau = (load(n).reshape(len(t), 7) for n in ("positions", "velocity", "torques"))
+    return t, q, v, tau
 
 
 def erd_root():

@@ -13,7 +13,6 @@ from robodyn_ros.identification.base_parameters import compute_base_parameters
 from robodyn_ros.identification.excitation import regressor_condition_number
 from robodyn_ros.model.model import Model
 from robodyn_ros.robots import bundled_robot_info
-from conftest import PANDA_DATA as DATA   # where the real Panda data is found
 
 limit_blas_threads()
 MARGIN = 0.05
@@ -66,20 +65,16 @@ def test_csv_format_limits_and_rest(excited, capsys):
     assert (out / "traj.png").stat().st_size > 10000
 
 
-def test_condition_number_at_or_under_the_real_panda_log(excited, capsys):
+def test_condition_number_at_or_under_the_real_panda_log(panda_log, excited, capsys):
     """κ of the written trajectory (recomputed from the CSV) against κ of the real log's trajectory: both
     the condition number of the base regressor (friction columns included) stacked over the motion."""
     from robodyn_ros.identification.batch import filtered_samples
-    if not os.path.isdir(DATA):
-        pytest.skip("panda-gaz2019 data not available")
     _, _, data = excited
     model = _panda()
     base = compute_base_parameters(model, coulomb_width=0.05)
     t, q, v, a = _derivatives(data)
     kappa = regressor_condition_number(model, base, q, v, a)
-    load = lambda name: np.loadtxt(os.path.join(DATA, f"exciting_traj_{name}.txt"))  # noqa: E731
-    tg = load("time")
-    qg, vg, taug = (load(n).reshape(len(tg), 7) for n in ("positions", "velocity", "torques"))
+    tg, qg, vg, taug = panda_log
     _, Q, V, A, _ = filtered_samples(tg, qg, vg, taug, 5.0)
     kappa_log = regressor_condition_number(model, base, Q, V, A)
     print(f"\nexcite: regressor condition number {kappa:.1f}; real Panda log (Gaz et al.) {kappa_log:.1f}")

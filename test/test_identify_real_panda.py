@@ -1,4 +1,4 @@
-"""`robodyn identify` on real Panda data (Gaz et al. 2019, shared/data/panda-gaz2019): fit on the first 70 %
+"""`robodyn identify` on real Panda data (Gaz et al. 2019, the `panda_log` fixture): fit on the first 70 %
 written as a bag, predict the last 30 % with the identified URDF (loaded by our Model AND by Pinocchio)
 plus the identified friction.
 
@@ -10,21 +10,18 @@ The relative error is ||tau_f - tau_hat|| / ||tau_f|| over the filtered last 30 
 dropped), as Gaz et al. evaluate theirs; the same error against the raw, unfiltered torques is printed too
 (its floor is the measurement noise above 5 Hz, ||tau - F tau|| / ||tau||, also printed).
 """
-import os
-
 import numpy as np
 import pytest
 import yaml
 
 import robodyn_ros as rd
-from conftest import PANDA_DATA, erd_path
+from conftest import erd_path
 from robodyn_ros.bags.bag_io import write_joint_states_bag
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
 from robodyn_ros.cli.identify import main
 
-DATA = PANDA_DATA
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 LOCKS = ["--lock-joint", "panda_finger_joint1=0", "--lock-joint", "panda_finger_joint2=0"]
 CUTOFF, WIDTH = 5.0, 0.05
@@ -33,12 +30,8 @@ limit_blas_threads()
 
 
 @pytest.fixture(scope="module")
-def gaz():
-    if not os.path.isdir(DATA):
-        pytest.skip("panda-gaz2019 data not available")
-    load = lambda name: np.loadtxt(os.path.join(DATA, f"exciting_traj_{name}.txt"))  # noqa: E731
-    t = load("time")
-    q, v, tau = (load(n).reshape(len(t), 7) for n in ("positions", "velocity", "torques"))
+def gaz(panda_log):
+    t, q, v, tau = panda_log
     return t, q, v, tau, int(0.7 * len(t))
 
 

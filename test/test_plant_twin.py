@@ -1,13 +1,11 @@
 """A plant that is not the model: the parameter loader, the Simulator's separate plant, per-joint sensor
 noise, and the shipped digital twin of the real Panda against the real log it was identified from."""
-import os
-
 import numpy as np
 import pytest
 import yaml
 
 import robodyn_ros as rd
-from conftest import PANDA_DATA, assert_close
+from conftest import assert_close
 from robodyn_ros.dynamics.friction import friction_torque
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
@@ -17,7 +15,6 @@ from robodyn_ros.simulation.plant import load_plant
 from robodyn_ros.simulation.simulation_step import CompiledStep
 from robodyn_ros.simulation.simulator import SensorNoise, Simulator, SimulatorConfig
 
-DATA = PANDA_DATA
 INFO = bundled_robot_info("panda")
 TWIN = bundled_twin_path("panda_twin")
 
@@ -53,15 +50,11 @@ def test_loader_matches_pinocchio_on_the_identified_urdf(nominal, plant, rng):
         assert np.abs(rd.rnea(plant.model, q, v, a) - rd.rnea(nominal, q, v, a)).max() > 0.1
 
 
-def test_twin_reproduces_the_real_log(twin_doc, plant, nominal):
+def test_twin_reproduces_the_real_log(panda_log, twin_doc, plant, nominal):
     """The twin's rnea + friction on the log's q, q_dot, q_ddot (5 Hz low-pass, as identified) reproduces the
     measured torques of the held-out last 30 % within the error the YAML (and the README) states, and the
     nominal URDF does not (the difference is what the data says, about 18 %)."""
-    if not os.path.isdir(DATA):
-        pytest.skip("panda-gaz2019 data not available")
-    load = lambda name: np.loadtxt(os.path.join(DATA, f"exciting_traj_{name}.txt"))  # noqa: E731
-    t = load("time")
-    q, v, tau = (load(n).reshape(len(t), 7) for n in ("positions", "velocity", "torques"))
+    t, q, v, tau = panda_log
     n = int(0.7 * len(t))
     _, Q, V, A, TAU = filtered_samples(t[n:], q[n:], v[n:], tau[n:], 5.0, decimate=1)
     width = twin_doc["friction_model"]["coulomb_width"]

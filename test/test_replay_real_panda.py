@@ -1,4 +1,4 @@
-"""`robodyn replay` on the real Panda log (Gaz et al. 2019, shared/data/panda-gaz2019), next to `robodyn
+"""`robodyn replay` on the real Panda log (Gaz et al. 2019, the `panda_data` fixture), next to `robodyn
 identify` on the same split: the first 70 % of the log as a ROS 2 bag (tools/panda_log_to_bag.py), the
 parameters each command writes predict the torques of the last 30 %.
 
@@ -17,14 +17,12 @@ import pytest
 import yaml
 
 import robodyn_ros as rd
-from conftest import PANDA_DATA
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
 from robodyn_ros.robots import bundled_robot_info
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-DATA = PANDA_DATA
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 CUTOFF = 5.0
 
@@ -40,13 +38,11 @@ def _tool():
 
 
 @pytest.fixture(scope="module")
-def split(tmp_path_factory):
-    if not os.path.isdir(DATA):
-        pytest.skip("panda-gaz2019 data not available (expected at ../shared/data relative to the checkout)")
+def split(panda_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("gaz_replay")
     tool = _tool()
-    assert tool.main([DATA, str(out / "bag"), "--first", "0.7"]) == 0
-    t, q, v, tau = tool.load_log(DATA)
+    assert tool.main([panda_data, str(out / "bag"), "--first", "0.7"]) == 0
+    t, q, v, tau = tool.load_log(panda_data)
     last = tool.split(len(t), last=0.3)
     assert last.start == int(0.7 * len(t))
     return out, (t[last], q[last], v[last], tau[last])
@@ -65,7 +61,7 @@ def _prediction_error(params_path, urdf_path, held_out, coulomb_width):
     return float(np.linalg.norm(TAU - predicted) / np.linalg.norm(TAU)), params
 
 
-def test_replay_predicts_the_held_out_torques_next_to_identify(split):
+def test_replay_predicts_the_held_out_torques_next_to_identify(panda_data, split):
     from robodyn_ros.cli.main import main
     out, held_out = split
     config = os.path.join(ROOT, "config", "panda_real.yaml")
@@ -82,7 +78,7 @@ def test_replay_predicts_the_held_out_torques_next_to_identify(split):
           f"robodyn identify {100 * e_identify:.2f} %; replay in-sample {100 * params['fit']['relative_error']:.2f} %, "
           f"{params['replay']['base_parameter_updates']} RLS updates")
     assert e_replay <= 0.02
-    assert params["replay"]["samples"] == int(0.7 * len(np.loadtxt(os.path.join(DATA, "exciting_traj_time.txt"))))
+    assert params["replay"]["samples"] == int(0.7 * len(np.loadtxt(os.path.join(panda_data, "exciting_traj_time.txt"))))
     assert params["replay"]["payload_changes"] == 0
     assert params["physical_consistency"]["solver_status"] == "Solve_Succeeded"
     assert len(params["base_parameters"]["values"]) == 69 and list(params["links"])[-1] == "panda_link7"

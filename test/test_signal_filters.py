@@ -1,12 +1,9 @@
 """Filters against analytic sinusoids: derivative errors on noisy, quantised, non-uniform samples, and
 the causal filter's gain and phase against the Butterworth/Tustin theory."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-from conftest import PANDA_DATA
 
 from robodyn_ros.model.errors import ModelError
 from robodyn_ros.identification.signal_filters import (
@@ -222,16 +219,10 @@ def test_causal_reset_and_input_errors():
         CausalButterworthFilter(2, 10.0, order=1)
 
 
-PANDA_LOG = Path(PANDA_DATA)
-
-
-@pytest.mark.skipif(not (PANDA_LOG / "exciting_traj_time.txt").exists(), reason="Panda data set absent")
-def test_real_panda_velocity_from_positions_agrees_with_measured_velocity():
+def test_real_panda_velocity_from_positions_agrees_with_measured_velocity(panda_log):
     """Gaz et al. 2019 Panda log: non-uniform steps (0.7-8.8 ms). Velocity differentiated from filtered
     positions must agree with the robot's measured velocity passed through the same filter."""
-    t = np.loadtxt(PANDA_LOG / "exciting_traj_time.txt")
-    q = np.loadtxt(PANDA_LOG / "exciting_traj_positions.txt").reshape(-1, 7)
-    v = np.loadtxt(PANDA_LOG / "exciting_traj_velocity.txt").reshape(-1, 7)
+    t, q, v, _ = panda_log
     from_positions = filter_joint_signals(t, q, cutoff_hz=5.0)
     from_velocity = filter_joint_signals(t, q, v, cutoff_hz=5.0)
     inside = from_positions.valid

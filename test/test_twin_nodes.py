@@ -20,20 +20,25 @@ def _print_report(report):
     print("\n" + ", ".join(f"{k} {report[k]}" for k in PRINTED))
 
 
+def _assert_adapted(report, min_tracking_ratio):
+    """The run completed, adapted (gated base-parameter updates, tracking ``min_tracking_ratio`` times better
+    than without an estimate), found the 2 kg payload within 5 % within 3 s, and commanded finite values."""
+    assert report["completed"]
+    assert report["tracking_ratio"] >= min_tracking_ratio
+    assert report["base_parameter_updates"] > 0 and report["gate"]["accepted"] > 0
+    assert report["payload_time_to_5_percent"] is not None and report["payload_time_to_5_percent"] <= 3.0
+    assert abs(report["payload_mass_estimated"] - 2.0) <= 0.1
+    assert report["non_finite_commands"] == 0
+
+
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
 def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
     """The demo's scenario over DDS (15 s, 2 kg at 7.5 s; the gate judges its first estimate after 4 s of
     motion, so the tracking window 5-7.5 s is adapted): computed torque with the twin's estimate."""
     report, _ = run_twin_nodes(duration=15.0, attach_time=7.5, controller="computed_torque")
     _print_report(report)
-    assert report["completed"]
-    assert report["tracking_ratio"] >= 5.0
-    assert report["base_parameter_updates"] > 0 and report["gate"]["accepted"] > 0
-    assert report["payload_time_to_5_percent"] is not None and report["payload_time_to_5_percent"] <= 3.0
-    assert abs(report["payload_mass_estimated"] - 2.0) <= 0.1
+    _assert_adapted(report, min_tracking_ratio=5.0)
     assert report["tracking_rms_after_payload_adapted"] < report["tracking_rms_after_payload_nominal"]
-    assert report["non_finite_commands"] == 0
-
 
 
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
@@ -43,12 +48,7 @@ def test_mpc_node_adapts_to_the_twin_over_dds():
     scenario, 15 s, 2 kg at 7.5 s)."""
     report, _ = run_twin_nodes(duration=15.0, attach_time=7.5, controller="mpc")
     _print_report(report)
-    assert report["completed"]
-    assert report["tracking_ratio"] >= 3.0
-    assert report["base_parameter_updates"] > 0 and report["gate"]["accepted"] > 0
-    assert report["payload_time_to_5_percent"] is not None and report["payload_time_to_5_percent"] <= 3.0
-    assert abs(report["payload_mass_estimated"] - 2.0) <= 0.1
-    assert report["non_finite_commands"] == 0
+    _assert_adapted(report, min_tracking_ratio=3.0)
 
 
 class _TwinSamples:

@@ -192,15 +192,10 @@ def nominal_model_warning(err_nominal, limit, urdf):
             "wrong prior")
 
 
-def run(args, progress):
-    """The identification; returns ``(files {path: text or bytes}, summary lines)``."""
-    from ..model.model import Model
-    from ..identification.base_parameters import compute_base_parameters, full_parameters, identifiability_explanation
-    from ..identification.batch import identify_samples
-    from ..identification.chunked_filter import chunked_filtered_samples, range_statistics
-    from ..identification.results import identified_urdf, result_document, yaml_text
-    from ..identification.validation import validate_torques
-
+def _checked_options(args):
+    """Resolve ``--urdf`` (a bundled robot's name to its file) and check every option before anything is
+    read; returns ``(urdf as given, inertia margin)``. ModelError naming the option at fault."""
+    from ..identification.least_squares import INERTIA_MARGIN
     from ..model.robot_names import BUNDLED_ROBOTS, resolve_urdf
     bundled, args.urdf = args.urdf, resolve_urdf(args.urdf)
     if not os.path.isfile(args.urdf):
@@ -214,25 +209,43 @@ def run(args, progress):
         raise ModelError(f"--nominal-warning {args.nominal_warning}: expected a non-negative fraction, e.g. 0.3")
     if args.cutoff <= 0 or args.coulomb_width < 0:
         raise ModelError("--cutoff must be positive and --coulomb-width non-negative")
-    from ..identification.least_squares import INERTIA_MARGIN
     margin = INERTIA_MARGIN if args.inertia_margin is None else args.inertia_margin
     if not 0.0 <= margin < 0.25:
         raise ModelError(f"--inertia-margin {margin}: must lie in [0, 0.25)")
     if args.holdout is not None and not 0.0 < args.holdout < 1.0:
         raise ModelError(f"--holdout {args.holdout}: the held-out fraction must lie in (0, 1)")
+    return bundled, margin
+
+
+def _nominal_model(args, bundled):
+    """``(Model of --urdf, locked joints)``: the ``--lock-joint`` values, or a bundled robot's usual locks
+    (the Panda's fingers at 0) when none are given."""
+    from ..model.model import Model
     locks = parse_locks(args.lock_joint)
-    if not locks and args.urdf != bundled:   # a bundled robot: its usual locks (the Panda's fingers at 0)
+    if not locks and args.urdf != bundled:
         from ..robots import bundled_robot_info
         locks = dict(bundled_robot_info(bundled).get("locked_joints") or {})
-    model = Model.from_urdf(args.urdf, locked_joints=locks or None)
-    source, t0_ns = _samples(args, model, args.bag, progress.stage("scanning bag"))
-    stop, held_out, where = source.count, None, None
+    return Model.from_urdf(args.urdf, locked_joints=locks or None), locks
+
+
+def _held_out_split(args, model, source, progress):
+    """``(stop, held_out, where)``: the fit uses samples ``[0, stop)`` of ``source``; ``held_out`` is
+    ``(source, start, end)`` of the validation samples (the tail with --holdout, BAG2 with --validate) or
+    None, ``where`` describes it."""
     if args.holdout is not None:
         stop = int((1.0 - args.holdout) * source.count)
-        held_out, where = (source, stop, source.count), f"the last {100 * args.holdout:g} % of {args.bag}"
-    elif args.validate:
+        return stop, (source, stop, source.count), f"the last {100 * args.holdout:g} % of {args.bag}"
+    if args.validate:
         other, _ = _samples(args, model, args.validate, progress.stage("scanning BAG2"))
-        held_out, where = (other, 0, other.count), args.validate
+        return source.count, (other, 0, other.count), args.validate
+    return source.count, None, None
+
+
+def _fit(args, model, source, stop, margin, progress):
+    """``(base, result)``: the base parameters of ``model`` and the batch identification on the first
+    ``stop`` samples (:func:`~robodyn_ros.identification.batch.identify_samples`)."""
+    from ..identification.base_parameters import compute_base_parameters
+    from ..identification.batch import identify_samples
     progress("base parameters", 0, 1)
     base = compute_base_parameters(model, coulomb_width=args.coulomb_width)
     progress("base parameters", 1, 1)
@@ -240,27 +253,91 @@ def run(args, progress):
                               base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"),
                               margin=margin, statistics_progress=progress.stage("time base"))
     progress("fit", 1, 1)
-    acc, beta = result.accumulator, result.fit.beta
+    return base, result
+
+
+def _in_sample_errors(model, base, result):
+    """Relative torque errors ``||tau - Y beta|| / ||tau||`` on the regression samples, keyed
+    ``identified``, ``least_squares`` and ``nominal`` (the URDF's own parameters)."""
+    from ..identification.base_parameters import full_parameters
+    acc = result.accumulator
     norm = acc.joint_torque_norms().sum()
-    in_sample = lambda b: float(np.sqrt(acc.joint_residuals(b).sum() / norm))  # noqa: E731
-    pi_nominal = full_parameters(model)
-    err_ls, err_nominal = in_sample(beta), in_sample(base.from_full(pi_nominal))
-    err = in_sample(result.consistent.beta) if result.consistent is not None else err_ls
-    mismatch = nominal_model_warning(err_nominal, args.nominal_warning, bundled)
-    extra = {"prediction": {"relative_error_identified_model": err, "relative_error_least_squares": err_ls,
-                            "relative_error_nominal_urdf": err_nominal, "samples": int(result.samples_used),
+
+    def relative(beta):
+        return float(np.sqrt(acc.joint_residuals(beta).sum() / norm))
+
+    least_squares = relative(result.fit.beta)
+    identified = relative(result.consistent.beta) if result.consistent is not None else least_squares
+    return {"identified": identified, "least_squares": least_squares,
+            "nominal": relative(base.from_full(full_parameters(model)))}
+
+
+def _predictors(model, result):
+    """The parameter sets the torques are predicted with: full parameters, or ``("base", beta)``."""
+    from ..identification.base_parameters import full_parameters
+    beta = result.fit.beta
+    return {"identified": full_parameters(result.identified) if result.consistent is not None else ("base", beta),
+            "least_squares": ("base", beta), "nominal": full_parameters(model)}
+
+
+def _validate_held_out(args, model, base, predictors, held_out, progress):
+    """Torque prediction of every predictor on the held-out samples ``(source, start, end)``."""
+    from ..identification.chunked_filter import chunked_filtered_samples, range_statistics
+    from ..identification.validation import validate_torques
+    other, start, end = held_out
+    stats = range_statistics(other, start, end, progress.stage("held-out time"))
+    blocks = chunked_filtered_samples(other, args.cutoff, start=start, stop=end, decimate=1,
+                                      progress=progress.stage("validating"), statistics=stats)
+    return validate_torques(model, blocks, predictors, args.coulomb_width, base, expected_samples=end - start)
+
+
+def _torque_plot(args, model, base, predictors, source, stop, validation, where):
+    """PNG bytes of the torque plot: on the held-out validation when there is one, else in-sample."""
+    if validation is not None:
+        return _plot(validation, f"held out: {where}", args.cutoff)
+    from ..identification.chunked_filter import chunked_filtered_samples
+    from ..identification.validation import validate_torques
+    shown = validate_torques(model, chunked_filtered_samples(source, args.cutoff, stop=stop), predictors,
+                             args.coulomb_width, base, expected_samples=stop)
+    return _plot(shown, "training data (in-sample)", args.cutoff)
+
+
+def _summary(source, base, result, errors):
+    """The lines printed after every identification: sample counts, fit and in-sample torque errors."""
+    return [f"{source.count} joint-state samples, {result.samples_used} in the regression, "
+            f"{base.count} base parameters",
+            f"fit: relative error {result.fit.relative_error:.4f}, regressor condition number "
+            f"{result.fit.condition_number:.4g} (sigma_max / sigma_min of the base regressor stacked over the "
+            "recorded, filtered motion: the measure robodyn excite prints for its planned motion, higher where "
+            "the robot did not follow the plan or rested)",
+            f"torque prediction on the (filtered) data: least-squares base parameters "
+            f"{100 * errors['least_squares']:.2f} %, "
+            f"{'consistent model' if result.consistent else 'no consistent fit'} {100 * errors['identified']:.2f} %, "
+            f"nominal URDF {100 * errors['nominal']:.2f} %"]
+
+
+def run(args, progress):
+    """The identification; returns ``(files {path: text or bytes}, summary lines)``."""
+    from ..identification.base_parameters import identifiability_explanation
+    from ..identification.chunked_filter import chunked_filtered_samples
+    from ..identification.results import identified_urdf, result_document, yaml_text
+    bundled, margin = _checked_options(args)
+    model, locks = _nominal_model(args, bundled)
+    source, t0_ns = _samples(args, model, args.bag, progress.stage("scanning bag"))
+    stop, held_out, where = _held_out_split(args, model, source, progress)
+    base, result = _fit(args, model, source, stop, margin, progress)
+    errors = _in_sample_errors(model, base, result)
+    mismatch = nominal_model_warning(errors["nominal"], args.nominal_warning, bundled)
+    extra = {"prediction": {"relative_error_identified_model": errors["identified"],
+                            "relative_error_least_squares": errors["least_squares"],
+                            "relative_error_nominal_urdf": errors["nominal"], "samples": int(result.samples_used),
                             "locked_joints": locks, "note": "on the filtered regression samples (in-sample)"}}
     if mismatch is not None:
         extra["prediction"]["warning"] = mismatch[len("warning: "):]
-    predictors = {"identified": full_parameters(result.identified) if result.consistent is not None else ("base", beta),
-                  "least_squares": ("base", beta), "nominal": pi_nominal}
+    predictors = _predictors(model, result)
     validation = None
     if held_out is not None:
-        other, start, end = held_out
-        stats = range_statistics(other, start, end, progress.stage("held-out time"))
-        blocks = chunked_filtered_samples(other, args.cutoff, start=start, stop=end, decimate=1,
-                                          progress=progress.stage("validating"), statistics=stats)
-        validation = validate_torques(model, blocks, predictors, args.coulomb_width, base, expected_samples=end - start)
+        validation = _validate_held_out(args, model, base, predictors, held_out, progress)
         extra["validation"] = {"data": where, "cutoff_hz": float(args.cutoff), **validation.to_dict()}
     if args.wrench:
         extra.update(_payload_section(args, model, args.bag, t0_ns,
@@ -271,21 +348,8 @@ def run(args, progress):
         with open(args.urdf) as stream:
             files[args.urdf_out] = identified_urdf(stream.read(), result.identified, locks)
     if args.plot:
-        shown, title = validation, f"held out: {where}"
-        if shown is None:
-            shown = validate_torques(model, chunked_filtered_samples(source, args.cutoff, stop=stop), predictors,
-                                     args.coulomb_width, base, expected_samples=stop)
-            title = "training data (in-sample)"
-        files[args.plot] = _plot(shown, title, args.cutoff)
-    summary = [f"{source.count} joint-state samples, {result.samples_used} in the regression, "
-               f"{base.count} base parameters",
-               f"fit: relative error {result.fit.relative_error:.4f}, regressor condition number "
-               f"{result.fit.condition_number:.4g} (sigma_max / sigma_min of the base regressor stacked over the "
-               "recorded, filtered motion: the measure robodyn excite prints for its planned motion, higher where "
-               "the robot did not follow the plan or rested)",
-               f"torque prediction on the (filtered) data: least-squares base parameters {100 * err_ls:.2f} %, "
-               f"{'consistent model' if result.consistent else 'no consistent fit'} {100 * err:.2f} %, "
-               f"nominal URDF {100 * err_nominal:.2f} %"]
+        files[args.plot] = _torque_plot(args, model, base, predictors, source, stop, validation, where)
+    summary = _summary(source, base, result, errors)
     if validation is not None:
         summary += _validation_lines(validation, where)
     if args.wrench:

@@ -30,6 +30,8 @@ from scipy.optimize import minimize
 
 from robodyn_ros.model.errors import ModelError
 
+from .excitation_constraints import ClearanceConstraints, LimitConstraints, motionless_anchor, shrink_until_feasible
+
 
 @dataclass(frozen=True)
 class DesignReport:
@@ -204,7 +206,7 @@ def _initial_guess(coefficients, rng, center, E, e, anchor_q, feasible: Callable
     x = coefficients.pack(center, a, b)
     if E is not None:
         x = x + np.linalg.lstsq(E, e - E @ x, rcond=None)[0]
-    anchor = _anchor(coefficients, x, anchor_q)
+    anchor = motionless_anchor(coefficients, x, anchor_q)
     for _ in range(60):
         if feasible(x):
             return x
@@ -213,41 +215,77 @@ def _initial_guess(coefficients, rng, center, E, e, anchor_q, feasible: Callable
                      f"the start/centre {x[:n]} (check lower/upper, q_start, tau_max)")
 
 
-def _anchor(coefficients, x, anchor_q):
-    """The motionless trajectory the oscillation is shrunk towards: q = anchor_q if given (q_start when
-    imposed, or a configuration that satisfies the configuration constraint), else q = q0 (q0 is the
-    period mean of q, so it lies inside any box that contains the trajectory). It satisfies every
-    equality constraint (rest at t = 0 is homogeneous in the coefficients), so x_s = anchor + s (x -
-    anchor) does too, and for 0 <= s <= 1 each q(t) of x_s is a convex combination of q(t) and the
-    anchor, both inside the position box; as s -> 0 the motion stays near the anchor."""
-    anchor = np.zeros_like(x)
-    anchor[:coefficients.n] = x[:coefficients.n] if anchor_q is None else anchor_q
+def _checked_limits(n, lower, upper, v_max, a_max, tau_check, tau_max, margin, q_start):
+    """``(lower, upper, v_max, a_max, tau_max, q_start)`` as (n,) arrays (a_max, tau_max, q_start None when
+    not given), checked: finite, upper > lower, tau_check and tau_max together, 0 <= margin < 0.5, q_start
+    inside the limits shrunk by the margin. ModelError naming the input at fault."""
+    lower, upper = _per_joint(lower, n, "lower"), _per_joint(upper, n, "upper")
+    if np.any(upper <= lower):
+        raise ModelError(f"upper {upper} must exceed lower {lower} for every joint")
+    v_max = _per_joint(v_max, n, "v_max")
+    a_max = None if a_max is None else _per_joint(a_max, n, "a_max")
+    if (tau_check is None) != (tau_max is None):
+        raise ModelError("tau_check and tau_max go together: give both or neither")
+    tau_max = None if tau_max is None else _per_joint(tau_max, n, "tau_max")
+    if not 0.0 <= margin < 0.5:
+        raise ModelError(f"margin={margin} must lie in [0, 0.5)")
+    if q_start is not None:
+        q_start = _per_joint(q_start, n, "q_start")
+        if np.any(q_start <= lower + margin * (upper - lower)) or np.any(q_start >= upper - margin * (upper - lower)):
+            raise ModelError(f"q_start {q_start} lies outside the limits shrunk by the margin")
+    return lower, upper, v_max, a_max, tau_max, q_start
+
+
+def _anchor_configuration(n, q_start, clearance, anchor):
+    """The configuration (n,) the oscillation is shrunk towards: q_start when given; with a clearance
+    constraint, else ``anchor``, which must satisfy it; else None (the trajectory's own mean q0)."""
+    if clearance is None:
+        return q_start
+    anchor = q_start if q_start is not None else (None if anchor is None else _per_joint(anchor, n, "anchor"))
+    if anchor is None or not clearance.slack(anchor[None])[0] > 0:
+        raise ModelError("a clearance constraint needs an anchor configuration that satisfies it")
     return anchor
 
 
+def _objective(coefficients, cost, grid, lower, upper, v_max, a_max):
+    """``(objective, with_gradient)``: x -> ``cost(trajectory)`` when a cost is given (SLSQP differences
+    it), else the D-optimal signal criterion of `_excitation_cost` returning its exact gradient too."""
+    if cost is not None:
+        return (lambda x: float(cost(coefficients.trajectory(x)))), False
+    a_scale = a_max if a_max is not None else v_max * coefficients.omega_f * coefficients.K
+    scales = np.concatenate([(upper - lower) / 2.0, v_max, a_scale])
+    return _excitation_cost(coefficients, grid, scales), True
+
+
+def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid, refinements, max_iterations):
+    """SLSQP from ``x0`` under ``constraints`` and, with a clearance constraint ``clear``, its rows on a
+    grid that starts as ``grid``: the instants of ``check_grid`` where the exact clearance has a local
+    minimum short of the buffer join that grid and SLSQP resumes, at most ``refinements`` times.
+    Returns ``(x, total iterations, the last SLSQP result)``."""
+    clearance_grid, x, iterations = grid, x0, 0
+    for _ in range(1 + (refinements if clear is not None else 0)):
+        rows = list(constraints)
+        if clear is not None:
+            rows.append(clear.slsqp_constraint(clearance_grid))
+        result = minimize(objective, x, jac=with_gradient, method="SLSQP", constraints=rows,
+                          options={"maxiter": max_iterations, "ftol": 1e-9})
+        x, iterations = result.x, iterations + int(result.nit)
+        if clear is None:
+            break
+        short = clear.shortfalls(x, check_grid)
+        if not len(short):
+            break
+        clearance_grid = np.union1d(clearance_grid, short)
+    return x, iterations, result
+
+
 def design_exciting_trajectory(
-    n_joints: int,
-    lower,
-    upper,
-    v_max,
-    a_max=None,
-    period: float = 10.0,
-    harmonics: int = 5,
-    cost: Callable[[FourierTrajectory], float] | None = None,
-    seed: int = 0,
-    tau_check: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
-    tau_max=None,
-    *,
-    margin: float = 0.05,
-    start_at_rest: bool = False,
-    q_start=None,
-    grid_points: int | None = None,
-    max_iterations: int = 100,
-    clearance=None,
-    anchor=None,
-    clearance_buffer: float = 0.01,
-    check_interval: float = 0.001,
-    refinements: int = 3,
+    n_joints: int, lower, upper, v_max, a_max=None, period: float = 10.0, harmonics: int = 5,
+    cost: Callable[[FourierTrajectory], float] | None = None, seed: int = 0,
+    tau_check: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None, tau_max=None, *,
+    margin: float = 0.05, start_at_rest: bool = False, q_start=None, grid_points: int | None = None,
+    max_iterations: int = 100, clearance=None, anchor=None, clearance_buffer: float = 0.01,
+    check_interval: float = 0.001, refinements: int = 3,
 ) -> FourierTrajectory:
     """Optimise a Fourier trajectory (module docstring) that respects joint limits with a margin.
 
@@ -276,174 +314,30 @@ def design_exciting_trajectory(
     """
     start = time.perf_counter()
     n = int(n_joints)
-    lower, upper = _per_joint(lower, n, "lower"), _per_joint(upper, n, "upper")
-    if np.any(upper <= lower):
-        raise ModelError(f"upper {upper} must exceed lower {lower} for every joint")
-    v_max = _per_joint(v_max, n, "v_max")
-    a_max = None if a_max is None else _per_joint(a_max, n, "a_max")
-    if (tau_check is None) != (tau_max is None):
-        raise ModelError("tau_check and tau_max go together: give both or neither")
-    tau_max = None if tau_max is None else _per_joint(tau_max, n, "tau_max")
-    if not 0.0 <= margin < 0.5:
-        raise ModelError(f"margin={margin} must lie in [0, 0.5)")
-    if q_start is not None:
-        q_start = _per_joint(q_start, n, "q_start")
-        if np.any(q_start <= lower + margin * (upper - lower)) or np.any(q_start >= upper - margin * (upper - lower)):
-            raise ModelError(f"q_start {q_start} lies outside the limits shrunk by the margin")
-    if clearance is not None:
-        anchor = q_start if q_start is not None else (None if anchor is None else _per_joint(anchor, n, "anchor"))
-        if anchor is None or not clearance.slack(anchor[None])[0] > 0:
-            raise ModelError("a clearance constraint needs an anchor configuration that satisfies it")
-    else:
-        anchor = q_start
-
+    lower, upper, v_max, a_max, tau_max, q_start = _checked_limits(n, lower, upper, v_max, a_max, tau_check,
+                                                                   tau_max, margin, q_start)
+    anchor = _anchor_configuration(n, q_start, clearance, anchor)
     coefficients = _Coefficients(n, int(harmonics), float(period))
     grid = np.linspace(0.0, period, grid_points or 20 * harmonics, endpoint=False)
-    limits = _LimitChecks(coefficients, lower, upper, v_max, a_max, tau_check, tau_max)
+    limits = LimitConstraints(coefficients, lower, upper, v_max, a_max, tau_check, tau_max)
     E, e = _equality_constraints(coefficients, start_at_rest, q_start)
+    objective, with_gradient = _objective(coefficients, cost, grid, lower, upper, v_max, a_max)
+    value = lambda x: objective(x)[0] if with_gradient else objective(x)  # noqa: E731
 
-    if cost is None:
-        a_scale = a_max if a_max is not None else v_max * coefficients.omega_f * harmonics
-        scales = np.concatenate([(upper - lower) / 2.0, v_max, a_scale])
-        objective = _excitation_cost(coefficients, grid, scales)
-        use_gradient = True
-    else:
-        objective = lambda x: float(cost(coefficients.trajectory(x)))  # noqa: E731
-        use_gradient = False
-
-    rng = np.random.default_rng(seed)
     center = anchor if anchor is not None else (lower + upper) / 2.0
-    clear = None if clearance is None else _ClearanceChecks(coefficients, clearance, clearance_buffer)
-    x0 = _initial_guess(coefficients, rng, center, E, e, anchor,
+    clear = None if clearance is None else ClearanceConstraints(coefficients, clearance, clearance_buffer)
+    x0 = _initial_guess(coefficients, np.random.default_rng(seed), center, E, e, anchor,
                         lambda x: limits.satisfied(x, grid, margin) and (clear is None or clear.satisfied(x, grid)))
     equality = [] if E is None else [{"type": "eq", "fun": lambda x: E @ x - e, "jac": lambda x: E}]
-
-    value = lambda x: objective(x)[0] if use_gradient else objective(x)  # noqa: E731
     initial_cost = value(x0)
     check_grid = np.arange(0.0, period, check_interval) if clear is not None else None
-    clearance_grid, x, iterations = grid, x0, 0
-    for _ in range(1 + (refinements if clear is not None else 0)):
-        constraints = limits.slsqp_constraints(grid, margin) + equality
-        if clear is not None:
-            constraints.append(clear.slsqp_constraint(clearance_grid))
-        result = minimize(objective, x, jac=use_gradient, method="SLSQP", constraints=constraints,
-                          options={"maxiter": max_iterations, "ftol": 1e-9})
-        x, iterations = result.x, iterations + int(result.nit)
-        if clear is None:
-            break
-        short = clear.shortfalls(x, check_grid)
-        if not len(short):
-            break
-        clearance_grid = np.union1d(clearance_grid, short)
+    x, iterations, result = _optimise(objective, with_gradient, x0, limits.slsqp_constraints(grid, margin) + equality,
+                                      grid, clear, check_grid, refinements, max_iterations)
     dense_grid = np.linspace(0.0, period, 10 * len(grid), endpoint=False)
-    x, scale = _shrink_until_feasible(coefficients, limits, x, anchor, margin, dense_grid, clear, check_grid)
+    x, scale = shrink_until_feasible(coefficients, limits, x, anchor, margin, dense_grid, clear, check_grid)
     if value(x) > initial_cost:  # SLSQP ended far outside the feasible set: keep the start
-        x, scale = _shrink_until_feasible(coefficients, limits, x0, anchor, margin, dense_grid, clear, check_grid)
+        x, scale = shrink_until_feasible(coefficients, limits, x0, anchor, margin, dense_grid, clear, check_grid)
     report = DesignReport(initial_cost=float(initial_cost), final_cost=float(value(x)),
                           iterations=iterations, seconds=time.perf_counter() - start,
                           success=bool(result.success), message=str(result.message), final_scale=scale)
     return coefficients.trajectory(x, report)
-
-
-class _ClearanceChecks:
-    """The configuration constraint of the design: smooth rows ``slack - buffer >= 0`` on a grid for
-    SLSQP (gradient through the linear map x -> q), and the exact check on a dense grid."""
-
-    def __init__(self, coefficients, clearance, buffer):
-        self.coefficients, self.clearance, self.buffer = coefficients, clearance, float(buffer)
-        self._maps = {}
-
-    def _map(self, grid):
-        key = grid.tobytes()
-        if key not in self._maps:
-            self._maps = {key: self.coefficients.linear_map(grid, 0).reshape(len(grid), self.coefficients.n, -1)}
-        return self._maps[key]
-
-    def slsqp_constraint(self, grid):
-        G = self._map(grid)
-        last = {}
-
-        def evaluate(x):
-            if last.get("x") is None or not np.array_equal(last["x"], x):
-                value, gradient = self.clearance.smooth_slack(G @ x)
-                last.update(x=x.copy(), value=value, gradient=gradient)
-            return last["value"], last["gradient"]
-
-        return {"type": "ineq",
-                "fun": lambda x: (evaluate(x)[0] - self.buffer).ravel(),
-                "jac": lambda x: np.einsum("nkj,njp->nkp", evaluate(x)[1], G).reshape(-1, G.shape[2])}
-
-    def satisfied(self, x, grid):
-        return bool(np.all(self.clearance.slack(self._map(grid) @ x) >= self.buffer))
-
-    def shortfalls(self, x, grid):
-        """Instants of ``grid`` where the exact slack has a local minimum below half the buffer."""
-        slack = self.clearance.slack(self.coefficients.trajectory(x).derivatives(grid, 0))
-        low = (slack <= np.roll(slack, 1)) & (slack <= np.roll(slack, -1)) & (slack < self.buffer / 2)
-        return grid[low]
-
-    def holds(self, x, grid):
-        return bool(np.all(self.clearance.slack(self.coefficients.trajectory(x).derivatives(grid, 0)) >= 0))
-
-
-class _LimitChecks:
-    """Limit constraints of the design as SLSQP inequality dictionaries (fun(x) >= 0) and as a test."""
-
-    def __init__(self, coefficients, lower, upper, v_max, a_max, tau_check, tau_max):
-        self.coefficients = coefficients
-        self.lower, self.upper = lower, upper
-        self.symmetric = [(1, v_max)] + ([] if a_max is None else [(2, a_max)])
-        self.tau_check, self.tau_max = tau_check, tau_max
-        self._cache = {}
-
-    def _linear(self, grid, margin):
-        """Stacked G, h with G x <= h: positions within shrunk limits, |v|, |a| below shrunk maxima."""
-        key = (grid.tobytes(), margin)
-        if key not in self._cache:
-            self._cache[key] = self._build_linear(grid, margin)
-        return self._cache[key]
-
-    def _build_linear(self, grid, margin):
-        shrink = margin * (self.upper - self.lower)
-        G0 = self.coefficients.linear_map(grid, 0)
-        blocks = [G0, -G0]
-        bounds = [np.tile(self.upper - shrink, len(grid)), np.tile(-(self.lower + shrink), len(grid))]
-        for order, maximum in self.symmetric:
-            G = self.coefficients.linear_map(grid, order)
-            blocks += [G, -G]
-            bounds += [np.tile((1 - margin) * maximum, len(grid))] * 2
-        return np.vstack(blocks), np.concatenate(bounds)
-
-    def _torque_slack(self, x, grid, margin):
-        q, v, a = self.coefficients.trajectory(x).evaluate(grid)
-        tau = np.asarray(self.tau_check(q, v, a), dtype=np.float64)
-        limit = (1 - margin) * self.tau_max
-        return np.concatenate([(limit - tau).ravel(), (limit + tau).ravel()])
-
-    def slsqp_constraints(self, grid, margin):
-        G, h = self._linear(grid, margin)
-        constraints = [{"type": "ineq", "fun": lambda x: h - G @ x, "jac": lambda x: -G}]
-        if self.tau_check is not None:
-            constraints.append({"type": "ineq", "fun": lambda x: self._torque_slack(x, grid, margin)})
-        return constraints
-
-    def satisfied(self, x, grid, margin, tolerance=0.0) -> bool:
-        G, h = self._linear(grid, margin)
-        if np.any(G @ x > h + tolerance):
-            return False
-        return self.tau_check is None or bool(np.all(self._torque_slack(x, grid, margin) >= -tolerance))
-
-
-def _shrink_until_feasible(coefficients, limits, x, anchor_q, margin, dense_grid, clear=None, check_grid=None):
-    """Shrink the oscillation about the anchor (convexity keeps positions inside) until the limits hold
-    on the dense grid with margin/2 and the clearance on its check grid; returns x and the total scale
-    applied."""
-    anchor = _anchor(coefficients, x, anchor_q)
-    scale = 1.0
-    for _ in range(60):
-        if limits.satisfied(x, dense_grid, margin / 2) and (clear is None or clear.holds(x, check_grid)):
-            return x, scale
-        x = anchor + 0.9 * (x - anchor)
-        scale *= 0.9
-    raise ModelError("the designed trajectory cannot be made to respect the limits"
-                     + ("" if clear is None else " and the clearances") + " on the dense grid")

@@ -231,6 +231,134 @@ def _check_tree(robot, origin):
     return roots[0], children
 
 
+class _TreeBuilder:
+    """The per-body fields of the model, filled in the depth-first order of the URDF tree: a body per
+    movable joint, the inertia of every link merged into the body it is rigidly attached to (Cărmizaru
+    Alg. 3), and each link's placement in its body's frame."""
+
+    def __init__(self, links, origin, notes, strict, mesh_density):
+        self.links, self.origin, self.notes, self.strict, self.mesh_density = links, origin, notes, strict, mesh_density
+        self.defects = []
+        self.joints, self.joint_names, self.body_names, self.parents, self.placements = [], [], [], [], []
+        self.inertias, self.merged = [], []
+        self.lower, self.upper, self.vel, self.eff, self.viscous, self.coulomb = [], [], [], [], [], []
+        self.frames = {}
+
+    def _add_body(self, joint, joint_name, body_name, parent, placement):
+        self.joints.append(joint)
+        self.joint_names.append(joint_name)
+        self.body_names.append(body_name)
+        self.parents.append(parent)
+        self.placements.append(placement)
+        self.inertias.append(np.zeros(10))
+        self.merged.append([])
+        return len(self.joints) - 1
+
+    def add_free_flyer(self, root):
+        """The floating base: a free-flyer joint moving the root link; returns its body index."""
+        body = self._add_body(FreeFlyerJoint(), "root_joint", root, -1, (np.eye(3), np.zeros(3)))
+        self.lower.extend([-np.inf] * 7), self.upper.extend([np.inf] * 7)
+        self.vel.extend([np.inf] * 6), self.eff.extend([np.inf] * 6)
+        self.viscous.extend([0.0] * 6), self.coulomb.extend([0.0] * 6)
+        return body
+
+    def add_link(self, link_name, body, R, p):
+        """Place link ``link_name`` at ``(R, p)`` in ``body``'s frame and add its inertia to the body's
+        (nothing to add to the world, ``body`` -1)."""
+        self.frames[link_name] = (body, R, p)
+        link = self.links[link_name]
+        pi = link_inertial_parameters(link, self.origin, self.notes, self.strict, self.defects)
+        if pi[0] == 0 and self.mesh_density is not None:
+            pi = _mesh_inertia_or_zero(link, self.mesh_density, self.origin, self.notes)
+        if body >= 0:
+            tri = spatial.inertia_act(NUMPY, R, p, spatial.inertia_from_params(NUMPY, pi))
+            self.inertias[body] = self.inertias[body] + spatial.params_from_inertia(NUMPY, *tri)
+            self.merged[body].append(link_name)
+
+    def add_joint(self, j, parent, R, p):
+        """A body moved by the movable URDF joint ``j``, placed at ``(R, p)`` in body ``parent``'s frame,
+        with the joint's limits and friction; returns its body index."""
+        body = self._add_body(_movable_joint(j, self.origin), j.name, j.child, parent, (R, p))
+        lo, hi, v_max, e_max = _joint_limits(j, self.origin)
+        self.lower.append(lo), self.upper.append(hi), self.vel.append(v_max), self.eff.append(e_max)
+        damping, friction = _joint_friction(j, self.origin)
+        self.viscous.append(damping), self.coulomb.append(friction)
+        if j.mimic is not None:
+            self.notes.append(f"{self.origin}: joint '{j.name}' mimics '{j.mimic.joint}'; it is kept as an "
+                              f"independent joint")
+        return body
+
+    def description(self, name, root, xml, floating_base):
+        """The :class:`~robodyn_ros.model.model.Model` constructor's arguments (without ``gravity``)."""
+        nv = len(self.viscous)
+        return dict(name=name, joint_names=tuple(self.joint_names), body_names=tuple(self.body_names),
+                    joints=tuple(self.joints), parents=tuple(self.parents), placements=tuple(self.placements),
+                    inertias=np.array(self.inertias).reshape(-1, 10), armature=np.zeros(nv),
+                    viscous=np.array(self.viscous), coulomb=np.array(self.coulomb), friction_offset=np.zeros(nv),
+                    lower=np.array(self.lower), upper=np.array(self.upper), velocity_limit=np.array(self.vel),
+                    effort_limit=np.array(self.eff), frames=self.frames,
+                    merged_links=tuple(tuple(m) for m in self.merged), root_link=root, urdf_xml=xml,
+                    floating_base=floating_base, notes=tuple(self.notes))
+
+
+def _movable_joint(j, origin):
+    """The revolute or prismatic joint of a movable URDF joint ``j`` about its unit axis; ModelError for an
+    unsupported type or an invalid axis."""
+    if j.type not in _MOVABLE:
+        raise ModelError(f"{origin}: joint '{j.name}' has type '{j.type}', which is not supported "
+                         f"(revolute, continuous, prismatic, fixed)")
+    axis = np.array([1.0, 0.0, 0.0] if j.axis is None else j.axis, dtype=float)
+    if axis.shape != (3,) or not np.all(np.abs(axis) <= PHYSICAL_MAGNITUDE) or np.linalg.norm(axis) < 1e-12:
+        raise ModelError(f"{origin}: joint '{j.name}' has an invalid axis {j.axis}")
+    axis = axis / np.linalg.norm(axis)
+    return PrismaticJoint(axis) if j.type == "prismatic" else RevoluteJoint(axis)
+
+
+def _locked_child_placement(j, value, R, p):
+    """Placement of a locked joint's child link: the joint's origin ``(R, p)`` then the joint's own motion
+    at coordinate ``value`` (a locked joint is a fixed joint at that coordinate)."""
+    axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
+    joint = PrismaticJoint(axis / np.linalg.norm(axis)) if j.type == "prismatic" \
+        else RevoluteJoint(axis / np.linalg.norm(axis))
+    return spatial.compose(NUMPY, R, p, *joint.placement(NUMPY, np.array([value])))
+
+
+def _build_tree(tree, root, children, locked, floating_base):
+    """Depth-first traversal from ``root``: each link joins the body of its nearest movable ancestor
+    (fixed and locked joints merge), each movable joint starts a body."""
+    base_body = tree.add_free_flyer(root) if floating_base else -1
+    stack = [(root, base_body, np.eye(3), np.zeros(3))]   # link, its body, its placement in the body
+    while stack:
+        link_name, body, R, p = stack.pop()
+        tree.add_link(link_name, body, R, p)
+        pending = []
+        for j in children[link_name]:
+            Rj, pj = spatial.compose(NUMPY, R, p, *_origin(j))
+            if j.name in locked:
+                pending.append((j.child, body, *_locked_child_placement(j, locked[j.name], Rj, pj)))
+            elif j.type == "fixed":
+                pending.append((j.child, body, Rj, pj))
+            else:
+                pending.append((j.child, tree.add_joint(j, body, Rj, pj), np.eye(3), np.zeros(3)))
+        stack.extend(reversed(pending))
+
+
+def _note_massless_subtrees(description, origin, notes, strict):
+    """Indices of the bodies that move no inertia (a singular mass matrix), each noted; ModelError for the
+    first with ``strict``."""
+    body_names, joint_names = description["body_names"], description["joint_names"]
+    massless = _massless_bodies(description["inertias"], description["parents"])
+    if massless and strict:
+        i = massless[0]
+        raise ModelError(f"{origin}: link '{body_names[i]}' moved by joint '{joint_names[i]}' carries "
+                         f"no inertia in its subtree: the mass matrix is singular")
+    for i in massless:
+        notes.append(f"{origin}: link '{body_names[i]}' moved by joint '{joint_names[i]}' carries no "
+                     f"inertia in its subtree: the mass matrix is singular and aba refuses the model unless "
+                     f"the joint has armature")
+    return massless
+
+
 def urdf_model_description(source, *, floating_base=False, mesh_density=None, locked_joints=None, strict=False):
     """The fields of the model a URDF describes (see :meth:`Model.from_urdf`, which builds it): a dict of the
     :class:`~robodyn_ros.model.model.Model` constructor's arguments except ``gravity``, with ``frames`` as
@@ -240,101 +368,17 @@ def urdf_model_description(source, *, floating_base=False, mesh_density=None, lo
     robot, notes = parse_urdf(xml, origin, keep_collisions=mesh_density is not None)
     root, children = _check_tree(robot, origin)
     locked = _locked_values(locked_joints, {j.name for j in robot.joints if j.type in _MOVABLE}, origin)
-    defects = []
-    links = {l.name: l for l in robot.links}
-
-    joints, joint_names, body_names, parents, placements, inertias, merged = [], [], [], [], [], [], []
-    lower, upper, vel, eff, viscous, coulomb = [], [], [], [], [], []
-    frames = {}
-
-    def add_link_inertia(link_name, body, R, p):
-        pi = link_inertial_parameters(links[link_name], origin, notes, strict, defects)
-        if pi[0] == 0 and mesh_density is not None:
-            pi = _mesh_inertia_or_zero(links[link_name], mesh_density, origin, notes)
-        if body >= 0:
-            tri = spatial.inertia_act(NUMPY, R, p, spatial.inertia_from_params(NUMPY, pi))
-            inertias[body] = inertias[body] + spatial.params_from_inertia(NUMPY, *tri)
-            merged[body].append(link_name)
-
-    base_body = -1
-    if floating_base:
-        joints.append(FreeFlyerJoint())
-        joint_names.append("root_joint")
-        body_names.append(root)
-        parents.append(-1)
-        placements.append((np.eye(3), np.zeros(3)))
-        inertias.append(np.zeros(10))
-        merged.append([])
-        lower.extend([-np.inf] * 7), upper.extend([np.inf] * 7)
-        vel.extend([np.inf] * 6), eff.extend([np.inf] * 6), viscous.extend([0.0] * 6), coulomb.extend([0.0] * 6)
-        base_body = 0
-
-    # depth-first traversal: (link, body it belongs to, placement of the link in that body's frame)
-    stack = [(root, base_body, np.eye(3), np.zeros(3))]
-    while stack:
-        link_name, body, R, p = stack.pop()
-        frames[link_name] = (body, R, p)
-        add_link_inertia(link_name, body, R, p)
-        pending = []
-        for j in children[link_name]:
-            Rj, pj = spatial.compose(NUMPY, R, p, *_origin(j))
-            if j.name in locked:   # a locked joint is a fixed joint at the given coordinate
-                axis = np.asarray(j.axis if j.axis is not None else (1.0, 0.0, 0.0), dtype=float)
-                joint = PrismaticJoint(axis / np.linalg.norm(axis)) if j.type == "prismatic" \
-                    else RevoluteJoint(axis / np.linalg.norm(axis))
-                Rj, pj = spatial.compose(NUMPY, Rj, pj, *joint.placement(NUMPY, np.array([locked[j.name]])))
-                pending.append((j.child, body, Rj, pj))
-                continue
-            if j.type == "fixed":
-                pending.append((j.child, body, Rj, pj))
-                continue
-            if j.type not in _MOVABLE:
-                raise ModelError(f"{origin}: joint '{j.name}' has type '{j.type}', which is not supported "
-                                 f"(revolute, continuous, prismatic, fixed)")
-            axis = np.array([1.0, 0.0, 0.0] if j.axis is None else j.axis, dtype=float)
-            if axis.shape != (3,) or not np.all(np.abs(axis) <= PHYSICAL_MAGNITUDE) or np.linalg.norm(axis) < 1e-12:
-                raise ModelError(f"{origin}: joint '{j.name}' has an invalid axis {j.axis}")
-            axis = axis / np.linalg.norm(axis)
-            joints.append(PrismaticJoint(axis) if j.type == "prismatic" else RevoluteJoint(axis))
-            joint_names.append(j.name)
-            body_names.append(j.child)
-            parents.append(body)
-            placements.append((Rj, pj))
-            inertias.append(np.zeros(10))
-            merged.append([])
-            lo, hi, v_max, e_max = _joint_limits(j, origin)
-            lower.append(lo), upper.append(hi), vel.append(v_max), eff.append(e_max)
-            damping, friction = _joint_friction(j, origin)
-            viscous.append(damping), coulomb.append(friction)
-            if j.mimic is not None:
-                notes.append(f"{origin}: joint '{j.name}' mimics '{j.mimic.joint}'; it is kept as an independent joint")
-            pending.append((j.child, len(joints) - 1, np.eye(3), np.zeros(3)))
-        stack.extend(reversed(pending))
-
-    description = dict(name=robot.name or "robot", joint_names=tuple(joint_names), body_names=tuple(body_names),
-                joints=tuple(joints), parents=tuple(parents), placements=tuple(placements),
-                inertias=np.array(inertias).reshape(-1, 10), armature=np.zeros(len(viscous)),
-                viscous=np.array(viscous), coulomb=np.array(coulomb), friction_offset=np.zeros(len(viscous)),
-                lower=np.array(lower), upper=np.array(upper), velocity_limit=np.array(vel),
-                effort_limit=np.array(eff), frames=frames,
-                merged_links=tuple(tuple(m) for m in merged), root_link=root, urdf_xml=xml,
-                floating_base=floating_base, notes=tuple(notes))
-    if not joints:
+    tree = _TreeBuilder({l.name: l for l in robot.links}, origin, notes, strict, mesh_density)
+    _build_tree(tree, root, children, locked, floating_base)
+    description = tree.description(robot.name or "robot", root, xml, floating_base)
+    if not tree.joints:
         notes.append(f"{origin}: the robot has no movable joint: nq = nv = 0 (floating_base=True adds a free "
                      f"flyer)")
-    massless = _massless_bodies(description["inertias"], parents)
-    if massless and strict:
-        i = massless[0]
-        raise ModelError(f"{origin}: link '{body_names[i]}' moved by joint '{joint_names[i]}' carries "
-                         f"no inertia in its subtree: the mass matrix is singular")
-    for i in massless:
-        notes.append(f"{origin}: link '{body_names[i]}' moved by joint '{joint_names[i]}' carries no "
-                     f"inertia in its subtree: the mass matrix is singular and aba refuses the model unless "
-                     f"the joint has armature")
-    if defects or massless:
-        what = ([f"non-physical inertia of link(s) {', '.join(repr(d) for d in defects)}"] if defects else []) + \
-               ([f"no inertia moved by joint(s) {', '.join(repr(joint_names[i]) for i in massless)}"]
-                if massless else [])
+    massless = _note_massless_subtrees(description, origin, notes, strict)
+    what = [f"non-physical inertia of link(s) {', '.join(repr(d) for d in tree.defects)}"] if tree.defects else []
+    if massless:
+        what.append(f"no inertia moved by joint(s) {', '.join(repr(tree.joint_names[i]) for i in massless)}")
+    if what:
         warnings.warn(f"{origin}: loaded with {'; '.join(what)} (see model.notes; strict=True refuses it)",
                       NonPhysicalInertiaWarning, stacklevel=3)
     description["notes"] = tuple(notes)
