@@ -1,5 +1,5 @@
 """The command side shared by the controller nodes: the torque command publisher (one reused message), the
-last command a stopping controller sends, and the logging of
+stale-state watchdog's timer, the last command a stopping controller sends, and the logging of
 :class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
 from array import array
 
@@ -32,6 +32,15 @@ def command_publisher(node):
         msg.data = array("d", command.tobytes())
         node.command_pub.publish(msg)
     return pub, publish
+
+
+def command_watchdog(node):
+    """A steady-clock timer every ``state_timeout / 4`` s that, while ``node`` is active, lets its
+    :class:`TorqueOutput` check for stale joint states (:meth:`TorqueOutput.on_watchdog`)."""
+    def tick():
+        if node.active:
+            node.output.on_watchdog()
+    return node.timer(node.config["state_timeout"] / 4.0, tick, steady=True)
 
 
 FINAL_ACK_TIMEOUT = 0.5   # s a stopping controller waits for its subscribers to acknowledge its last command

@@ -33,7 +33,7 @@ from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 from .base_parameter_topics import BaseParameterTopics
-from .command_output import command_publisher, output_report, send_final_command
+from .command_output import command_publisher, command_watchdog, output_report, send_final_command
 from .latency import LatencyWindow
 
 
@@ -83,7 +83,7 @@ class InverseDynamicsNode(RobodynNode):
 
     def start(self):
         self.loop.start()
-        self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self._on_watchdog, steady=True)
+        self._watchdog = command_watchdog(self)
 
     def stop(self):
         """Deactivate, shutdown: the watchdog stops and the last command is the ``stale_action``."""
@@ -91,10 +91,6 @@ class InverseDynamicsNode(RobodynNode):
             self.destroy_entity(self._watchdog)
             self._watchdog = None
         send_final_command(self, getattr(self, "output", None))
-
-    def _on_watchdog(self):
-        if self.active:
-            self.output.on_watchdog()
 
     def _on_state(self, msg):
         if not self.active:

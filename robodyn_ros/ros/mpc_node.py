@@ -34,7 +34,7 @@ from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 from .base_parameter_topics import BaseParameterTopics
-from .command_output import command_publisher, output_report, send_final_command
+from .command_output import command_publisher, command_watchdog, output_report, send_final_command
 
 
 def solution_to_array(t_state, solution):
@@ -77,7 +77,7 @@ class MpcNode(RobodynNode):
         self.loop.start()
         self._timer = self.timer(1.0 / self.config["rate"], self._solve)
         if self.output is not None:
-            self._watchdog = self.timer(self.config["state_timeout"] / 4.0, self._on_watchdog, steady=True)
+            self._watchdog = command_watchdog(self)
 
     def stop(self):
         """Deactivate, shutdown: solves and the watchdog stop; with ``output: commands`` the last command is
@@ -95,10 +95,6 @@ class MpcNode(RobodynNode):
 
     def apply_live(self, changed):
         self.loop.apply_live(changed)
-
-    def _on_watchdog(self):
-        if self.active:
-            self.output.on_watchdog()
 
     def _on_state(self, msg):
         if not self.active:
