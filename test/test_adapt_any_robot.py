@@ -63,7 +63,8 @@ def test_estimator_learns_the_noise_sees_no_payload_in_a_periodic_motion_and_fin
     the noise learnt orders the joints as the plant's does, and the estimate predicts the plant's noise-free
     torques of the last period several times better than the URDF; a 1.5 kg load then is one change, found
     within 5 % in 1 s."""
-    from robodyn_ros.estimation.online_estimator import OnlineEstimator, point_mass_parameters
+    from robodyn_ros.estimation.online_estimator import OnlineEstimator
+    from robodyn_ros.identification.payload import point_mass_parameters
     from robodyn_ros.identification.batch_regressor import batch_regressor
     model, info = bundled("ur5")
     plant = perturbed_plant(model, 11)

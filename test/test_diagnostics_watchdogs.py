@@ -12,7 +12,8 @@ from robodyn_ros.control.adaptation_watchdog import AdaptationWatchdog
 from robodyn_ros.control.control_loop import ControlLoop
 from robodyn_ros.control.reference import fourier_reference
 from robodyn_ros.control.tracking_watchdog import TrackingWatchdog
-from robodyn_ros.estimation.online_estimator import OnlineEstimator, repeated_change_note
+from robodyn_ros.estimation.estimator_status import repeated_change_note
+from robodyn_ros.estimation.online_estimator import OnlineEstimator
 from robodyn_ros.kernels import compile_kernels
 from robodyn_ros.robots import bundled_robot_info
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config

@@ -18,7 +18,7 @@ import rclpy
 from geometry_msgs.msg import WrenchStamped
 from sensor_msgs.msg import JointState
 
-from robodyn_ros.estimation.online_estimator import point_mass_parameters
+from robodyn_ros.identification.payload import point_mass_parameters
 from robodyn_ros.ros import estimator_node, qos
 from robodyn_ros.ros.messages import array_to_wrench_stamped, make_joint_state
 from robodyn_ros.ros.testing import spin_until

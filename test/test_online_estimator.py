@@ -195,7 +195,7 @@ def test_payload_from_joint_torques_on_the_twin_is_referenced_to_the_estimate_be
     detected once, within 0.5 s, and the 2 kg is found within 5 % after; the noise learnt per joint follows
     the twin's."""
     import robodyn_ros as rd
-    from robodyn_ros.estimation.online_estimator import point_mass_parameters
+    from robodyn_ros.identification.payload import point_mass_parameters
     from robodyn_ros.identification.batch_regressor import batch_regressor
     from robodyn_ros.robots import bundled_robot_info
     from robodyn_ros.simulation.plant import load_plant

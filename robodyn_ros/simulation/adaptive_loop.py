@@ -218,6 +218,29 @@ class AdaptiveLoop:
         theta[10 * last:10 * last + 10] += pi_payload
         return theta
 
+    def _command(self, t, meas, dt):
+        """``(q_d, tau)``: the reference position at time t and the controller's torque command on the
+        measurement ``meas`` (step dt)."""
+        q_d, v_d, a_d = self.reference.evaluate(t)
+        if self.config.controller == "slotine_li":
+            tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d, dt)
+        elif self.config.controller == "mpc":
+            tau, _ = self.controller.compute(t, meas.q, meas.v)
+        else:
+            tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d)
+        return q_d, tau
+
+    def _apply(self, gate):
+        """Hand the gate's applied parameters to the controller; the MPC takes θ, the consistent parameters
+        the applied β stands for, and the gate revokes what it cannot take."""
+        if self.config.controller != "mpc":
+            self.controller.set_parameters(gate.applied)
+            return
+        theta = (self.controller.nominal_theta() if np.array_equal(gate.applied, gate.beta_nominal)
+                 else gate.applied_tag)
+        if theta is None or not self.controller.set_parameters(gate.applied, theta):
+            gate.revoke()
+
     def run(self, progress=None):
         """Simulate; returns a dict of series: ``t`` (N,), ``error`` (N, nv) ``q - q_d``, ``t_estimate`` (M,),
         ``payload_mass`` (M,), ``beta`` (M, r) applied, ``gate`` (M,) statuses, plus counters."""
@@ -238,13 +261,7 @@ class AdaptiveLoop:
                 sim.attach_payload(Payload.box(c.payload_link, c.payload_mass, c.payload_com))
                 attached = True
             meas = sim.measure_joints()
-            q_d, v_d, a_d = self.reference.evaluate(t)
-            if c.controller == "slotine_li":
-                tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d, dt)
-            elif c.controller == "mpc":
-                tau, _ = self.controller.compute(t, meas.q, meas.v)
-            else:
-                tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d)
+            q_d, tau = self._command(t, meas, dt)
             if not np.all(np.isfinite(tau)):
                 non_finite += 1
                 tau = np.zeros(nv)
@@ -286,13 +303,7 @@ class AdaptiveLoop:
                 restored = self.controller.restored      # the MPC was unsound with the applied set
                 gate.revoke()
             if not np.array_equal(gate.applied, self.controller.beta):
-                if c.controller != "mpc":
-                    self.controller.set_parameters(gate.applied)
-                else:        # the MPC takes θ, the consistent parameters the applied β stands for
-                    theta = (self.controller.nominal_theta() if np.array_equal(gate.applied, gate.beta_nominal)
-                             else gate.applied_tag)
-                    if theta is None or not self.controller.set_parameters(gate.applied, theta):
-                        gate.revoke()
+                self._apply(gate)
             t_est.append(t)
             mass.append(est.payload_parameters()[0])
             betas.append(gate.applied.copy())
