@@ -153,3 +153,9 @@ def test_header_stamp_parser_matches_rclpy_serialization(sec, nanosec):
     msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
     msg.header.frame_id = "base"
     assert cdr.header_stamp_ns(serialize_message(msg)) == sec * 1_000_000_000 + nanosec
+
+
+def test_report_records_the_run_and_the_machine_not_the_repository():
+    header = soak._report_header(1.0, 6.0, 12.0, 20.0, "poll", False)
+    assert header["rate_hz"] == soak.RATE and header["machine"]["cpus"] == soak.os.cpu_count()
+    assert not {"issue", "git_head", "git_status_short"} & set(header)

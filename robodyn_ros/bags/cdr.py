@@ -168,7 +168,7 @@ def decode_wrench_stamped(raw) -> tuple[int, str, tuple[float, ...]]:
     return read_stamp_ns(raw, endian), frame_id, struct.unpack_from(endian + "6d", raw, align(pos, 8))
 
 
-def decode_wrench_stampeds(raws: Sequence) -> tuple[np.ndarray, list[str], np.ndarray]:
+def decode_wrench_stamped_batch(raws: Sequence) -> tuple[np.ndarray, list[str], np.ndarray]:
     """Stamps (N,) ns, frame_ids (N,) and wrenches (N, 6) of N CDR WrenchStamped messages."""
     stamps = np.empty(len(raws), dtype=np.int64)
     frames = []

@@ -86,7 +86,7 @@ def read_wrenches(bag_path, topic: str, t0_ns: int | None = None) -> WrenchSerie
     """
     raws, received = read_raw_messages(bag_path, topic, WRENCH_STAMPED_TYPE)
     try:
-        stamps, frames, w = cdr.decode_wrench_stampeds(raws)
+        stamps, frames, w = cdr.decode_wrench_stamped_batch(raws)
     except cdr.MessageCorrupt as err:
         raise BagError(bag_path, f"is corrupt: {err.reason}", topic, err.index) from err
     if len(set(frames)) > 1:
