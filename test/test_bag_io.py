@@ -9,19 +9,18 @@ import time
 import numpy as np
 import pytest
 
-from robodyn_ros.bags.bag_io import (
+from robodyn_ros.bags import (
+    BagError,
     DEFAULT_T0_NS,
     JOINT_STATE_TYPE,
     WRENCH_STAMPED_TYPE,
     WrenchSeries,
-    _encode_joint_state,
-    _encode_wrench_stamped,
-    _joint_state_layout,
-    _typestore,
     read_joint_states,
     read_wrenches,
     write_joint_states_bag,
 )
+from robodyn_ros.bags.cdr import encode_joint_state, encode_wrench_stamped, joint_state_layout
+from robodyn_ros.bags.storage import ros2_typestore
 from robodyn_ros.model.errors import ModelError
 
 STORAGES = ["sqlite3", "mcap"]
@@ -36,7 +35,7 @@ def _signals(n_samples, n_joints=3, seed=0):
 
 
 def _ros_messages():
-    ts = _typestore()
+    ts = ros2_typestore()
     return ts, ts.types[JOINT_STATE_TYPE], ts.types["std_msgs/msg/Header"], \
         ts.types["builtin_interfaces/msg/Time"]
 
@@ -58,7 +57,7 @@ def test_round_trip_with_wrench(tmp_path, storage):
     # what we wrote is what rosbags' own deserializer reads
     from rosbags.rosbag2 import Reader
 
-    ts = _typestore()
+    ts = ros2_typestore()
     with Reader(path) as reader:
         connection = next(c for c in reader.connections if c.topic == "/joint_states")
         for i, (_, timestamp, raw) in enumerate(reader.messages(connections=[connection])):
@@ -95,9 +94,9 @@ def test_codec_matches_rosbags():
         message = JointState(header=Header(stamp=Time(sec=sec, nanosec=nsec), frame_id=frame_id),
                              name=names, position=arrays[0], velocity=arrays[1], effort=arrays[2])
         reference = bytes(ts.serialize_cdr(message, JOINT_STATE_TYPE))
-        assert _encode_joint_state(sec * 10**9 + nsec, frame_id, names, arrays) == reference, case
+        assert encode_joint_state(sec * 10**9 + nsec, frame_id, names, arrays) == reference, case
         for endian_raw in (reference, bytes(ts.serialize_cdr(message, JOINT_STATE_TYPE, little_endian=False))):
-            layout = _joint_state_layout(endian_raw)
+            layout = joint_state_layout(endian_raw)
             assert layout.names == tuple(names) and layout.frame_id == frame_id
             assert layout.counts == tuple(len(a) for a in arrays)
             assert layout.size == len(endian_raw)
@@ -107,7 +106,7 @@ def test_codec_matches_rosbags():
     w = rng.normal(size=6)
     message = Wrench(header=Header(stamp=Time(sec=4, nanosec=5), frame_id="tool"),
                      wrench=ts.types["geometry_msgs/msg/Wrench"](force=Vector3(*w[:3]), torque=Vector3(*w[3:])))
-    assert _encode_wrench_stamped(4 * 10**9 + 5, "tool", w) == bytes(ts.serialize_cdr(message, WRENCH_STAMPED_TYPE))
+    assert encode_wrench_stamped(4 * 10**9 + 5, "tool", w) == bytes(ts.serialize_cdr(message, WRENCH_STAMPED_TYPE))
 
 
 @pytest.mark.parametrize("storage", STORAGES)
@@ -171,13 +170,16 @@ def test_truncated_bag_raises_model_error(tmp_path, storage, fraction):
 def test_corrupt_message_names_its_index(tmp_path):
     from rosbags.rosbag2 import Writer
 
-    good = _encode_joint_state(10**18, "", NAMES, [np.zeros(3), np.empty(0), np.empty(0)])
+    good = encode_joint_state(10**18, "", NAMES, [np.zeros(3), np.empty(0), np.empty(0)])
     with Writer(tmp_path / "bag", version=9) as writer:
-        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=_typestore())
+        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=ros2_typestore())
         writer.write(connection, 1, good)
         writer.write(connection, 2, good[:30])
-    with pytest.raises(ModelError, match="message 1 is corrupt"):
+    with pytest.raises(ModelError, match="message 1 is corrupt") as err:
         read_joint_states(tmp_path / "bag")
+    assert isinstance(err.value, BagError)
+    assert (err.value.bag, err.value.topic, err.value.index) == (str(tmp_path / "bag"), "/joint_states", 1)
+    assert str(err.value).startswith(f"bag {str(tmp_path / 'bag')!r}, topic '/joint_states': message 1 ")
 
 
 def test_big_endian_messages_are_decoded(tmp_path):
@@ -202,9 +204,9 @@ def test_trailing_padding_after_the_last_field_is_ignored(tmp_path):
     from rosbags.rosbag2 import Writer
 
     with Writer(tmp_path / "bag", version=9) as writer:
-        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=_typestore())
+        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=ros2_typestore())
         for i in range(5):
-            message = _encode_joint_state(10**18 + i, "", NAMES, [np.full(3, float(i)), np.empty(0), np.empty(0)])
+            message = encode_joint_state(10**18 + i, "", NAMES, [np.full(3, float(i)), np.empty(0), np.empty(0)])
             writer.write(connection, i + 1, message + b"\x00" * (4 * (i % 2)))
     series = read_joint_states(tmp_path / "bag")
     np.testing.assert_array_equal(series.q[:, 0], np.arange(5.0))

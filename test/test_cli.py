@@ -51,7 +51,7 @@ def test_bundled_names_work_wherever_a_urdf_is_asked_for_and_files_get_the_umask
     import os
 
     import robodyn_ros as rd
-    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.bags import write_joint_states_bag
     from robodyn_ros.cli.identify import main as identify
     from robodyn_ros.robots import bundled_urdf_path
     from robot_data import ur5_motion

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 import robodyn_ros as rd
-from robodyn_ros.bags.bag_io import (JOINT_STATE_TYPE, WRENCH_STAMPED_TYPE, _encode_wrench_stamped, _typestore,
-                                read_joint_states, write_joint_states_bag)
+from robodyn_ros.bags import JOINT_STATE_TYPE, WRENCH_STAMPED_TYPE, read_joint_states, write_joint_states_bag
+from robodyn_ros.bags.cdr import encode_wrench_stamped
+from robodyn_ros.bags.storage import ros2_typestore
 from robodyn_ros.cli.identify import main
 from robodyn_ros.robots import bundled_urdf_path
 from robot_data import ur5_motion
@@ -190,14 +191,14 @@ def _write_bag(path, storage, connections):
     plugin = {"sqlite3": StoragePlugin.SQLITE3, "mcap": StoragePlugin.MCAP}[storage]
     with Writer(path, version=9, storage_plugin=plugin) as writer:
         for topic, msgtype, raws in connections:
-            c = writer.add_connection(topic, msgtype, typestore=_typestore())
+            c = writer.add_connection(topic, msgtype, typestore=ros2_typestore())
             for k, raw in enumerate(raws):
                 writer.write(c, 1_700_000_000_000_000_000 + k * 10_000_000, raw)
     return path
 
 
 def _wrenches(n=20):
-    return [_encode_wrench_stamped(1_700_000_000_000_000_000 + k * 10_000_000, "ft", np.zeros(6)) for k in range(n)]
+    return [encode_wrench_stamped(1_700_000_000_000_000_000 + k * 10_000_000, "ft", np.zeros(6)) for k in range(n)]
 
 
 def _string_msgs(n=5):

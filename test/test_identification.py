@@ -323,7 +323,7 @@ NAMES = [f"panda_joint{i}" for i in range(1, 8)]
 
 @pytest.mark.parametrize("case", ["missing_topic", "names", "nan", "out_of_order", "still", "no_effort", "lock_typo"])
 def test_bad_inputs_end_with_a_clear_message_and_write_nothing(case, small_motion, tmp_path, capsys):
-    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.bags import write_joint_states_bag
     t, Q, V, tau = (np.array(x) for x in small_motion)
     names, extra, receive = NAMES, [], None
     expected = {"missing_topic": "topic '/robot/joint_states' not found",
@@ -356,7 +356,7 @@ def test_bad_inputs_end_with_a_clear_message_and_write_nothing(case, small_motio
 
 
 def test_out_of_order_and_nan_repaired_on_request(small_motion, tmp_path, capsys):
-    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.bags import write_joint_states_bag
     t, Q, V, tau = (np.array(x) for x in small_motion)
     Q[100, 3] = np.nan
     write_joint_states_bag(tmp_path / "bag", t, NAMES, Q, V, tau)
@@ -368,7 +368,7 @@ def test_out_of_order_and_nan_repaired_on_request(small_motion, tmp_path, capsys
 # ------------------------------------------------------------------------------------------- speed
 def test_replay_speed_100k_samples(robot, trajectories, tmp_path, capsys):
     """100 000 joint-state samples (100 s at 1 kHz) from a bag to identified parameters."""
-    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.bags import write_joint_states_bag
     from robodyn_ros.cli.identify import main
     t0, Q0, V0, A0 = trajectories[0]
     reps = 5
@@ -394,7 +394,7 @@ def test_replay_speed_100k_samples(robot, trajectories, tmp_path, capsys):
 def test_identify_command_with_wrist_ft_sensor(robot, trajectories, tmp_path, capsys):
     """`robodyn identify --wrench TOPIC --wrench-link LINK` adds the payload to the YAML."""
     import yaml
-    from robodyn_ros.bags.bag_io import WrenchSeries, write_joint_states_bag
+    from robodyn_ros.bags import WrenchSeries, write_joint_states_bag
     from robodyn_ros.cli.identify import main
     rng = np.random.default_rng(31)
     robot_p, payload = robot.with_payload(2.0, [0.01, -0.02, 0.05])
@@ -514,7 +514,7 @@ def test_validate_on_a_second_noisy_bag(robot, trajectories, tmp_path, capsys):
     evaluation of the same models (filtered and raw, per joint), the identified model predicts the second
     trajectory within 3 % and the nominal URDF does at least 5 times worse."""
     import yaml
-    from robodyn_ros.bags.bag_io import read_joint_states, write_joint_states_bag
+    from robodyn_ros.bags import read_joint_states, write_joint_states_bag
     from robodyn_ros.cli.identify import main
     from robodyn_ros.identification.batch import filtered_samples, model_with_full_parameters
     rng = np.random.default_rng(41)
@@ -583,7 +583,7 @@ def test_chunked_identification_equals_in_memory(robot, trajectories, chunk):
 def test_streamed_bag_equals_the_in_memory_identification(robot, trajectories, tmp_path):
     """A bag read block by block (BagJointStates, 500 messages a block, 700-sample filter windows) gives the
     in-memory identification of the same bag (read_joint_states, whole-signal filter) to rounding."""
-    from robodyn_ros.bags.bag_io import BagJointStates, read_joint_states, scan_joint_states, write_joint_states_bag
+    from robodyn_ros.bags import BagJointStates, read_joint_states, scan_joint_states, write_joint_states_bag
     from robodyn_ros.identification.batch import identify_samples
     t, Q, V, A = (x[::5] for x in trajectories[0])
     q_meas, tau, _ = measure(robot, t, Q, V, A, np.random.default_rng(17))

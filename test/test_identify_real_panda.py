@@ -16,7 +16,7 @@ import yaml
 
 import robodyn_ros as rd
 from conftest import erd_path
-from robodyn_ros.bags.bag_io import write_joint_states_bag
+from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
@@ -163,7 +163,7 @@ def test_validation_reports_held_out_errors_computed_independently(gaz, validate
     """The `validation:` numbers equal an independent evaluation with Pinocchio on the identified URDF
     (filtered and raw torques, per joint), the identified model is within 1.2 % and the nominal is not."""
     import pinocchio as pin
-    from robodyn_ros.bags.bag_io import read_joint_states
+    from robodyn_ros.bags import read_joint_states
     out, doc, holdout = validated
     params = doc
     series = read_joint_states(out / "test", joint_names=JOINTS)   # in memory, times as the bag has them

@@ -9,7 +9,7 @@ import yaml
 
 import robodyn_ros as rd
 from conftest import erd_path
-from robodyn_ros.bags.bag_io import write_joint_states_bag
+from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.cli.identify import main as identify
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
 from robodyn_ros.kernels import compile_kernels

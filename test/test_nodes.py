@@ -379,7 +379,7 @@ def test_slotine_li_mode_closes_the_loop_and_adapts():
 
 
 def test_identification_bringup_records_a_bag_that_robodyn_identify_reads(tmp_path):
-    from robodyn_ros.bags.bag_io import read_joint_states, read_wrenches
+    from robodyn_ros.bags import read_joint_states, read_wrenches
     from robodyn_ros.ros.bringup import BagRecorder
     from robodyn_ros.ros.launch_description_data import RECORDED_TOPICS
 

@@ -14,7 +14,7 @@ import rclpy
 import yaml
 from sensor_msgs.msg import JointState
 
-from robodyn_ros.bags.bag_io import DEFAULT_T0_NS, read_joint_states, write_joint_states_bag
+from robodyn_ros.bags import DEFAULT_T0_NS, read_joint_states, write_joint_states_bag
 from robodyn_ros.identification.batch import predict_torques
 from robodyn_ros.identification.exciting_trajectory import design_exciting_trajectory
 from robodyn_ros.model.model import Model

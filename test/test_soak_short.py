@@ -37,7 +37,8 @@ import struct
 import numpy as np
 import pytest
 
-from robodyn_ros.benchmarks import soak
+from robodyn_ros.bags import cdr
+from robodyn_ros.benchmarks import soak, soak_report
 
 # one worker runs the tests that start many processes, one after another (setup.cfg: --dist loadgroup)
 pytestmark = pytest.mark.xdist_group("processes")
@@ -56,7 +57,7 @@ def test_soak_twenty_seconds_meets_the_four_criteria(tmp_path):
                       memory_growth_limit=0.10)
     assert path.exists()
     for w in report["windows"]:
-        print(soak._format_row(w))
+        print(soak_report.format_row(w))
     assert len(report["windows"]) == 10
     # the loop ran at all, and the estimator published
     assert report["totals"]["commands"] >= 0.25 * 20 * soak.RATE, report["totals"]
@@ -124,11 +125,11 @@ def test_float64_multiarray_parser_matches_rclpy_serialization(dims, n):
     if n >= 2:
         data[:2] = [np.inf, -0.0]
     buf = serialize_message(_multiarray(dims, n + 3, data))
-    parsed_dims, data_offset, parsed = soak.cdr_float64_multiarray(buf, labels=True)
+    parsed_dims, data_offset, parsed = cdr.read_float64_multiarray(buf, labels=True)
     assert parsed_dims == [tuple(d) for d in dims]
     assert data_offset == n + 3
     assert parsed.shape == (n,) and parsed.tobytes() == data.astype("<f8").tobytes()   # bit for bit
-    assert [d[1:] for d in soak.cdr_float64_multiarray(buf)[0]] == [d[1:] for d in dims]   # labels skipped
+    assert [d[1:] for d in cdr.read_float64_multiarray(buf)[0]] == [d[1:] for d in dims]   # labels skipped
 
 
 def test_float64_multiarray_parser_reads_big_endian_cdr():
@@ -137,7 +138,7 @@ def test_float64_multiarray_parser_reads_big_endian_cdr():
     body = struct.pack(">I", 1) + struct.pack(">I", 3) + b"ab\0" + b"\0" + struct.pack(">III", 2, 1, 5)
     body += struct.pack(">I", 2) + b"\xee" * 4     # data length at body offset 24, padding to 32 for the doubles
     body += struct.pack(">dd", 1.5, -2.25)
-    dims, offset, data = soak.cdr_float64_multiarray(b"\x00\x00\x00\x00" + body, labels=True)
+    dims, offset, data = cdr.read_float64_multiarray(b"\x00\x00\x00\x00" + body, labels=True)
     assert dims == [("ab", 2, 1)] and offset == 5 and data.tolist() == [1.5, -2.25]
 
 
@@ -151,4 +152,10 @@ def test_header_stamp_parser_matches_rclpy_serialization(sec, nanosec):
     msg = make_joint_state(0.0, joints, np.zeros(7), np.zeros(7), np.zeros(7))
     msg.header.stamp.sec, msg.header.stamp.nanosec = sec, nanosec
     msg.header.frame_id = "base"
-    assert soak.cdr_header_stamp_ns(serialize_message(msg)) == sec * 1_000_000_000 + nanosec
+    assert cdr.header_stamp_ns(serialize_message(msg)) == sec * 1_000_000_000 + nanosec
+
+
+def test_report_records_the_run_and_the_machine_not_the_repository():
+    header = soak._report_header(1.0, 6.0, 12.0, 20.0, "poll", False)
+    assert header["rate_hz"] == soak.RATE and header["machine"]["cpus"] == soak.os.cpu_count()
+    assert not {"issue", "git_head", "git_status_short"} & set(header)

@@ -37,7 +37,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, os.pardir))
 
-from robodyn_ros.bags.bag_io import write_joint_states_bag  # noqa: E402
+from robodyn_ros.bags import write_joint_states_bag  # noqa: E402
 from robodyn_ros.cli.identify import main as identify_main  # noqa: E402
 from robodyn_ros.identification.batch import filtered_samples, predict_torques  # noqa: E402
 from robodyn_ros.identification.results import model_from_parameters, yaml_text  # noqa: E402

@@ -50,7 +50,7 @@ def main(argv=None):
     group.add_argument("--last", type=float, help="keep the trailing fraction (0, 1] of the samples")
     p.add_argument("--storage", default="sqlite3", choices=("sqlite3", "mcap"))
     args = p.parse_args(argv)
-    from robodyn_ros.bags.bag_io import write_joint_states_bag
+    from robodyn_ros.bags import write_joint_states_bag
     from robodyn_ros.model.errors import ModelError
     for value in (args.first, args.last):
         if value is not None and not 0.0 < value <= 1.0:

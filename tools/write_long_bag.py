@@ -30,7 +30,9 @@ def main(argv=None):
 
     from rosbags.rosbag2 import Writer
     from rosbags.rosbag2.enums import StoragePlugin
-    from robodyn_ros.bags.bag_io import DEFAULT_T0_NS, JOINT_STATE_TYPE, _encode_joint_states, _typestore
+    from robodyn_ros.bags import DEFAULT_T0_NS, JOINT_STATE_TYPE
+    from robodyn_ros.bags.cdr import encode_joint_states
+    from robodyn_ros.bags.storage import ros2_typestore
     from robodyn_ros.identification.base_parameters import smooth_sign
     from robodyn_ros.identification.batch import predict_torques
     from robodyn_ros.identification.exciting_trajectory import design_exciting_trajectory
@@ -55,7 +57,7 @@ def main(argv=None):
     start = time.perf_counter()
     with Writer(args.bag, version=9, storage_plugin={"sqlite3": StoragePlugin.SQLITE3,
                                                       "mcap": StoragePlugin.MCAP}[args.storage]) as writer:
-        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=_typestore())
+        connection = writer.add_connection("/joint_states", JOINT_STATE_TYPE, typestore=ros2_typestore())
         written = 0
         while written < args.samples:
             n = min(len(t), args.samples - written)
@@ -64,7 +66,7 @@ def main(argv=None):
             friction = true.viscous * v + true.coulomb * smooth_sign(v, 0.05) + true.friction_offset
             measured = tau[:n] + friction + rng.normal(size=(n, nv)) * sigma
             q = quantize(Q[:n], encoder_resolution(2 ** 18))
-            for stamp, message in zip(stamps.tolist(), _encode_joint_states(stamps, "", [names] * n, [q, v, measured])):
+            for stamp, message in zip(stamps.tolist(), encode_joint_states(stamps, "", [names] * n, [q, v, measured])):
                 writer.write(connection, stamp, message)
             written += n
             print(f"\r{written}/{args.samples} samples", end="", file=sys.stderr, flush=True)

@@ -57,7 +57,7 @@ def read_repaired_joint_states(args, model, bag, progress):
     """``(series, q, v, tau)`` of the ``--joint-states`` topic of ``bag`` in the joint order of ``model``: the
     whole topic in memory, NaN samples dropped and stamps sorted (``--repair``); ``v`` None when the bag has
     no complete velocities."""
-    from ..bags.bag_io import read_joint_states
+    from ..bags import read_joint_states
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         series = read_joint_states(bag, args.joint_states, joint_names=model.joint_names, progress=progress)

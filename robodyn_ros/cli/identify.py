@@ -61,7 +61,7 @@ def _samples(args, model, bag, progress):
     """A sample source over the bag's joint states: streamed from the bag when it needs no repair (memory
     bounded by one block), else read whole, repaired (--repair) and held in memory. Returns
     ``(source, t0_ns)``; raises ModelError naming what is wrong."""
-    from ..bags.bag_io import BagJointStates, scan_joint_states
+    from ..bags import BagJointStates, scan_joint_states
     from ..identification.chunked_filter import ArraySamples
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -97,7 +97,7 @@ def _samples(args, model, bag, progress):
 
 
 def _payload_section(args, model, bag, t0_ns, blocks):
-    from ..bags.bag_io import read_wrenches
+    from ..bags import read_wrenches
     from ..identification.payload import payload_from_wrench
     if not args.wrench_link:
         raise ModelError("--wrench needs --wrench-link LINK (the URDF link of the sensor frame)")

@@ -78,7 +78,7 @@ def load_model(urdf, locks):
 def _wrenches(args, config, series):
     """The wrench series of the configured topic, or None (no wrench path, or the topic is not in the bag)."""
     import warnings
-    from ..bags.bag_io import read_wrenches
+    from ..bags import read_wrenches
     if not config["use_wrench"]:
         return None
     try:

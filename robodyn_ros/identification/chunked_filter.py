@@ -4,7 +4,7 @@ computed window by window over a stream of joint-state samples, in memory bounde
 A source of samples is any object with ``count`` (samples), ``has_velocity`` (bool) and
 ``blocks(start, stop)``, an iterator of consecutive ``(t (m,), q (m, nq), v (m, nv) or None, tau (m, nv))``
 blocks covering samples ``start .. stop - 1`` in time order (:class:`ArraySamples` for arrays;
-:class:`robodyn_ros.bags.bag_io.BagJointStates` reads a bag).
+:class:`robodyn_ros.bags.streaming.BagJointStates` reads a bag).
 
 Why windows give the same result as filtering the whole signal at once: the signal is linearly
 resampled on the same uniform grid (step: the median sample interval), and each core window of the

@@ -137,7 +137,7 @@ class Bringup:
 
 class BagRecorder:
     """``ros2 bag record`` for pip users: subscribes to ``topics`` on ``node`` (raw CDR, no decoding) and
-    writes them to a rosbag2 bag at ``path`` (sqlite3, readable by :mod:`robodyn_ros.bags.bag_io` and
+    writes them to a rosbag2 bag at ``path`` (sqlite3, readable by :mod:`robodyn_ros.bags` and
     ``robodyn identify``), receive time as the bag timestamp. ``close()`` finishes the bag."""
 
     TYPES = {"sensor_msgs/msg/JointState": "sensor_msgs.msg.JointState",
@@ -148,13 +148,13 @@ class BagRecorder:
 
         from rosbags.rosbag2 import Writer
 
-        from ..bags.bag_io import _typestore
+        from ..bags.storage import ros2_typestore
         from . import qos
 
         self.writer = Writer(path, version=9)
         self.writer.open()
         self.counts = {}
-        typestore = _typestore()
+        typestore = ros2_typestore()
         kinds = {"/joint_states": "sensor_msgs/msg/JointState"}
         for topic in topics:
             msgtype = kinds.get(topic, "geometry_msgs/msg/WrenchStamped")

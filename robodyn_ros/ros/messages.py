@@ -9,7 +9,6 @@ Conventions: joint order in ``/joint_states`` is not guaranteed, so joints are a
 BY NAME; joint_state_broadcaster sends NaN for an interface a joint does not have; wrenches are
 ``[fx, fy, fz, tx, ty, tz]``.
 """
-import sys
 from array import array
 
 import numpy as np
@@ -19,6 +18,7 @@ from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
+from robodyn_ros.bags.cdr import encode_float64_multiarray
 from robodyn_ros.control.trajectory_interpolation import TrajectoryReference, trajectory_coefficients
 from robodyn_ros.model.model import MAX_MAGNITUDE
 from robodyn_ros.model.spatial import numpy_inertia_split
@@ -249,6 +249,16 @@ def _trajectory_field(points, field, idx, n_names, required):
 
 
 # ------------------------------------------------------------------------------------------ multiarray
+def _multiarray_dims(n, labels, dim_label):
+    """``(label, size, stride)`` of each dimension of the layout :func:`make_float64_multiarray` writes."""
+    if labels is None:
+        return [(dim_label, n, n)]
+    labels = list(labels)
+    if len(labels) != n:
+        raise ValueError(f"{len(labels)} labels for {n} values")
+    return [(str(label), 1, 1) for label in labels]
+
+
 def make_float64_multiarray(values, labels=None, dim_label=""):
     """``std_msgs/Float64MultiArray`` of ``values`` (n,).
 
@@ -259,13 +269,8 @@ def make_float64_multiarray(values, labels=None, dim_label=""):
     """
     x = np.ascontiguousarray(values, dtype=np.float64).ravel()
     msg = Float64MultiArray()
-    if labels is None:
-        msg.layout.dim = [MultiArrayDimension(label=dim_label, size=x.size, stride=x.size)]
-    else:
-        labels = list(labels)
-        if len(labels) != x.size:
-            raise ValueError(f"{len(labels)} labels for {x.size} values")
-        msg.layout.dim = [MultiArrayDimension(label=str(label), size=1, stride=1) for label in labels]
+    msg.layout.dim = [MultiArrayDimension(label=label, size=size, stride=stride)
+                      for label, size, stride in _multiarray_dims(x.size, labels, dim_label)]
     msg.data = array("d", x.tobytes())
     return msg
 
@@ -273,27 +278,21 @@ def make_float64_multiarray(values, labels=None, dim_label=""):
 class SerializedFloat64MultiArray:
     """A ``std_msgs/Float64MultiArray`` with a fixed layout (e.g. one labelled dimension per value), kept
     serialized: :meth:`serialize` writes new values into the stored CDR bytes, for
-    ``Publisher.publish(bytes)``. The layout with its labels is converted once; only ``data`` changes. In
-    CDR the message ends with its float64 sequence, so the values are the last ``8 n`` bytes.
+    ``Publisher.publish(bytes)``. The layout with its labels is encoded once
+    (:func:`robodyn_ros.bags.cdr.encode_float64_multiarray`); only ``data`` changes. In CDR the message
+    ends with its float64 sequence, so the values are the last ``8 n`` bytes.
     (Its cost against rclpy's ``serialize_message``: docs/PERFORMANCE.md.)"""
 
     def __init__(self, values, labels=None, dim_label=""):
-        from rclpy.serialization import serialize_message
-        self.message = make_float64_multiarray(values, labels, dim_label)
-        self.size = len(self.message.data)
-        self._bytes = bytearray(serialize_message(self.message))
-        # the encapsulation header's second byte: 1 = CDR little endian (what rmw_fastrtps writes)
-        self._native = self._bytes[1] == 1 and sys.byteorder == "little"
+        x = np.ascontiguousarray(values, dtype=np.float64).ravel()
+        self.size = x.size
+        self._bytes = bytearray(encode_float64_multiarray(_multiarray_dims(x.size, labels, dim_label), x))
 
     def serialize(self, values):
         """CDR bytes (``bytes``) of the message with ``data`` = ``values`` (n,)."""
-        x = np.ascontiguousarray(values, dtype=np.float64).ravel()
+        x = np.ascontiguousarray(values, dtype="<f8").ravel()
         if x.size != self.size:
             raise ValueError(f"{x.size} values for a message of {self.size}")
-        if not self._native:  # pragma: no cover - big-endian host: let rclpy serialize
-            from rclpy.serialization import serialize_message
-            self.message.data = array("d", x.tobytes())
-            return serialize_message(self.message)
         if self.size:
             self._bytes[-8 * self.size:] = x.tobytes()
         return bytes(self._bytes)

@@ -69,8 +69,8 @@ class TopicRecorder:
                               storage_plugin={"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}[storage])
         self._writer.open()
         self._subscriptions = []
-        from ..bags.bag_io import _typestore
-        self._typestore = _typestore()
+        from ..bags.storage import ros2_typestore
+        self._typestore = ros2_typestore()
 
     @property
     def pending(self):
