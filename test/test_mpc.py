@@ -251,7 +251,7 @@ def _nlp_controllers(panda, solver, **options):
 
 
 @pytest.mark.parametrize("solver", ["fatrop", "ipopt"])
-def test_adjoint_nlp_derivatives_give_the_former_solution(panda, solver):
+def test_adjoint_nlp_derivatives_give_the_solution_of_automatic_jacobians(panda, solver):
     # viscous friction on, a reference the plan cannot follow exactly: several iterations; same iterates
     model = panda.with_friction(viscous=0.2)
     ref = QuinticTrajectory(HOME, HOME + np.array([0.3, 0.2, -0.2, 0.3, 0.2, -0.2, 0.4]), 0.4)

@@ -62,10 +62,6 @@ def rk4(f, state, h, steps):
     return state
 
 
-def _symbols(nx, nu, ntheta):
-    return ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("theta", ntheta)
-
-
 def _stage_jacobian(model, x, u, th, eps):
     """``(ẋ, A_c, B_c)`` of the continuous dynamics, ``∂a/∂v`` including the friction through ``τ - τ_f(v)``:
     ``∂a/∂v -= ∂a/∂τ diag(τ_f'(v))``."""
@@ -112,7 +108,7 @@ def inverse_dynamics_function(model, eps):
 def stage_functions(model, config):
     """The :class:`StageFunctions` of ``model`` for the intervals and friction smoothing of ``config``."""
     n, eps = model.nv, config.coulomb_smoothing
-    x, u, th = _symbols(2 * n, n, 10 * model.nbodies + 3 * n)
+    x, u, th = ca.SX.sym("x", 2 * n), ca.SX.sym("u", n), ca.SX.sym("theta", 10 * model.nbodies + 3 * n)
     q, v = x[:n], x[n:]
     p = split_parameters(th, model.nbodies, n)
     a = aba(model, q, v, u - friction(v, p, eps), pi=p.pi)
