@@ -282,7 +282,8 @@ def test_hessian_function_evaluates_no_stage_jacobian(panda):
     for _ in range(2):
         X = np.tile(np.concatenate([HOME, np.zeros(7)]), (ocp.N + 1, 1)) + rng.uniform(-0.2, 0.2, (ocp.N + 1, 14))
         w, lam_f, lam_g = ocp.pack_w(X, rng.uniform(-5, 5, (ocp.N, 7))), 0.7, rng.normal(size=14 * (ocp.N + 1))
-        (g_new, H_new), (g_old, _) = ([np.asarray(M) for M in hess[d](w, p, lam_f, lam_g)] for d in ("adjoint", "automatic"))
+        (g_new, H_new), (g_old, _) = ([np.asarray(M) for M in hess[d](w, p, lam_f, lam_g)]
+                                      for d in ("adjoint", "automatic"))
         assert_close(g_new, g_old, rtol=1e-10, atol=1e-10)
         assert_close(H_new, lam_f * H_gn, rtol=1e-14, atol=0.0)
     # ipopt's Hessian function (no gradient output) calls nothing at all

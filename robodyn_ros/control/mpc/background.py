@@ -8,7 +8,7 @@ import numpy as np
 
 from ...dynamics.rnea import rnea
 from ..command_guard import effort_bounds
-from .config import MPCConfig, parameter_vector, split_parameters, with_inertial_parameters
+from .config import MPCConfig, parameter_vector, replace_inertial_parameters, split_parameters
 from .controller import ModelPredictiveController
 from .solution import gravity_solution
 
@@ -66,7 +66,7 @@ class BackgroundController:
                 self.theta = theta.copy()
 
     def set_inertial_parameters(self, pi):
-        self.set_parameters(with_inertial_parameters(self.theta, pi, self.model.nbodies))
+        self.set_parameters(replace_inertial_parameters(self.theta, pi, self.model.nbodies))
 
     def gravity(self, q):
         """``g(q; π) + f_o`` (nv,) of the current parameters (the fallback torque)."""

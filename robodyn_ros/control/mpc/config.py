@@ -87,7 +87,7 @@ def parameter_vector(model):
     return np.concatenate([model.inertial_parameters(), model.viscous, model.coulomb, model.friction_offset])
 
 
-def with_inertial_parameters(theta, pi, nbodies):
+def replace_inertial_parameters(theta, pi, nbodies):
     """A copy of ``θ`` whose inertial part is ``π`` (10 nb,)."""
     theta = np.array(theta, dtype=float)
     theta[:10 * nbodies] = pi

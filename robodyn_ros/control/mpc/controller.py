@@ -20,7 +20,7 @@ import numpy as np
 
 from ..command_guard import effort_bounds
 from ..reference import ReferenceClippedWarning
-from .config import MPCConfig, check_config, parameter_vector, with_inertial_parameters
+from .config import MPCConfig, check_config, parameter_vector, replace_inertial_parameters
 from .nlp import nlp_solve, nlp_solver
 from .ocp import ocp_functions
 from .rti import RTIPhases, bounded_qp_name, bounded_qp_solver, sqp_steps
@@ -77,7 +77,7 @@ class ModelPredictiveController:
 
     def set_inertial_parameters(self, pi):
         """Replace the inertial part ``π`` (10 nb,) of ``θ``."""
-        self.set_parameters(with_inertial_parameters(self.theta, pi, self.model.nbodies))
+        self.set_parameters(replace_inertial_parameters(self.theta, pi, self.model.nbodies))
 
     def _bounds(self):
         m, cfg, ocp = self.model, self.config, self.ocp

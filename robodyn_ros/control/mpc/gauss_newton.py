@@ -69,7 +69,8 @@ def _jacobian(shape, stage_jacobians):
     jout_names = [f"jac_Xn_{n}" for n in names]
     jac_jac = zero_derivative(f"jac_jac_{NAME}", names + ["out_Xn"], shape.sizes + [(shape.nx, shape.N)],
                               jout_names, [(shape.nx * shape.N, k) for k in shape.numel])
-    outputs = [shape.block_diagonal(A, shape.nx), shape.block_diagonal(B, shape.nu), ca.MX(shape.nx * shape.N, shape.ntheta)]
+    outputs = [shape.block_diagonal(A, shape.nx), shape.block_diagonal(B, shape.nu),
+               ca.MX(shape.nx * shape.N, shape.ntheta)]
     return ca.Function(f"jac_{NAME}", jin, outputs, names + ["out_Xn"], jout_names,
                        {"custom_jacobian": jac_jac, "jac_penalty": 0, **ONLY_CUSTOM})
 

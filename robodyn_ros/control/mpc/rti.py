@@ -128,7 +128,7 @@ def sqp_steps(rti, qp_solver, x0, w_bar, p, lbw, ubw, config):
     ``qp_solver='riccati'`` the rollout of the prepared Riccati factorisation, and the bounded QP by
     ``qp_solver`` (a conic solver) only when that leaves ``[lbw, ubw]``. Further iterations relinearise at
     the new iterate. Returns an :class:`SQPResult`."""
-    nx, status = rti.ocp.nx, ""
+    nx, status, w = rti.ocp.nx, "", w_bar
     for it in range(max(1, config.sqp_iterations)):
         if it > 0:
             w_bar = w
