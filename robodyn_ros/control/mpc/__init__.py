@@ -3,7 +3,8 @@
 
 - :mod:`.config`: the options (:class:`MPCConfig`) and the parameter vector ``θ = [π, f_v, f_c, f_o]``;
 - :mod:`.stage`: the dynamics of one interval (RK4 of ABA with friction), its Jacobians and adjoint;
-- :mod:`.ocp`: the multiple-shooting transcription, costs and constraints, and its compiled form;
+- :mod:`.ocp`: the multiple-shooting transcription, costs and constraints; :mod:`.compile_cache`: its
+  functions compiled to C and cached;
 - :mod:`.gauss_newton`: the shooting map with the derivatives of a Gauss-Newton method;
 - :mod:`.riccati`: the Riccati recursion of the Gauss-Newton QP (gains and rollout);
 - :mod:`.rti`: the real-time iteration's two phases and the SQP step; :mod:`.nlp`: fatrop and ipopt;
@@ -11,9 +12,10 @@
   law between solves; :mod:`.background`: the controller built in a thread.
 """
 from .background import BackgroundController
+from .compile_cache import ocp_functions
 from .config import MPCConfig, parameter_vector, problem_key
 from .controller import ModelPredictiveController
-from .ocp import OCPFunctions, ocp_functions
+from .ocp import OCPFunctions
 from .solution import MPCSolution
 
 __all__ = ["BackgroundController", "MPCConfig", "MPCSolution", "ModelPredictiveController", "OCPFunctions",

@@ -20,9 +20,9 @@ import numpy as np
 
 from ..command_guard import effort_bounds
 from ..reference import ReferenceClippedWarning
+from .compile_cache import ocp_functions
 from .config import MPCConfig, check_config, parameter_vector, replace_inertial_parameters
 from .nlp import nlp_solve, nlp_solver
-from .ocp import ocp_functions
 from .rti import RTIPhases, bounded_qp_name, bounded_qp_solver, sqp_steps
 from .solution import MPCSolution, gravity_solution, shifted_solution
 

@@ -16,11 +16,10 @@ from typing import NamedTuple
 import casadi as ca
 import numpy as np
 
-from ...kernels.compiled_functions import compile_casadi_library
-from .config import cost_weights, problem_key
+from .config import cost_weights
 from .gauss_newton import gauss_newton_shooting
 from .riccati import riccati_factor_function, riccati_feedback_function
-from .stage import inverse_dynamics_function, stage_functions
+from .stage import stage_functions
 
 
 class ProblemParameters(NamedTuple):
@@ -50,29 +49,17 @@ class Preparation(NamedTuple):
     k: object
 
 
-# the compiled functions by attribute and C name: the stage functions loaded before the problem level is
-# built on them, the problem-level ones after (inverse_dynamics is differentiated by the problem level, so
-# it is traced for it and loaded only afterwards)
-_COMPILED_STAGE = {"dynamics": "mpc_dynamics", "step": "mpc_step", "step_linearized": "mpc_step_lin",
-                   "step_adjoint": "mpc_step_adj", "gravity": "mpc_gravity"}
-_COMPILED_PROBLEM = {"inverse_dynamics": "mpc_inverse_dynamics", "rti_prepare": "mpc_rti_prepare",
-                     "riccati_feedback": "mpc_riccati_feedback"}
-# two translation units compiled in parallel: the preparation phase and the rest
-_UNITS = (("rti_prepare", "step_linearized"),
-          ("riccati_feedback", "step", "step_adjoint", "dynamics", "inverse_dynamics", "gravity"))
-
-
 class OCPFunctions:
     """The CasADi functions of the OCP for one model and :class:`~.config.MPCConfig`.
 
     Stage level: the :class:`~.stage.StageFunctions` as attributes. Problem level (MX over all stages,
     stage functions mapped): the NLP dict ``nlp`` (``x = w``, ``p``, ``f``, ``g``; the shooting map of
     :mod:`.gauss_newton`); ``rti_prepare(w, p)`` (outputs :class:`Preparation`): the RTI's preparation
-    phase; ``riccati_factor`` and ``riccati_feedback`` (:mod:`.riccati`). With ``config.compiled`` the
-    functions are compiled C, cached on disk by the model fingerprint and the problem options
-    (:func:`~robodyn_ros.kernels.compiled_functions.compile_casadi_library`)."""
+    phase; ``riccati_factor`` and ``riccati_feedback`` (:mod:`.riccati`). Built on ``stage`` (default:
+    traced by :func:`~.stage.stage_functions`); ``library``: the path of the compiled library the functions
+    come from, else None (:mod:`.compile_cache`)."""
 
-    def __init__(self, model, config):
+    def __init__(self, model, config, stage=None, library=None):
         n, N = model.nv, config.horizon
         if model.nq != model.nv:
             raise ValueError("the MPC handles fixed-base models with nq == nv")
@@ -82,16 +69,10 @@ class OCPFunctions:
         self.np = self.nx + (N + 1) * self.nx + N * n + self.ntheta
         self.model, self.config = model, config
         self.weights = cost_weights(config, n)
-        self.library = None                 # path of the compiled functions (compile())
-        if config.compiled:
-            self.compile()
-        else:
-            self._set_stage_functions(stage_functions(model, config))
-            self._problem_functions()
-
-    def _set_stage_functions(self, stage):
-        for name, function in stage._asdict().items():
+        self.library = library
+        for name, function in (stage or stage_functions(model, config))._asdict().items():
             setattr(self, name, function)
+        self._problem_functions()
 
     # ------------------------------------------------------------------------------------------ layout
     def unpack_w(self, w):
@@ -166,38 +147,3 @@ class OCPFunctions:
         H = ca.MX(ca.DM(ca.Sparsity.diag(self.nw), self.gauss_newton_hessian()))
         prepared = Preparation(H=H, grad=grad, J=ca.vertcat(*rows), rhs=-b, A=A, B=B, b=b, K=K, k=kff)
         self.rti_prepare = ca.Function("mpc_rti_prepare", [w, p], list(prepared), ["w", "p"], list(Preparation._fields))
-
-    # --------------------------------------------------------------------------------------- compiled
-    def compile(self):
-        """Build the functions as compiled C (cached): from the cache nothing is traced: the stage functions
-        are loaded from the library and the problem level is built on them. The NLP of fatrop/ipopt, built on
-        the compiled stage functions, calls them in this library instead of holding its own copy."""
-        key = "|".join(["mpc", self.model.fingerprint(), problem_key(self.config)])
-
-        def traced():
-            self._set_stage_functions(stage_functions(self.model, self.config))
-            self._problem_functions()
-            return [[getattr(self, n) for n in unit] for unit in _UNITS]
-        self.library = compile_casadi_library(traced, key, label="MPC functions")
-        self._load(_COMPILED_STAGE)
-        self.inverse_dynamics = inverse_dynamics_function(self.model, self.config.coulomb_smoothing)
-        self._problem_functions()
-        self._load(_COMPILED_PROBLEM)
-
-    def _load(self, names):
-        for attribute, c_name in names.items():
-            setattr(self, attribute, ca.external(c_name, self.library))
-
-
-_OCP_CACHE = {}
-
-
-def ocp_functions(model, config):
-    """The :class:`OCPFunctions` of ``model`` and ``config`` (compiled when ``config.compiled``), shared
-    between controllers of the same model and problem in this process (building them traces the
-    dynamics and takes seconds; the functions are immutable and parameters enter through ``p``)."""
-    key = (model.fingerprint(), problem_key(config))
-    if key not in _OCP_CACHE:
-        _OCP_CACHE[key] = OCPFunctions(model, config)
-    return _OCP_CACHE[key]
-
