@@ -221,11 +221,11 @@ def test_consistent_parameters_reach_the_mpc_without_a_rebuild(setup, rng):
     mpc = AdaptiveMPC(nominal, ConstantReference(home), beta=beta_nom,
                       config=MPCConfig(horizon=3, dt=0.02, solver="rti", time_limit=60.0, coulomb_smoothing=0.05))
     first = mpc.mpc.solve(home, np.zeros(7), mpc.reference)
-    functions = (mpc.mpc.ocp, mpc.mpc.ocp.rti_qp, mpc.mpc._qp_solvers["hpipm"])
+    functions = (mpc.mpc.ocp, mpc.mpc.ocp.rti_prepare, mpc.mpc._qp_solvers["hpipm"])
     mpc.set_parameters(fit.beta, fit.theta)
     mpc.mpc._w = None
     second = mpc.mpc.solve(home, np.zeros(7), mpc.reference)
-    assert (mpc.mpc.ocp, mpc.mpc.ocp.rti_qp, mpc.mpc._qp_solvers["hpipm"]) == functions
+    assert (mpc.mpc.ocp, mpc.mpc.ocp.rti_prepare, mpc.mpc._qp_solvers["hpipm"]) == functions
     assert_close(mpc.theta, fit.theta, rtol=1e-12)
     assert np.array_equal(mpc.mpc.theta[70 + 7:70 + 14], np.zeros(7)) and np.array_equal(mpc.coulomb, fit.theta[77:84])
     g_twin = rd.gravity_torque(plant.model, home) + plant.model.friction_offset

@@ -11,6 +11,8 @@ import robodyn_ros as rd
 from robodyn_ros.control import (ConstantReference, DynamicsFunctions, QuinticTrajectory, ReferenceClippedWarning,
                                  compile_casadi_functions)
 from robodyn_ros.control.mpc import MPCConfig, ModelPredictiveController, parameter_vector
+from robodyn_ros.control.mpc.gauss_newton import zero_derivative
+from robodyn_ros.control.mpc.nlp import nlp_solver
 
 HOME = np.array([0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785])
 FINGERS = {"panda_finger_joint1": 0.0, "panda_finger_joint2": 0.0}
@@ -165,13 +167,13 @@ def test_new_parameters_change_the_next_solve_without_rebuilding(panda):
     mpc = ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver="rti", time_limit=60))
     ref = ConstantReference(HOME)
     first = mpc.solve(HOME, np.zeros(7), ref)
-    funcs = (mpc.ocp.rti_qp, mpc._qp_solvers["hpipm"])
+    funcs = (mpc.ocp.rti_prepare, mpc._qp_solvers["hpipm"])
     pi = panda.inertial_parameters()
     pi[-10:] += payload_parameters()
     mpc.set_inertial_parameters(pi)
     mpc._w, mpc._solution = None, None
     second = mpc.solve(HOME, np.zeros(7), ref)
-    assert (mpc.ocp.rti_qp, mpc._qp_solvers["hpipm"]) == funcs
+    assert (mpc.ocp.rti_prepare, mpc._qp_solvers["hpipm"]) == funcs
     g_payload = rd.gravity_torque(panda.with_inertial_parameters(pi), HOME) - rd.gravity_torque(panda, HOME)
     assert_close(second.tau_ff[0] - first.tau_ff[0], g_payload, atol=0.05 * np.abs(g_payload).max())
 
@@ -215,22 +217,48 @@ def test_step_adjoint_is_the_transposed_step_jacobian(panda):
     assert_close(adj_u, B.T @ lam, rtol=1e-10, atol=1e-12)
 
 
+def _automatic_gauss_newton_shooting(ocp):
+    """The oracle: the shooting map stage by stage, its Jacobian CasADi's automatic one of ``ocp.step``,
+    its second derivatives zero (Gauss-Newton), so that the Lagrangian gradient goes through that Jacobian."""
+    nx, nu, nth, N = ocp.nx, ocp.nu, ocp.ntheta, ocp.N
+    x, u, th = ca.SX.sym("x", nx), ca.SX.sym("u", nu), ca.SX.sym("theta", nth)
+    xn = ocp.step(x, u, th)
+    automatic = ca.Function("rd_oracle_step_ad", [x, u, th], [ca.jacobian(xn, x), ca.jacobian(xn, u)])
+    names, sizes = ["x", "u", "theta"], [nx, nu, nth]
+    options = {"jac_penalty": 0, "never_inline": True, "enable_forward": False, "enable_reverse": False,
+               "enable_fd": False}
+    jin = [ca.MX.sym(n, k) for n, k in zip(names, sizes)] + [ca.MX.sym("out_xn", ca.Sparsity(nx, 1))]
+    jout_names = [f"jac_xn_{n}" for n in names]
+    zero = zero_derivative("jac_jac_rd_oracle_step", names + ["out_xn"], [(k, 1) for k in sizes] + [(nx, 1)],
+                           jout_names, [(nx, k) for k in sizes])
+    jac = ca.Function("jac_rd_oracle_step", jin, [*automatic(*jin[:3]), ca.MX(nx, nth)], names + ["out_xn"],
+                      jout_names, {"custom_jacobian": zero, **options})
+    mx = [ca.MX.sym(n, k) for n, k in zip(names, sizes)]
+    step = ca.Function("rd_oracle_step", mx, [ocp.step(*mx)], names, ["xn"], {"custom_jacobian": jac, **options})
+    return lambda X, U, theta: step.map(N)(X, U, ca.repmat(theta, 1, N))
+
+
 def _nlp_controllers(panda, solver, **options):
-    """The same problem with the current ('adjoint') and the former ('jacobian') NLP derivatives."""
-    return {d: ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver=solver, time_limit=60, tol=1e-8,
-                                                          nlp_derivatives=d, **options))
-            for d in ("adjoint", "jacobian")}
+    """The same problem with the controller's NLP derivatives ('adjoint': custom Jacobian and adjoint) and
+    with the oracle's ('automatic': CasADi's automatic stage Jacobian, :func:`_automatic_gauss_newton_shooting`)."""
+    ctl = {d: ModelPredictiveController(panda, MPCConfig(horizon=3, dt=0.02, solver=solver, time_limit=60, tol=1e-8,
+                                                         **options))
+           for d in ("adjoint", "automatic")}
+    oracle = ctl["automatic"]
+    oracle._nlp = nlp_solver(oracle.ocp, oracle.config, oracle.ocp.transcription(
+        _automatic_gauss_newton_shooting(oracle.ocp)))
+    return ctl
 
 
 @pytest.mark.parametrize("solver", ["fatrop", "ipopt"])
-def test_adjoint_nlp_derivatives_give_the_former_solution(panda, solver):
+def test_adjoint_nlp_derivatives_give_the_solution_of_automatic_jacobians(panda, solver):
     # viscous friction on, a reference the plan cannot follow exactly: several iterations; same iterates
     model = panda.with_friction(viscous=0.2)
     ref = QuinticTrajectory(HOME, HOME + np.array([0.3, 0.2, -0.2, 0.3, 0.2, -0.2, 0.4]), 0.4)
     sols = {}
     for d, mpc in _nlp_controllers(model, solver).items():
         sols[d] = [mpc.solve(HOME + 0.02 * k, np.full(7, 0.05), ref, 0.02 * k) for k in range(3)]  # warm starts too
-    for new, old in zip(sols["adjoint"], sols["jacobian"]):
+    for new, old in zip(sols["adjoint"], sols["automatic"]):
         assert new.status == old.status == "solved", (new.solver_status, old.solver_status)
         assert new.iterations == old.iterations
         assert_close(new.tau_ff, old.tau_ff, atol=1e-6)
@@ -242,19 +270,20 @@ def test_hessian_function_evaluates_no_stage_jacobian(panda):
     ocp = ctl["adjoint"].ocp
     hess = {d: mpc._nlp.get_function("nlp_hess_l") for d, mpc in ctl.items()}
     called = {d: {f.name() for f in h.find_functions()} for d, h in hess.items()}
-    assert "mpc_step_lin" in called["jacobian"]                          # the former one evaluated it ...
+    assert "jac_rd_oracle_step" in called["automatic"]                   # the oracle's evaluates its Jacobian ...
     assert "mpc_step_lin" not in called["adjoint"] and "mpc_step_adj" in called["adjoint"]   # ... no more
     assert ocp.step_adjoint.n_instructions() < 0.7 * ocp.step_linearized.n_instructions()
-    # fatrop's nlp_hess_l returns (∇_w L, ∇²_w L) of L = λ_f f + λ_gᵀ g: the gradient equals the former
+    # fatrop's nlp_hess_l returns (∇_w L, ∇²_w L) of L = λ_f f + λ_gᵀ g: the gradient equals the oracle's
     # one, the Hessian is the constant Gauss-Newton 2 λ_f diag(Q, R, ..., Q_N) at any (w, λ_g)
     rng = np.random.default_rng(3)
     p, _ = ctl["adjoint"].reference_parameters(HOME, np.zeros(7), QuinticTrajectory(HOME, HOME + 0.3, 0.5), 0.0)
-    Qd, Rd, QNd = ocp._weights()
+    Qd, Rd, QNd = ocp.weights
     H_gn = np.diag(np.concatenate([np.concatenate([2 * Qd, 2 * Rd])] * ocp.N + [2 * QNd]))
     for _ in range(2):
         X = np.tile(np.concatenate([HOME, np.zeros(7)]), (ocp.N + 1, 1)) + rng.uniform(-0.2, 0.2, (ocp.N + 1, 14))
         w, lam_f, lam_g = ocp.pack_w(X, rng.uniform(-5, 5, (ocp.N, 7))), 0.7, rng.normal(size=14 * (ocp.N + 1))
-        (g_new, H_new), (g_old, _) = ([np.asarray(M) for M in hess[d](w, p, lam_f, lam_g)] for d in ("adjoint", "jacobian"))
+        (g_new, H_new), (g_old, _) = ([np.asarray(M) for M in hess[d](w, p, lam_f, lam_g)]
+                                      for d in ("adjoint", "automatic"))
         assert_close(g_new, g_old, rtol=1e-10, atol=1e-10)
         assert_close(H_new, lam_f * H_gn, rtol=1e-14, atol=0.0)
     # ipopt's Hessian function (no gradient output) calls nothing at all
@@ -271,6 +300,19 @@ def _random_ocp_qp(ocp, rng):
     return A, B, b, grad, w_bar
 
 
+def lqr_gains(A, B, Qd, Rd, QNd):
+    """Time-varying LQR gains (nu, nx N) of the stage matrices A (nx, nx N), B (nx, nu N), by NumPy."""
+    nx, nu = A.shape[0], Rd.size
+    N = A.shape[1] // nx
+    P, K = np.diag(QNd), [None] * N
+    for k in reversed(range(N)):
+        Ak, Bk = A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu]
+        K[k] = -np.linalg.solve(np.diag(Rd) + Bk.T @ P @ Bk, Bk.T @ P @ Ak)
+        P = np.diag(Qd) + Ak.T @ P @ (Ak + Bk @ K[k])
+        P = 0.5 * (P + P.T)
+    return np.hstack(K)
+
+
 def test_riccati_qp_equals_dense_qp_solves(panda):
     # the structured solution (factorisation + rollout) against the dense KKT system solved by NumPy and
     # against CasADi's qrqp on the sparse QP, on random stage matrices, gaps, gradients and initial states
@@ -278,7 +320,7 @@ def test_riccati_qp_equals_dense_qp_solves(panda):
                                                      v_weight=0.5, r_weight=1e-2))
     ocp = mpc.ocp
     nx, nu, N, nw = ocp.nx, ocp.nu, ocp.N, ocp.nw
-    Qd, Rd, QNd = ocp._weights()
+    Qd, Rd, QNd = ocp.weights
     H = np.diag(np.concatenate([np.concatenate([2 * Qd, 2 * Rd])] * N + [2 * QNd]))
     rng = np.random.default_rng(11)
     for _ in range(3):
@@ -306,8 +348,9 @@ def test_riccati_qp_equals_dense_qp_solves(panda):
         sol = np.asarray(qp(h=H, g=grad, a=C, lba=d, uba=d)["x"]).reshape(-1)
         assert_close(dw, sol, rtol=1e-7)
         assert float(violation) == -np.inf                              # no bounds: nothing violated
-        # the gains are those of the former LQR recursion on the same stage matrices
-        assert_close(np.asarray(K), np.asarray(ocp.lqr_gains(A, B)), rtol=1e-8)
+        # the gains are those of the LQR recursion K = -(R + BᵀPB)⁻¹ BᵀPA, P = Q + Aᵀ P (A + B K) on the same
+        # stage matrices
+        assert_close(np.asarray(K), lqr_gains(A, B, Qd, Rd, QNd), rtol=1e-8)
 
 
 def test_prepared_feedback_equals_solving_at_once_and_bounds_go_to_hpipm(panda):

@@ -167,7 +167,7 @@ def test_mpc_loop_takes_the_gated_consistent_parameters_without_a_rebuild():
         loop.on_state(10.0, home, np.zeros(7))
         loop.solve()
         g_before = loop.gravity(home)
-        functions = (mpc.ocp, mpc.ocp.rti_qp, dict(mpc._qp_solvers))
+        functions = (mpc.ocp, mpc.ocp.rti_prepare, dict(mpc._qp_solvers))
         beta_twin = u.base.from_full(full_parameters(twin))
         assert loop.apply_base_parameters(beta_twin, 1e-10 * np.eye(u.base.count)) == "unconverged"
         statuses = samples.until(u, lambda: loop.apply_base_parameters(beta_twin), lambda s: s == "accepted", 3.0)
@@ -180,7 +180,7 @@ def test_mpc_loop_takes_the_gated_consistent_parameters_without_a_rebuild():
         mpc._w = None
         loop.on_state(10.001, home, np.zeros(7))
         second = loop.solve()[1]
-        assert (mpc.ocp, mpc.ocp.rti_qp) == functions[:2] and mpc._qp_solvers == functions[2]
+        assert (mpc.ocp, mpc.ocp.rti_prepare) == functions[:2] and mpc._qp_solvers == functions[2]
         g_twin = rd.gravity_torque(twin, home) + twin.friction_offset
         g_nominal = rd.gravity_torque(robot.model, home) + robot.model.friction_offset
         g_after = loop.gravity(home)

@@ -14,10 +14,6 @@ N = 20 intervals of 10 ms, compiled problem functions, all three solvers in the 
    each warm-started by shifting its own previous solution; median (and p95) wall time per solve,
    iterations, and where the time goes: the NLP functions' share from CasADi's solver stats
    (``fatrop_profile``, ``ipopt_profile``: median ms and calls of ``nlp_jac_g``, ``nlp_hess_l``, ...).
-3. fatrop again with the former NLP derivatives (``nlp_derivatives='jacobian'``: the Hessian function
-   evaluates the stage Jacobians) on the same states, as the reference for the current ones ('adjoint':
-   Lagrangian gradient by a reverse sweep, Hessian without stage Jacobians): times, profile, and the
-   largest difference of the planned torques between the two (``fatrop_jacobian_max_tau_diff``).
 
 Wall times are what a control loop sees; the CPU time of the same calls is reported alongside, since on
 a shared machine the difference is other processes' load (``load_average_1min``).
@@ -106,11 +102,11 @@ def evaluation_profile(stats_list):
 
 def converged_solves(model, solver, states, reference, config, **options):
     """Wall times (s), CPU times (s), iterations, statuses of ``solver`` (and further :class:`MPCConfig`
-    ``options``) on the given states (warm start by shift), the :func:`evaluation_profile` of the
-    solves, and the planned torques (solves, N, nu)."""
+    ``options``) on the given states (warm start by shift) and the :func:`evaluation_profile` of the
+    solves."""
     mpc = ModelPredictiveController(model, MPCConfig(**{**vars(config), "solver": solver, **options}))
     mpc.solve(states[0][1], states[0][2], reference, states[0][0])        # first call: load, warm up
-    times, cpu, iters, statuses, stats, taus = [], [], [], [], [], []
+    times, cpu, iters, statuses, stats = [], [], [], [], []
     for t, q, v in states:
         start_cpu = time.process_time()
         sol = mpc.solve(q, v, reference, t)
@@ -119,8 +115,58 @@ def converged_solves(model, solver, states, reference, config, **options):
         iters.append(sol.iterations)
         statuses.append(sol.status)
         stats.append(dict(mpc.last_solver_stats))
-        taus.append(sol.tau_ff)
-    return np.array(times), np.array(cpu), np.array(iters), statuses, evaluation_profile(stats), np.array(taus)
+    return np.array(times), np.array(cpu), np.array(iters), statuses, evaluation_profile(stats)
+
+
+def _rti_figures(rti_times, rti_feedback, rti_status, hp_times, hp_feedback, hp_status):
+    """The RTI entries of the result (ms) from the two closed loops' wall times and statuses."""
+    return {
+        "rti_median_ms": float(np.median(rti_times) * 1e3), "rti_p95_ms": float(np.percentile(rti_times, 95) * 1e3),
+        "rti_max_ms": float(rti_times.max() * 1e3), "rti_solves": int(rti_times.size),
+        "rti_feedback_median_ms": float(np.median(rti_feedback) * 1e3),
+        "rti_feedback_p95_ms": float(np.percentile(rti_feedback, 95) * 1e3),
+        "rti_preparation_median_ms": float(np.median(rti_times - rti_feedback) * 1e3),
+        "rti_hpipm_median_ms": float(np.median(hp_times) * 1e3),
+        "rti_hpipm_p95_ms": float(np.percentile(hp_times, 95) * 1e3),
+        "rti_hpipm_feedback_median_ms": float(np.median(hp_feedback) * 1e3),
+        "rti_hpipm_fallbacks": int(sum(s.startswith("fallback") for s in hp_status)),
+        "rti_fallbacks": int(sum(s.startswith("fallback") for s in rti_status)),
+    }
+
+
+def _converged_figures(name, times, iters, statuses):
+    """The entries of one converged solver (``name``: 'fatrop' | 'ipopt'): median and p95 wall time (ms),
+    median iterations, converged solves."""
+    return {f"{name}_median_ms": float(np.median(times) * 1e3), f"{name}_p95_ms": float(np.percentile(times, 95) * 1e3),
+            f"{name}_median_iterations": float(np.median(iters)),
+            f"{name}_converged": int(sum(s == "solved" for s in statuses)), f"{name}_solves": len(statuses)}
+
+
+def print_table(result, model, config):
+    """The figures of :func:`run` as a table on stdout."""
+    r = result
+    print(f"MPC on the Panda ({model.nv} DoF), N = {config.horizon}, dt = {config.dt * 1e3:.0f} ms, compiled")
+    print(f"  SQP-RTI (Riccati) step: median {r['rti_median_ms']:.2f} ms, p95 {r['rti_p95_ms']:.2f} ms, "
+          f"max {r['rti_max_ms']:.2f} ms over {r['rti_solves']} closed-loop periods "
+          f"({r['rti_fallbacks']} fallbacks); final error {r['rti_final_max_error_rad']:.2e} rad")
+    print(f"    feedback phase: median {r['rti_feedback_median_ms']:.3f} ms, p95 {r['rti_feedback_p95_ms']:.3f} ms; "
+          f"preparation median {r['rti_preparation_median_ms']:.2f} ms")
+    print(f"  SQP-RTI (hpipm every period): median {r['rti_hpipm_median_ms']:.2f} ms, "
+          f"p95 {r['rti_hpipm_p95_ms']:.2f} ms, feedback phase {r['rti_hpipm_feedback_median_ms']:.2f} ms")
+    for name in ("fatrop", "ipopt"):
+        print(f"  {name + ' converged:':<21} median {r[name + '_median_ms']:.2f} ms, "
+              f"{r[name + '_median_iterations']:.0f} iterations, "
+              f"{r[name + '_converged']}/{r[name + '_solves']} converged")
+    for name in ("fatrop", "ipopt"):
+        prof = r[name + "_profile"]
+        calls = ", ".join(f"{k[4:-3]} {prof[k]:.2f} ms ({prof[k[:-3] + '_calls']:.0f} calls)"
+                          for k in prof if k.startswith("nlp_") and k.endswith("_ms"))
+        print(f"  {name} in NLP functions: median {prof['functions_ms']:.2f} ms per solve: {calls}")
+    print(f"  fatrop / ipopt: {r['fatrop_over_ipopt']:.2f}; building/loading took {r['compile_seconds']:.1f} s")
+    print(f"  CPU time of the same calls (medians): RTI {r['rti_median_cpu_ms']:.2f} ms "
+          f"(p95 {r['rti_p95_cpu_ms']:.2f}), fatrop {r['fatrop_median_cpu_ms']:.2f} ms, "
+          f"ipopt {r['ipopt_median_cpu_ms']:.2f} ms; load average {r['load_average_1min']:.1f} "
+          f"on {r['cpu_count']} CPUs")
 
 
 def run(json: bool = False) -> dict:
@@ -140,78 +186,26 @@ def run(json: bool = False) -> dict:
     _, hp_times, _, hp_status, hp_feedback = closed_loop(model, hpipm, plant, reference, 300)
     sample = states[::10]
     start = time.perf_counter()
-    fat_times, fat_cpu, fat_iters, fat_status, fat_prof, fat_tau = converged_solves(
-        model, "fatrop", sample, reference, config)
-    ipo_times, ipo_cpu, ipo_iters, ipo_status, ipo_prof, _ = converged_solves(model, "ipopt", sample, reference, config)
-    ref_times, ref_cpu, ref_iters, ref_status, ref_prof, ref_tau = converged_solves(
-        model, "fatrop", sample, reference, config, nlp_derivatives="jacobian")
-    build += time.perf_counter() - start - fat_times.sum() - ipo_times.sum() - ref_times.sum()
-    final_error = float(np.abs(states[-1][1] - PANDA_TARGET).max())
+    fat_times, fat_cpu, fat_iters, fat_status, fat_prof = converged_solves(model, "fatrop", sample, reference, config)
+    ipo_times, ipo_cpu, ipo_iters, ipo_status, ipo_prof = converged_solves(model, "ipopt", sample, reference, config)
+    build += time.perf_counter() - start - fat_times.sum() - ipo_times.sum()
     result = {
         "robot": "panda", "dof": model.nv, "horizon": config.horizon, "dt_ms": config.dt * 1e3,
-        "rti_median_ms": float(np.median(rti_times) * 1e3), "rti_p95_ms": float(np.percentile(rti_times, 95) * 1e3),
-        "rti_max_ms": float(rti_times.max() * 1e3), "rti_solves": int(rti_times.size),
-        "rti_feedback_median_ms": float(np.median(rti_feedback) * 1e3),
-        "rti_feedback_p95_ms": float(np.percentile(rti_feedback, 95) * 1e3),
-        "rti_preparation_median_ms": float(np.median(rti_times - rti_feedback) * 1e3),
-        "rti_hpipm_median_ms": float(np.median(hp_times) * 1e3),
-        "rti_hpipm_p95_ms": float(np.percentile(hp_times, 95) * 1e3),
-        "rti_hpipm_feedback_median_ms": float(np.median(hp_feedback) * 1e3),
-        "rti_hpipm_fallbacks": int(sum(s.startswith("fallback") for s in hp_status)),
-        "rti_fallbacks": int(sum(s.startswith("fallback") for s in rti_status)),
-        "rti_final_max_error_rad": final_error,
-        "fatrop_median_ms": float(np.median(fat_times) * 1e3), "fatrop_p95_ms": float(np.percentile(fat_times, 95) * 1e3),
-        "fatrop_median_iterations": float(np.median(fat_iters)),
-        "fatrop_converged": int(sum(s == "solved" for s in fat_status)), "fatrop_solves": len(fat_status),
-        "ipopt_median_ms": float(np.median(ipo_times) * 1e3), "ipopt_p95_ms": float(np.percentile(ipo_times, 95) * 1e3),
-        "ipopt_median_iterations": float(np.median(ipo_iters)),
-        "ipopt_converged": int(sum(s == "solved" for s in ipo_status)), "ipopt_solves": len(ipo_status),
+        **_rti_figures(rti_times, rti_feedback, rti_status, hp_times, hp_feedback, hp_status),
+        "rti_final_max_error_rad": float(np.abs(states[-1][1] - PANDA_TARGET).max()),
+        **_converged_figures("fatrop", fat_times, fat_iters, fat_status),
+        **_converged_figures("ipopt", ipo_times, ipo_iters, ipo_status),
         "fatrop_over_ipopt": float(np.median(fat_times) / np.median(ipo_times)),
-        "fatrop_jacobian_median_ms": float(np.median(ref_times) * 1e3),
-        "fatrop_jacobian_p95_ms": float(np.percentile(ref_times, 95) * 1e3),
-        "fatrop_jacobian_median_cpu_ms": float(np.median(ref_cpu) * 1e3),
-        "fatrop_jacobian_median_iterations": float(np.median(ref_iters)),
-        "fatrop_jacobian_converged": int(sum(s == "solved" for s in ref_status)),
-        "fatrop_jacobian_max_tau_diff": float(np.abs(ref_tau - fat_tau).max()),
         "compile_seconds": build,
         # process CPU time of the same calls: wall minus what other processes took from us
         "rti_median_cpu_ms": float(np.median(rti_cpu) * 1e3), "rti_p95_cpu_ms": float(np.percentile(rti_cpu, 95) * 1e3),
         "fatrop_median_cpu_ms": float(np.median(fat_cpu) * 1e3), "ipopt_median_cpu_ms": float(np.median(ipo_cpu) * 1e3),
         "load_average_1min": float(os.getloadavg()[0]), "cpu_count": os.cpu_count(),
         # medians of the time spent in (and calls of) the NLP functions per converged solve
-        "fatrop_profile": fat_prof, "ipopt_profile": ipo_prof, "fatrop_jacobian_profile": ref_prof,
+        "fatrop_profile": fat_prof, "ipopt_profile": ipo_prof,
     }
     if not json:
-        print(f"MPC on the Panda ({model.nv} DoF), N = {config.horizon}, dt = {config.dt * 1e3:.0f} ms, compiled")
-        print(f"  SQP-RTI (Riccati) step: median {result['rti_median_ms']:.2f} ms, p95 {result['rti_p95_ms']:.2f} ms, "
-              f"max {result['rti_max_ms']:.2f} ms over {result['rti_solves']} closed-loop periods "
-              f"({result['rti_fallbacks']} fallbacks); final error {final_error:.2e} rad")
-        print(f"    feedback phase: median {result['rti_feedback_median_ms']:.3f} ms, "
-              f"p95 {result['rti_feedback_p95_ms']:.3f} ms; "
-              f"preparation median {result['rti_preparation_median_ms']:.2f} ms")
-        print(f"  SQP-RTI (hpipm every period): median {result['rti_hpipm_median_ms']:.2f} ms, "
-              f"p95 {result['rti_hpipm_p95_ms']:.2f} ms, "
-              f"feedback phase {result['rti_hpipm_feedback_median_ms']:.2f} ms")
-        print(f"  fatrop converged:     median {result['fatrop_median_ms']:.2f} ms, "
-              f"{result['fatrop_median_iterations']:.0f} iterations, "
-              f"{result['fatrop_converged']}/{result['fatrop_solves']} converged")
-        print(f"  ipopt converged:      median {result['ipopt_median_ms']:.2f} ms, "
-              f"{result['ipopt_median_iterations']:.0f} iterations, "
-              f"{result['ipopt_converged']}/{result['ipopt_solves']} converged")
-        print(f"  fatrop, former NLP derivatives ('jacobian'): median {result['fatrop_jacobian_median_ms']:.2f} ms "
-              f"(CPU {result['fatrop_jacobian_median_cpu_ms']:.2f} ms), "
-              f"{result['fatrop_jacobian_median_iterations']:.0f} iterations, "
-              f"{result['fatrop_jacobian_converged']}/{len(ref_status)} converged; planned torques differ from "
-              f"the current ones by at most {result['fatrop_jacobian_max_tau_diff']:.1e} N m")
-        for name, prof in (("fatrop", fat_prof), ("ipopt", ipo_prof), ("fatrop 'jacobian'", ref_prof)):
-            calls = ", ".join(f"{k[4:-3]} {prof[k]:.2f} ms ({prof[k[:-3] + '_calls']:.0f} calls)"
-                              for k in prof if k.startswith("nlp_") and k.endswith("_ms"))
-            print(f"  {name} in NLP functions: median {prof['functions_ms']:.2f} ms per solve: {calls}")
-        print(f"  fatrop / ipopt: {result['fatrop_over_ipopt']:.2f}; building/loading took {build:.1f} s")
-        print(f"  CPU time of the same calls (medians): RTI {result['rti_median_cpu_ms']:.2f} ms "
-              f"(p95 {result['rti_p95_cpu_ms']:.2f}), fatrop {result['fatrop_median_cpu_ms']:.2f} ms, "
-              f"ipopt {result['ipopt_median_cpu_ms']:.2f} ms; load average {result['load_average_1min']:.1f} "
-              f"on {result['cpu_count']} CPUs")
+        print_table(result, model, config)
     return result
 
 

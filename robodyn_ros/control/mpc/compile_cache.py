@@ -1,0 +1,53 @@
+"""The OCP's functions built once per model and problem: compiled to C and cached on disk by the model
+fingerprint and the problem options (:func:`~robodyn_ros.kernels.compiled_functions.compile_casadi_library`,
+two translation units compiled in parallel: the RTI's preparation phase and the rest), and kept in the
+process by the same key (:func:`ocp_functions`)."""
+from __future__ import annotations
+
+import casadi as ca
+
+from ...kernels.compiled_functions import compile_casadi_library
+from .config import problem_key
+from .ocp import OCPFunctions
+from .stage import StageFunctions, inverse_dynamics_function
+
+# C names of the compiled functions: the stage functions, on which the problem level is built, and the
+# problem-level ones that replace its traced functions once built
+_STAGE = {"dynamics": "mpc_dynamics", "step": "mpc_step", "step_linearized": "mpc_step_lin",
+          "step_adjoint": "mpc_step_adj", "gravity": "mpc_gravity"}
+_PROBLEM = {"inverse_dynamics": "mpc_inverse_dynamics", "rti_prepare": "mpc_rti_prepare",
+            "riccati_feedback": "mpc_riccati_feedback"}
+_UNITS = (("rti_prepare", "step_linearized"),
+          ("riccati_feedback", "step", "step_adjoint", "dynamics", "inverse_dynamics", "gravity"))
+
+
+def compiled_ocp(model, config):
+    """:class:`~.ocp.OCPFunctions` whose functions are compiled C. From the cache nothing is traced: the
+    stage functions are loaded from the library and the problem level is built on them, so that the NLP
+    of fatrop/ipopt calls them in this library instead of holding its own copy. ``inverse_dynamics`` is
+    traced for the problem level, which differentiates through it, and loaded afterwards."""
+    key = "|".join(["mpc", model.fingerprint(), problem_key(config)])
+
+    def traced():
+        ocp = OCPFunctions(model, config)
+        return [[getattr(ocp, n) for n in unit] for unit in _UNITS]
+    library = compile_casadi_library(traced, key, label="MPC functions")
+    stage = StageFunctions(inverse_dynamics=inverse_dynamics_function(model, config.coulomb_smoothing),
+                           **{attribute: ca.external(name, library) for attribute, name in _STAGE.items()})
+    ocp = OCPFunctions(model, config, stage, library)
+    for attribute, name in _PROBLEM.items():
+        setattr(ocp, attribute, ca.external(name, library))
+    return ocp
+
+
+_OCP_CACHE = {}
+
+
+def ocp_functions(model, config):
+    """The :class:`~.ocp.OCPFunctions` of ``model`` and ``config`` (compiled when ``config.compiled``),
+    shared between controllers of the same model and problem in this process (building them traces the
+    dynamics and takes seconds; the functions are immutable and parameters enter through ``p``)."""
+    key = (model.fingerprint(), problem_key(config))
+    if key not in _OCP_CACHE:
+        _OCP_CACHE[key] = compiled_ocp(model, config) if config.compiled else OCPFunctions(model, config)
+    return _OCP_CACHE[key]

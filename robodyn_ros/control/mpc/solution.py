@@ -1,0 +1,77 @@
+"""The result of one MPC solve, the torque law between solves, and the two fallback solutions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class MPCSolution:
+    """One MPC solve: ``tau_ff`` (N, nu), predicted states ``x_pred`` (N+1, nx), gains ``K`` (N, nu, nx),
+    ``status`` ('solved', 'rti', 'fallback_shifted', 'fallback_gravity'), the solver's own
+    ``solver_status`` string, ``solve_time`` (s: for RTI the preparation and the feedback phase of this
+    iteration), ``feedback_time`` (s: the part of ``solve_time`` spent after the measurement arrived, the
+    delay of the command; all of it for fatrop, ipopt and the fallbacks), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
+
+    tau_ff: np.ndarray
+    x_pred: np.ndarray
+    K: np.ndarray
+    status: str
+    solver_status: str = ""
+    solve_time: float = 0.0
+    iterations: int = 0
+    dt: float = 0.01
+    tau_max: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    feedback_time: float = 0.0
+
+    def state_reference(self, elapsed):
+        """The planned state (nx,) ``elapsed`` s after the solve: cubic Hermite interpolation of the
+        planned positions and velocities between the nodes (so that ``q̇_ref = v_ref``), held after the
+        last node."""
+        N = self.tau_ff.shape[0]
+        k = min(int(max(elapsed, 0.0) / self.dt + 1e-9), N - 1)
+        s = min(max(elapsed / self.dt - k, 0.0), 1.0)
+        n = self.x_pred.shape[1] // 2
+        q0, v0 = self.x_pred[k, :n], self.x_pred[k, n:]
+        q1, v1 = self.x_pred[k + 1, :n], self.x_pred[k + 1, n:]
+        h = self.dt
+        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+        d00, d10, d01, d11 = 6 * s**2 - 6 * s, 3 * s**2 - 4 * s + 1, -6 * s**2 + 6 * s, 3 * s**2 - 2 * s
+        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
+        v = (d00 * q0 + d01 * q1) / h + d10 * v0 + d11 * v1
+        return np.concatenate([q, v])
+
+    def torque(self, x, elapsed):
+        """``τ = τ_ff,k + K_k (x - x_ref(elapsed))`` (nu,) for the state ``x`` (nx,) ``elapsed`` seconds
+        after the solve (``k = floor(elapsed / dt)``, the last interval beyond the horizon; ``x_ref`` of
+        :meth:`state_reference`), clamped to the effort limits; the feedforward alone when ``x`` is not
+        finite."""
+        k = min(int(max(elapsed, 0.0) / self.dt + 1e-9), self.tau_ff.shape[0] - 1)
+        tau = self.tau_ff[k]
+        dx = np.asarray(x, dtype=float) - self.state_reference(elapsed)
+        if np.all(np.isfinite(dx)):
+            tau = tau + self.K[k] @ dx
+        return np.clip(tau, -self.tau_max, self.tau_max)
+
+
+def shifted_solution(previous, solver_status, elapsed):
+    """``previous`` (an :class:`MPCSolution`) shifted by one interval, its last interval repeated: the
+    fallback ``fallback_shifted`` while a recent plan exists."""
+    def shift(a):
+        return np.concatenate([a[1:], a[-1:]])
+    return MPCSolution(tau_ff=shift(previous.tau_ff), x_pred=shift(previous.x_pred), K=shift(previous.K),
+                       status="fallback_shifted", solver_status=solver_status, solve_time=elapsed, dt=previous.dt,
+                       tau_max=previous.tau_max, feedback_time=elapsed)
+
+
+def gravity_solution(g, x, horizon, dt, tau_max, solver_status, elapsed=0.0):
+    """The fallback ``fallback_gravity``: the torque ``g`` (nu,) held over the ``horizon`` at the state
+    ``x`` (nx,), zero gains; non-finite entries of ``g`` and ``x`` replaced by zero, ``g`` clamped to
+    ``±tau_max``, so that it is never non-finite."""
+    g = np.clip(np.nan_to_num(np.asarray(g, dtype=float).reshape(-1), nan=0.0, posinf=0.0, neginf=0.0),
+                -tau_max, tau_max)
+    x = np.nan_to_num(np.asarray(x, dtype=float))
+    return MPCSolution(tau_ff=np.tile(g, (horizon, 1)), x_pred=np.tile(x, (horizon + 1, 1)),
+                       K=np.zeros((horizon, g.size, x.size)), status="fallback_gravity", solver_status=solver_status,
+                       solve_time=elapsed, dt=dt, tau_max=tau_max, feedback_time=elapsed)
