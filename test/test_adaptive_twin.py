@@ -33,17 +33,25 @@ def twin_torque(plant, q, v, a):
     return rd.rnea(m, q, v, a) + m.viscous * v + m.coulomb * np.tanh(v / plant.coulomb_width) + m.friction_offset
 
 
+def _rls_on_twin_torques(setup, rng, n):
+    """``(rls, beta_nom)``: RLS from the nominal model's base parameters on ``n`` noisy twin torques at random
+    states (the twin's joint-torque noise)."""
+    nominal, plant, base, dyn = setup
+    beta_nom = base.from_full(full_parameters(nominal))
+    rls = RecursiveLeastSquares(beta_nom, (0.2 * np.abs(beta_nom) + 0.01) ** 2 + 0.25, plant.effort_noise, detector=None)
+    for _ in range(n):
+        q, v, a = nominal.random_configuration(rng), rng.uniform(-1.5, 1.5, 7), rng.uniform(-4, 4, 7)
+        rls.update(dyn.regressor(q, v, a), twin_torque(plant, q, v, a) + rng.normal(0.0, plant.effort_noise))
+    return rls, beta_nom
+
+
 def test_base_parameter_estimate_reproduces_the_twins_torques(setup, rng):
     """RLS on noisy twin torques (the twin's real-log noise), starting from the nominal model, at random
     states; then inverse dynamics from Y_base beta_hat alone (no full parameters) predicts the twin's torques
     at new states within 2 %, where the nominal model is off by more than 10 %. The base-parameter
     computed-torque law and Slotine-Li law then command the twin's exact inverse dynamics."""
     nominal, plant, base, dyn = setup
-    beta_nom = base.from_full(full_parameters(nominal))
-    rls = RecursiveLeastSquares(beta_nom, (0.2 * np.abs(beta_nom) + 0.01) ** 2 + 0.25, plant.effort_noise, detector=None)
-    for _ in range(3000):
-        q, v, a = nominal.random_configuration(rng), rng.uniform(-1.5, 1.5, 7), rng.uniform(-4, 4, 7)
-        rls.update(dyn.regressor(q, v, a), twin_torque(plant, q, v, a) + rng.normal(0.0, plant.effort_noise))
+    rls, beta_nom = _rls_on_twin_torques(setup, rng, 3000)
     err, err_nom, ref = [], [], []
     for _ in range(200):
         q, v, a = nominal.random_configuration(rng), rng.uniform(-1.5, 1.5, 7), rng.uniform(-4, 4, 7)
@@ -202,11 +210,7 @@ def test_consistent_parameters_reach_the_mpc_without_a_rebuild(setup, rng):
     from robodyn_ros.control.reference import ConstantReference
     from robodyn_ros.identification.physical_consistency import is_consistent
     nominal, plant, base, dyn = setup
-    beta_nom = base.from_full(full_parameters(nominal))
-    rls = RecursiveLeastSquares(beta_nom, (0.2 * np.abs(beta_nom) + 0.01) ** 2 + 0.25, plant.effort_noise, detector=None)
-    for _ in range(2000):
-        q, v, a = nominal.random_configuration(rng), rng.uniform(-1.5, 1.5, 7), rng.uniform(-4, 4, 7)
-        rls.update(dyn.regressor(q, v, a), twin_torque(plant, q, v, a) + rng.normal(0.0, plant.effort_noise))
+    rls, beta_nom = _rls_on_twin_torques(setup, rng, 2000)
     fit = ConsistentParameters(nominal, base).fit(rls.beta, rls.P)
     assert fit.success
     pi = fit.theta[:70]

@@ -64,10 +64,9 @@ ESTIMATION = (
       "(in joint-state time), Hz.", range=(0.1, 1000.0)),
     P("diagnostics_rate", float, 10.0, "Rate of the estimator's /diagnostics messages (joint-state time, at "
       "most publish_rate), Hz.", range=(0.1, 1000.0)),
-    P("wrench_saturation.force", float, 0.0, "F/T sensor force range, N: a wrench with any |f_i| at or beyond "
-      "it is saturated and kept out of the payload estimate (0: off).", range=(0.0, None)),
-    P("wrench_saturation.torque", float, 0.0, "F/T sensor torque range, N m: a wrench with any |t_i| at or "
-      "beyond it is saturated and kept out of the payload estimate (0: off).", range=(0.0, None)),
+    *(P(f"wrench_saturation.{part}", float, 0.0, f"F/T sensor {part} range, {unit}: a wrench with any "
+        f"|{symbol}_i| at or beyond it is saturated and kept out of the payload estimate (0: off).",
+        range=(0.0, None)) for part, unit, symbol in (("force", "N", "f"), ("torque", "N m", "t"))),
     P("effort_saturation", float, 1.0, "A joint torque at or beyond this fraction of the URDF effort limit is "
       "saturated and kept out of the base-parameter estimate (0: off).", range=(0.0, None)),
     P("time_jump_threshold", float, 0.5, "A stamp more than this many seconds before or after the previous one "
