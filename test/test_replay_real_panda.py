@@ -5,10 +5,10 @@ command writes predict the torques of the last 30 %.
 
 Replay runs the bag through OnlineEstimator as the estimator node would with config/panda_real.yaml (5 Hz
 causal filter, joint torques only); its final estimate becomes consistent inertials and friction
-(tanh(v / 1e-3) Coulomb term, the estimator's). Identify: the batch command as the README writes it, its defaults (5 Hz
-zero-phase filter, tanh(v / 0.05)). Error: ||tau_f - tau_hat_f|| / ||tau_f|| over the last 30 %, both
-through the same 5 Hz zero-phase low-pass (edges of the filter dropped), the prediction from the written
-URDF (inertias, read back by our loader) plus the YAML's armature and friction.
+(tanh(v / 1e-3) Coulomb term, the estimator's). Identify: the batch command as the README writes it, with
+its defaults (5 Hz zero-phase filter, tanh(v / 0.05)). Error: ||tau_f - tau_hat_f|| / ||tau_f|| over the
+last 30 %, both through the same 5 Hz zero-phase low-pass (edges of the filter dropped), the prediction from
+the written URDF (inertias, read back by our loader) plus the YAML's armature and friction.
 """
 import importlib.util
 import os
