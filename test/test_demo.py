@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from doc_blocks import code_block, command_argv
 from robodyn_ros.cli.demo import main, time_to_within
 
 
@@ -19,11 +20,15 @@ def test_time_to_within_is_the_last_entry_into_the_band():
     assert time_to_within(t, np.full(10, 3.0), 2.0, 3.0) is None
 
 
-def test_demo_scenario_converges(tmp_path):
-    report_path, plot_path = tmp_path / "report.json", tmp_path / "demo.png"
+def test_demo_scenario_converges(tmp_path, monkeypatch):
+    """The block of docs/ADAPTIVE_CONTROL.md's "The payload scenario: a payload seen by the wrist sensor", run
+    in a temporary folder with ``--duration 13``."""
+    monkeypatch.chdir(tmp_path)
+    block = code_block("docs/ADAPTIVE_CONTROL.md", "The payload scenario: a payload seen by the wrist sensor")
+    args = command_argv(block, "robodyn demo")
+    report_path, plot_path = tmp_path / args[args.index("--report") + 1], tmp_path / args[args.index("--plot") + 1]
     # --no-realtime: a SCHED_FIFO demo would take a core from the other test processes for its duration
-    code = main(["--scenario", "payload", "--duration", "13", "--headless", "--no-realtime", "--report", str(report_path),
-                 "--plot", str(plot_path)])
+    code = main([*args, "--duration", "13", "--no-realtime"])
     report = json.loads(report_path.read_text())
     assert code == 0 and report["completed"], report
     assert abs(report["payload_mass_estimated"] - 2.0) <= 0.05 * 2.0
@@ -37,14 +42,17 @@ def test_demo_scenario_converges(tmp_path):
     assert plot_path.stat().st_size > 10_000 and plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_twin_scenario_report_and_plot(tmp_path):
-    """``robodyn demo --scenario twin --library`` (the library loop), shortened to 8 s with the payload at 6 s
-    (the tracking window 4-6 s begins as the gate's 4-s warm-up ends): the report holds the fields of the
-    issue and the plot is written; the numbers themselves are checked on longer runs in test_adaptive_twin.py
-    (library loop) and test_twin_nodes.py (the nodes over DDS, the demo's default)."""
-    report_path, plot_path = tmp_path / "twin.json", tmp_path / "twin.png"
-    code = main(["--scenario", "twin", "--controller", "computed_torque", "--duration", "8", "--attach-time", "6",
-                 "--library", "--headless", "--report", str(report_path), "--plot", str(plot_path)])
+def test_twin_scenario_report_and_plot(tmp_path, monkeypatch):
+    """The README's demo command (README.md, "The demo") as ``--scenario twin --library`` (the library loop),
+    shortened to 8 s with the payload at 6 s (the tracking window 4-6 s begins as the gate's 4-s warm-up
+    ends): the report holds the fields of the issue and the plot is written; the numbers themselves are
+    checked on longer runs in test_adaptive_twin.py (library loop) and test_twin_nodes.py (the nodes over
+    DDS, the demo's default)."""
+    monkeypatch.chdir(tmp_path)
+    args = command_argv(code_block("README.md", "The demo"), "robodyn demo")
+    report_path, plot_path = tmp_path / args[args.index("--report") + 1], tmp_path / args[args.index("--plot") + 1]
+    code = main([*args, "--scenario", "twin", "--controller", "computed_torque", "--duration", "8", "--attach-time",
+                 "6", "--library"])
     report = json.loads(report_path.read_text())
     assert code == 0
     for key in ("scenario", "controller", "tracking_rms_nominal", "tracking_rms_adapted", "payload_mass_true",

@@ -1,6 +1,6 @@
 """Fault injection on the controller side over real DDS (rclpy, each test in its own isolated ROS domain):
 the inverse_dynamics node and the mpc node's ``output: commands`` path. Each fault has its expected safe
-behaviour (README "Fault injection"):
+behaviour (docs/FAULTS.md):
 
 - joint states stop and resume: the watchdog commands the stale action within ``state_timeout`` and ramps
   to it at the torque rate limit; when states resume, control resumes from the held command, ramped;

@@ -1,4 +1,4 @@
-"""Fault injection on the estimator node (issue #9; README "Fault injection"): a payload removed as well
+"""Fault injection on the estimator node (issue #9; docs/FAULTS.md): a payload removed as well
 as added, a saturating F/T sensor, and joint-state time that repeats, goes out of order or jumps back.
 
 The node runs in-process in an isolated ROS domain and its callbacks are fed messages directly (no DDS

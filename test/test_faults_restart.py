@@ -1,4 +1,4 @@
-"""Fault injection (issue #9; README "Fault injection"): a node killed (SIGKILL, no clean shutdown) and
+"""Fault injection (issue #9; docs/FAULTS.md): a node killed (SIGKILL, no clean shutdown) and
 restarted mid-run. The simulator, the estimator and the inverse_dynamics controller run as three
 ``robodyn node`` processes (config/panda.yaml) in an isolated ROS domain; this process listens. The
 estimator is killed and restarted, then the controller: the other nodes keep running (the simulator keeps
@@ -106,7 +106,7 @@ def test_killed_estimator_and_controller_restart_while_the_others_keep_running()
     # into a peer's port leaves that port's lock held: the simulator's next publish waited on it, and the
     # simulator and the controller published nothing for the rest of the outage (seen in full-suite runs and
     # under load with py-spy on the simulator: blocked in SharedMemManager::Port::try_push). That stall is
-    # Fast DDS's; the README says how to avoid it. This test is about the nodes surviving and resynchronising.
+    # Fast DDS's; docs/FAULTS.md says how to avoid it. This test is about the nodes surviving and resynchronising.
     robot = load_robot(resolve_node_config("inverse_dynamics", {"robot": "panda"}))
     limit = np.abs(robot.to_command(robot.model.effort_limit))
     procs = {}

@@ -4,10 +4,11 @@ first three lines change (the URDF, the home, the ranges). Checked independently
 about themselves: the exciting trajectory against the URDF's collision geometry with Pinocchio and coal
 (test/mesh_clearance.py, every 10 ms: the floor at least 5 cm away, no self-collision), the recorded motion
 as rich as the planned one (the identified regressor's condition number within 25 % of excite's: the
-simulated robot followed the plan), and the identified model's held-out torque error within 2 %.
+simulated robot followed the plan), the identified model's held-out torque error within 2 %, and the block's
+last step, the adaptive loop on the identified robot, writing its report.
 
-Minutes of work per arm (an optimisation, 90 s of recording): one after another with the other tests that
-start many processes (setup.cfg's --dist loadgroup)."""
+Minutes of work per arm (an optimisation, 90 s of recording, a 15-s library loop): one after another with
+the other tests that start many processes (setup.cfg's --dist loadgroup)."""
 import os
 import re
 import signal
@@ -18,12 +19,12 @@ import numpy as np
 import pytest
 
 from conftest import erd_path
+from doc_blocks import code_block
 from mesh_clearance import MeshClearance
 
 pytest.importorskip("rclpy")
 from robodyn_ros.ros.testing import isolated_ros_domain  # noqa: E402
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 CLEARANCE = 0.05      # m above the base plane, what the issue asks of every link
 HELD_OUT = 2.0        # % relative torque error on the last 30 % of the bag
 KAPPA_RATIO = 1.25    # identified / planned regressor condition number
@@ -38,11 +39,7 @@ ARMS = {
 
 def readme_block():
     """The bash block of the README's "Your own robot" section, as lines."""
-    with open(README, encoding="utf-8") as fh:
-        text = fh.read()
-    section = text.index("### Your own robot")
-    start = text.index("```bash\n", section) + len("```bash\n")
-    return text[start:text.index("```", start)].splitlines()
+    return code_block("README.md", "Your own robot").splitlines()
 
 
 def script_for(urdf, home, ranges):
@@ -95,7 +92,7 @@ def test_the_readme_block_on_an_arm_that_is_not_bundled(arm, tmp_path):
     with isolated_ros_domain():
         code, output = run_block(script_for(urdf, home, ranges), tmp_path)
     assert code == 0, f"the README block on the {arm} ended with {code}:\n{output[-3000:]}"
-    for name in ("ur10.yaml", "ur10_traj.csv", "ur10_params.yaml"):
+    for name in ("ur10.yaml", "ur10_traj.csv", "ur10_params.yaml", "ur10_demo.json"):
         assert (tmp_path / name).is_file(), name
     # the motion: clear of the floor and of itself at every 10 ms, by the URDF's own collision geometry
     names, Q = trajectory(tmp_path / "ur10_traj.csv")

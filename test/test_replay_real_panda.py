@@ -1,26 +1,28 @@
 """`robodyn replay` on the real Panda log (Gaz et al. 2019, the `panda_data` fixture), next to `robodyn
-identify` on the same split: the first 70 % of the log as a ROS 2 bag (tools/panda_log_to_bag.py), the
-parameters each command writes predict the torques of the last 30 %.
+identify` on the same split, both as the README's "Identifying the real Panda" block runs them: the first
+70 % of the log as a ROS 2 bag and the last 30 % as another (tools/panda_log_to_bag.py), the parameters each
+command writes predict the torques of the last 30 %.
 
 Replay runs the bag through OnlineEstimator as the estimator node would with config/panda_real.yaml (5 Hz
 causal filter, joint torques only); its final estimate becomes consistent inertials and friction
-(tanh(v / 1e-3) Coulomb term, the estimator's). Identify: the batch command with its defaults (5 Hz
-zero-phase filter, tanh(v / 0.05)). Error: ||tau_f - tau_hat_f|| / ||tau_f|| over the last 30 %, both
-through the same 5 Hz zero-phase low-pass (edges of the filter dropped), the prediction from the written
-URDF (inertias, read back by our loader) plus the YAML's armature and friction.
+(tanh(v / 1e-3) Coulomb term, the estimator's). Identify: the batch command as the README writes it, with
+its defaults (5 Hz zero-phase filter, tanh(v / 0.05)). Error: ||tau_f - tau_hat_f|| / ||tau_f|| over the
+last 30 %, both through the same 5 Hz zero-phase low-pass (edges of the filter dropped), the prediction from
+the written URDF (inertias, read back by our loader) plus the YAML's armature and friction.
 """
 import importlib.util
 import os
+import shlex
 
 import numpy as np
 import pytest
 import yaml
 
 import robodyn_ros as rd
+from doc_blocks import code_block, command_argv, command_lines
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
-from robodyn_ros.robots import bundled_robot_info
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
@@ -37,15 +39,26 @@ def _tool():
     return module
 
 
+def readme_block():
+    """The README's "Identifying the real Panda" block: the log as two bags, then ``robodyn identify``."""
+    return code_block("README.md", "Identifying the real Panda")
+
+
 @pytest.fixture(scope="module")
 def split(panda_data, tmp_path_factory):
+    """The README block's two ``tools/panda_log_to_bag.py`` lines, run in a temporary folder on the log;
+    ``(folder, the held-out 30 % as arrays, the training bag)``."""
     out = tmp_path_factory.mktemp("gaz_replay")
     tool = _tool()
-    assert tool.main([panda_data, str(out / "bag"), "--first", "0.7"]) == 0
+    lines = [shlex.split(line) for line in command_lines(readme_block()) if line.startswith("python tools/")]
+    assert [line[1] for line in lines] == ["tools/panda_log_to_bag.py"] * 2, lines
+    for line in lines:
+        args = [panda_data if arg == "$DATA" else str(out / arg) if n == 1 else arg for n, arg in enumerate(line[2:])]
+        assert tool.main(args) == 0, line
     t, q, v, tau = tool.load_log(panda_data)
     last = tool.split(len(t), last=0.3)
     assert last.start == int(0.7 * len(t))
-    return out, (t[last], q[last], v[last], tau[last])
+    return out, (t[last], q[last], v[last], tau[last]), out / command_argv(readme_block(), "robodyn identify")[0]
 
 
 def _prediction_error(params_path, urdf_path, held_out, coulomb_width):
@@ -61,19 +74,21 @@ def _prediction_error(params_path, urdf_path, held_out, coulomb_width):
     return float(np.linalg.norm(TAU - predicted) / np.linalg.norm(TAU)), params
 
 
-def test_replay_predicts_the_held_out_torques_next_to_identify(panda_data, split):
+def test_replay_predicts_the_held_out_torques_next_to_identify(panda_data, split, monkeypatch):
+    """Replay with config/panda_real.yaml, next to the README block's ``robodyn identify`` line as written (run
+    in the block's folder)."""
     from robodyn_ros.cli.main import main
-    out, held_out = split
+    out, held_out, bag = split
     config = os.path.join(ROOT, "config", "panda_real.yaml")
-    assert main(["replay", str(out / "bag"), "--urdf", "panda", "--output", str(out / "replay.yaml"),
+    assert main(["replay", str(bag), "--urdf", "panda", "--output", str(out / "replay.yaml"),
                  "--urdf-out", str(out / "replay.urdf"), "--plot", str(out / "replay.png"), "--config", config,
                  "--quiet"]) == 0
     e_replay, params = _prediction_error(out / "replay.yaml", out / "replay.urdf", held_out, coulomb_width=1e-3)
-    urdf = bundled_robot_info("panda")["urdf"]
-    assert main(["identify", str(out / "bag"), "--urdf", urdf, "--output", str(out / "identify.yaml"),
-                 "--urdf-out", str(out / "identify.urdf"), "--quiet", "--lock-joint", "panda_finger_joint1=0",
-                 "--lock-joint", "panda_finger_joint2=0"]) == 0
-    e_identify, _ = _prediction_error(out / "identify.yaml", out / "identify.urdf", held_out, coulomb_width=0.05)
+    monkeypatch.chdir(out)
+    identify = command_argv(readme_block(), "robodyn identify")
+    assert main(["identify", *identify, "--quiet"]) == 0
+    written = {option: out / identify[identify.index(option) + 1] for option in ("--output", "--urdf-out")}
+    e_identify, _ = _prediction_error(written["--output"], written["--urdf-out"], held_out, coulomb_width=0.05)
     print(f"\nGaz Panda, last 30 % (5 Hz zero-phase on both): robodyn replay {100 * e_replay:.2f} %, "
           f"robodyn identify {100 * e_identify:.2f} %; replay in-sample {100 * params['fit']['relative_error']:.2f} %, "
           f"{params['replay']['base_parameter_updates']} RLS updates")
@@ -87,10 +102,10 @@ def test_replay_predicts_the_held_out_torques_next_to_identify(panda_data, split
 
 def test_replay_of_a_bad_input_is_one_line_and_writes_nothing(split, tmp_path, capsys):
     from robodyn_ros.cli.main import main
-    out, _ = split
+    out, _, bag = split
     bad = tmp_path / "bad.yaml"
     bad.write_text("estimator:\n  ros__parameters:\n    filter:\n      cutoff: 5\n")   # an integer for a float
-    assert main(["replay", str(out / "bag"), "--urdf", "panda", "--output", str(tmp_path / "p.yaml"),
+    assert main(["replay", str(bag), "--urdf", "panda", "--output", str(tmp_path / "p.yaml"),
                  "--config", str(bad), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "filter.cutoff" in err[0] and "nothing was written" in err[0]
@@ -100,7 +115,7 @@ def test_replay_of_a_bad_input_is_one_line_and_writes_nothing(split, tmp_path, c
     # an estimator that forgets 10 % a sample does not converge on the real robot's data: refused, nothing written
     forgetful = tmp_path / "forgetful.yaml"
     forgetful.write_text("estimator:\n  ros__parameters:\n    forgetting: 0.9\n")
-    assert main(["replay", str(out / "bag"), "--urdf", "panda", "--output", str(tmp_path / "p.yaml"), "--urdf-out",
+    assert main(["replay", str(bag), "--urdf", "panda", "--output", str(tmp_path / "p.yaml"), "--urdf-out",
                  str(tmp_path / "p.urdf"), "--config", str(forgetful), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "did not converge" in err[0], err
@@ -112,8 +127,8 @@ def test_replay_with_the_estimators_defaults_predicts_the_held_out_torques(split
     change detector armed once converged) on the real robot's log: no payload change reported, the
     consistent fit solved, the last 30 % predicted within 2 % (the URDF: 18 %)."""
     from robodyn_ros.cli.main import main
-    out, held_out = split
-    assert main(["replay", str(out / "bag"), "--urdf", "panda", "--output", str(out / "default.yaml"),
+    out, held_out, bag = split
+    assert main(["replay", str(bag), "--urdf", "panda", "--output", str(out / "default.yaml"),
                  "--urdf-out", str(out / "default.urdf"), "--quiet"]) == 0
     e_default, params = _prediction_error(out / "default.yaml", out / "default.urdf", held_out, coulomb_width=0.02)
     print(f"\nGaz Panda, last 30 %: robodyn replay with the defaults {100 * e_default:.2f} %, in-sample "

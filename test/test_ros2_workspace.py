@@ -1,11 +1,11 @@
-"""What a ROS 2 user runs, run with ROS 2's own tools: the README's "In a ROS 2 workspace" section.
+"""What a ROS 2 user runs, run with ROS 2's own tools: the "In a ROS 2 workspace" section of docs/NODES.md.
 
 The first block of the section (AMENT_PREFIX_PATH, the workspace, ``colcon build``, ``. install/setup.sh``)
 runs as written in a POSIX shell, once per test process, with ``~/ros2_ws`` a temporary folder and the clone
 a copy of this checkout's working tree (what a clone of it would hold once committed). Then each launch
 file, and each node under ``ros2 run``, is started as a terminal starts it and checked with the ``ros2``
-verbs of the README (``--no-daemon``: no daemon outlives a test): every node active, each name once, the
-topics of the README's node table with their types, ``/joint_states`` above 500 Hz and commands flowing
+verbs of the guide (``--no-daemon``: no daemon outlives a test): every node active, each name once, the
+topics of the guide's node table with their types, ``/joint_states`` above 500 Hz and commands flowing
 (``ros2 topic hz``), ``ros2 param set`` applied and ``kp .inf`` refused with its reason, the launch's
 parameters as the in-process bringup's (``ros2 param dump``), ``ros2 lifecycle set ... deactivate`` stopping
 the commands and ``activate`` resuming them. Each run ends with a stop a user sends (Ctrl-C to the process
@@ -38,7 +38,7 @@ MISSING = cli.missing()
 pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"the ROS 2 command line is not available: {MISSING}"),
               pytest.mark.xdist_group("processes")]
 
-README = os.path.join(cli.CHECKOUT, "README.md")
+GUIDE = os.path.join(cli.CHECKOUT, "docs/NODES.md")      # the guide whose commands these tests run
 VERB_FLAGS = ["--no-daemon", "--spin-time", "3"]  # no daemon left behind; discovery time for a loaded machine
 START = 180.0      # s for a launch to bring its nodes up (imports, URDF, cached kernels; minutes on a loaded machine)
 CALL = 120.0       # s for one ros2 verb
@@ -47,7 +47,7 @@ MIN_RATE = 500.0   # Hz: /joint_states is published at 1 kHz; a loaded machine's
 FLOWING = 50.0     # Hz: commands flow (one per joint state the controller takes; it falls behind under load)
 NODES = {"simulation": ("estimator", "inverse_dynamics", "simulator"), "robot": ("estimator", "inverse_dynamics"),
          "identification": ("inverse_dynamics", "simulator")}
-# the README's node table: what each node subscribes to and publishes (panda.yaml topics)
+# the guide's node table: what each node subscribes to and publishes (panda.yaml topics)
 TABLE = {
     "simulator": ({"/effort_controller/commands": "std_msgs/msg/Float64MultiArray"},
                   {"/joint_states": "sensor_msgs/msg/JointState",
@@ -68,11 +68,11 @@ TABLE = {
 COMMANDS = "/effort_controller/commands"
 
 
-# ------------------------------------------------------------------------------------------- the README
-def readme_blocks():
-    """The bash blocks of the README's "In a ROS 2 workspace" section: lists of command lines (comments
+# -------------------------------------------------------------------------------------------- the guide
+def guide_blocks():
+    """The bash blocks of docs/NODES.md's "In a ROS 2 workspace" section: lists of command lines (comments
     and blank lines dropped)."""
-    text = open(README).read()
+    text = open(GUIDE).read()
     section = text[text.index("## In a ROS 2 workspace"):]
     section = section[:section.index("\n## ", 1)]
     blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
@@ -80,22 +80,22 @@ def readme_blocks():
              if line.strip() and not line.lstrip().startswith("#")] for block in blocks]
 
 
-def readme_line(start):
-    """The one README command line of the section that starts with ``start``."""
-    found = [line for block in readme_blocks() for line in block if line.startswith(start)]
+def guide_line(start):
+    """The one guide command line of the section that starts with ``start``."""
+    found = [line for block in guide_blocks() for line in block if line.startswith(start)]
     assert len(found) == 1, (start, found)
     return found[0]
 
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory):
-    """The README's first block run as written (module docstring); ``(root, environment)``."""
+    """The guide's first block run as written (module docstring); ``(root, environment)``."""
     home = tmp_path_factory.mktemp("home")
     root = home / "ros2_ws"
     copy = tmp_path_factory.mktemp("checkout") / "robodyn_ros"
     import shutil
     shutil.copytree(cli.CHECKOUT, copy, ignore=cli.NOT_COPIED, symlinks=True)
-    lines = readme_blocks()[0]
+    lines = guide_blocks()[0]
     assert lines[-1].startswith("ros2 launch robodyn_ros simulation.launch.py"), lines
     script = ["exec 3>&1 1>&2"]          # what the commands print goes to stderr, the environment to stdout
     for line in lines[:-1]:
@@ -115,7 +115,7 @@ def workspace(tmp_path_factory):
 
 # -------------------------------------------------------------------------------------- running things
 def verb(env, line, *more, timeout=CALL):
-    """A README ``ros2`` line (or any ``ros2 ...`` string) with ``more`` arguments and :data:`VERB_FLAGS`, run
+    """A guide ``ros2`` line (or any ``ros2 ...`` string) with ``more`` arguments and :data:`VERB_FLAGS`, run
     again while the CLI has not discovered the node it addresses ("Node not found": its spin time is a fixed
     discovery window, which a loaded machine can miss), until ``timeout`` s have passed."""
     args = shlex.split(line)
@@ -153,7 +153,7 @@ class Attempt:
 
 
 def lifecycle_state(env, node):
-    result = verb(env, readme_line("ros2 lifecycle get").replace("/inverse_dynamics", f"/{node}"))
+    result = verb(env, guide_line("ros2 lifecycle get").replace("/inverse_dynamics", f"/{node}"))
     return result.stdout.strip() or Attempt(result.stdout + result.stderr)
 
 
@@ -170,7 +170,7 @@ def node_names(env, expected):
     """``ros2 node list`` once every expected node is listed; asserts each name is there once and ros2
     warns of no shared name."""
     def attempt():
-        result = verb(env, readme_line("ros2 node list"))
+        result = verb(env, guide_line("ros2 node list"))
         names = result.stdout.split()
         return (names, result.stderr) if all(f"/{n}" in names for n in expected) else Attempt(result.stdout)
     names, warnings = until(attempt, CALL, f"ros2 node list shows {expected}")
@@ -229,8 +229,8 @@ def parameters(env, node):
 
 
 def topic_hz(env, topic, log_path):
-    """The README's ``ros2 topic hz`` on ``topic`` until it prints an average rate; returns that rate (Hz)."""
-    line = readme_line("ros2 topic hz").replace("/joint_states", topic)
+    """The guide's ``ros2 topic hz`` on ``topic`` until it prints an average rate; returns that rate (Hz)."""
+    line = guide_line("ros2 topic hz").replace("/joint_states", topic)
     with cli.Launched(shlex.split(line), env, log_path=str(log_path)) as hz:
         def attempt():
             rates = re.findall(r"^average rate: ([\d.]+)", hz.output(), re.M)
@@ -356,9 +356,9 @@ def domain():
 
 
 def launch_command(launch, **arguments):
-    """The README's ``ros2 launch robodyn_ros LAUNCH.launch.py robot:=panda ...`` line for ``launch``, its
+    """The guide's ``ros2 launch robodyn_ros LAUNCH.launch.py robot:=panda ...`` line for ``launch``, its
     arguments replaced by ``arguments``."""
-    line = readme_line(f"ros2 launch robodyn_ros {launch}.launch.py")
+    line = guide_line(f"ros2 launch robodyn_ros {launch}.launch.py")
     args = [a for a in shlex.split(line) if ":=" not in a]
     given = dict(a.split(":=", 1) for a in shlex.split(line) if ":=" in a)
     given.update(arguments)
@@ -378,7 +378,7 @@ def flowing(listener, topics=("/joint_states", COMMANDS), timeout=START):
 
 
 def test_simulation_launch_for_panda_with_the_readme_verbs(workspace, domain, tmp_path):
-    """The README's second block on the simulation launch, then Ctrl-C (a SIGINT to the process group)."""
+    """The guide's second block on the simulation launch, then Ctrl-C (a SIGINT to the process group)."""
     from robodyn_ros.ros.bringup import node_parameters
     from robodyn_ros.ros.launch_description_data import config_file, launch_nodes
 
@@ -390,7 +390,7 @@ def test_simulation_launch_for_panda_with_the_readme_verbs(workspace, domain, tm
                           cwd=root) as run:
             wait_active(env, NODES["simulation"])
             node_names(env, NODES["simulation"])
-            for node in NODES["simulation"]:       # the README's node table, with the types
+            for node in NODES["simulation"]:       # the guide's node table, with the types
                 subscribed, published = node_topics(env, node, *TABLE[node])
                 want_sub, want_pub = TABLE[node]
                 assert want_sub.items() <= subscribed.items(), (node, subscribed)
@@ -403,22 +403,22 @@ def test_simulation_launch_for_panda_with_the_readme_verbs(workspace, domain, tm
             print(f"ros2 topic hz /joint_states: {topic_hz(env, '/joint_states', tmp_path / 'hz.log'):.1f} Hz; "
                   f"this test's listener: {flowing(listener)}")
             # parameters: applied, refused with the reason
-            result = verb(env, readme_line("ros2 param set /inverse_dynamics kp 500.0"))
+            result = verb(env, guide_line("ros2 param set /inverse_dynamics kp 500.0"))
             assert result.stdout.strip() == "Set parameter successful", result.stdout + result.stderr
             assert verb(env, "ros2 param get /inverse_dynamics kp").stdout.strip() == "Double value is: 500.0"
-            result = verb(env, readme_line("ros2 param set /inverse_dynamics kp .inf"))
+            result = verb(env, guide_line("ros2 param set /inverse_dynamics kp .inf"))
             refusal = (result.stdout + result.stderr).strip()
             assert refusal.startswith("Setting parameter failed:") and "kp" in refusal, refusal
             print(refusal)
             assert verb(env, "ros2 param get /inverse_dynamics kp").stdout.strip() == "Double value is: 500.0"
             # lifecycle: deactivate stops the commands (the joint states go on), activate resumes them
-            result = verb(env, readme_line("ros2 lifecycle set /inverse_dynamics deactivate"))
+            result = verb(env, guide_line("ros2 lifecycle set /inverse_dynamics deactivate"))
             assert "Transitioning successful" in result.stdout, result.stdout + result.stderr
             assert lifecycle_state(env, "inverse_dynamics") == "inactive [2]"
             listener.count(COMMANDS)
             quiet = listener.rate(COMMANDS, window=2.0)
             assert quiet == 0.0 and listener.rate("/joint_states") > MIN_RATE, quiet
-            result = verb(env, readme_line("ros2 lifecycle set /inverse_dynamics activate"))
+            result = verb(env, guide_line("ros2 lifecycle set /inverse_dynamics activate"))
             assert "Transitioning successful" in result.stdout, result.stdout + result.stderr
             flowing(listener, (COMMANDS,), timeout=CALL)
             # the controller's last command is its stale_action: zero torques once set so
@@ -461,7 +461,7 @@ def test_robot_launch_beside_ros2_run_simulator(workspace, domain, tmp_path):
     env = {**env, **domain}
     listener = Listener(int(domain["ROS_DOMAIN_ID"]))
     try:
-        with cli.Launched(shlex.split(readme_line("ros2 run robodyn_ros simulator")), env,
+        with cli.Launched(shlex.split(guide_line("ros2 run robodyn_ros simulator")), env,
                           log_path=str(tmp_path / "simulator.log"), cwd=root) as simulator, \
                 cli.Launched(launch_command("robot", robot="panda"), env, log_path=str(tmp_path / "launch.log"),
                              cwd=root) as run:
@@ -484,7 +484,7 @@ def test_ros2_run_each_node_with_its_parameter_file(workspace, domain, tmp_path)
     controller's (its last command its stale_action, zero here) and to the simulator's."""
     root, env = workspace
     env = {**env, **domain}
-    line = readme_line("ros2 run robodyn_ros simulator")
+    line = guide_line("ros2 run robodyn_ros simulator")
     extra = {"inverse_dynamics": ["-p", "stale_action:=zero"]}
     kinds = ("simulator", "inverse_dynamics", "estimator", "mpc")
     listener = Listener(int(domain["ROS_DOMAIN_ID"]))
@@ -514,12 +514,12 @@ def test_ros2_run_each_node_with_its_parameter_file(workspace, domain, tmp_path)
 
 
 def test_identification_launch_records_a_bag_that_robodyn_identify_reads(workspace, domain, tmp_path):
-    """The README's identification lines: an exciting trajectory (short settings), the launch following
+    """The guide's identification lines: an exciting trajectory (short settings), the launch following
     and recording it, Ctrl-C, then ``robodyn identify`` on the bag."""
     root, env = workspace
     env = {**env, **domain}
     trajectory = tmp_path / "traj.csv"
-    excite = shlex.split(readme_line("robodyn excite").replace("traj.csv", str(trajectory)))
+    excite = shlex.split(guide_line("robodyn excite").replace("traj.csv", str(trajectory)))
     done = subprocess.run([*excite, "--period", "4", "--harmonics", "2", "--iterations", "1"], env=env, cwd=root,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
     assert done.returncode == 0 and trajectory.is_file(), done.stdout[-2000:]
@@ -541,7 +541,7 @@ def test_identification_launch_records_a_bag_that_robodyn_identify_reads(workspa
             assert f"wrote {bag}" in run.output(), run.output()[-2000:]
     finally:
         listener.close()
-    identify = shlex.split(readme_line("robodyn identify").replace("ident ", f"{bag} ")
+    identify = shlex.split(guide_line("robodyn identify").replace("ident ", f"{bag} ")
                            .replace("params.yaml", str(tmp_path / "params.yaml")))
     done = subprocess.run(identify, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=600)
