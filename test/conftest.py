@@ -1,5 +1,5 @@
 """Shared test fixtures: one `assert_close`, the example-robot-data locator, the real Panda log, the robot
-fixture and the Pinocchio comparison helpers (STYLE rule 9)."""
+fixture and the Pinocchio comparison helpers."""
 import os
 
 # OpenBLAS worker threads spin on this small shared machine and make small factorizations 100x slower

@@ -52,8 +52,8 @@ def test_loader_matches_pinocchio_on_the_identified_urdf(nominal, plant, rng):
 
 def test_twin_reproduces_the_real_log(panda_log, twin_doc, plant, nominal):
     """The twin's rnea + friction on the log's q, q_dot, q_ddot (5 Hz low-pass, as identified) reproduces the
-    measured torques of the held-out last 30 % within the error the YAML (and the README) states, and the
-    nominal URDF does not (the difference is what the data says, about 18 %)."""
+    measured torques of the held-out last 30 % within the error the YAML (and docs/ADAPTIVE_CONTROL.md) states,
+    and the nominal URDF does not (the difference is what the data says, about 18 %)."""
     t, q, v, tau = panda_log
     n = int(0.7 * len(t))
     _, Q, V, A, TAU = filtered_samples(t[n:], q[n:], v[n:], tau[n:], 5.0, decimate=1)

@@ -26,7 +26,7 @@ to arrays, calls this object and publishes what it returns.
    non-physical inertia its nearest physical one);
 6. the status the node reports on /diagnostics (:mod:`~robodyn_ros.estimation.estimator_status`).
 
-Faults (README "Fault injection"): a payload removed or added re-opens the payload covariance and the
+Faults (docs/FAULTS.md): a payload removed or added re-opens the payload covariance and the
 estimate re-converges (zero after a removal), each event recorded (``payload_events``); a saturated F/T
 sensor or joint torque, a clock jump and a starved estimator pause the estimates until the filters have
 settled (:mod:`~robodyn_ros.estimation.sample_gate`); a clock jump restarts the filters and the publishing
