@@ -19,7 +19,10 @@ limit_blas_threads(1)   # in case a plugin loaded NumPy before this file
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-PANDA_DATA = os.environ.get("ROBODYN_PANDA_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The checkout's root folder (the tests are in its ``test/<layer>/`` folders)."""
+
+PANDA_DATA = os.environ.get("ROBODYN_PANDA_DATA", os.path.join(CHECKOUT, "..",
                                                                "shared", "data", "panda-gaz2019"))
 """The real Panda log of Gaz et al. (2019): beside the checkout (``../shared/data/panda-gaz2019``), or where
 ``$ROBODYN_PANDA_DATA`` says."""

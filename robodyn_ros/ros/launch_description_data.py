@@ -1,6 +1,6 @@
 """Which nodes each launch file starts, with which parameters: ONE table read by the launch files
 (``launch/*.launch.py``, where launch_ros exists) and by the in-process bringup (:mod:`.bringup`, for pip
-users), so both start the same nodes with the same parameters (checked by test/test_launch_files.py).
+users), so both start the same nodes with the same parameters (checked by test/ros/test_launch_files.py).
 
 Pure Python (no rclpy, no launch): every entry names the node kind (a key of
 :data:`robodyn_ros.ros.node_parameters.SCHEMAS`), the node name, the per-robot YAML file from ``config/`` (or the

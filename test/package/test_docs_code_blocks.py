@@ -25,11 +25,11 @@ RUN_HERE = {
 # (doc, heading) of the shell blocks that an existing test reads from the doc and runs (minutes each)
 RUN_ELSEWHERE = {
     ("README.md", "Install and test (Python 3.10+)"): ".ci/run",
-    ("README.md", "The demo"): "test/test_demo.py",
-    ("README.md", "Identifying the real Panda"): "test/test_replay_real_panda.py",
-    ("README.md", "Your own robot"): "test/test_own_robot_readme.py",
-    ("docs/ADAPTIVE_CONTROL.md", "The payload scenario: a payload seen by the wrist sensor"): "test/test_demo.py",
-    ("docs/NODES.md", "In a ROS 2 workspace"): "test/test_ros2_workspace.py",
+    ("README.md", "The demo"): "test/cli/test_demo.py",
+    ("README.md", "Identifying the real Panda"): "test/estimation/test_replay_real_panda.py",
+    ("README.md", "Your own robot"): "test/ros/test_own_robot_readme.py",
+    ("docs/ADAPTIVE_CONTROL.md", "The payload scenario: a payload seen by the wrist sensor"): "test/cli/test_demo.py",
+    ("docs/NODES.md", "In a ROS 2 workspace"): "test/ros/test_ros2_workspace.py",
 }
 # links to the guides written beside this one (tolerated until they exist)
 PENDING_LINKS = {"docs/ALGORITHMS.md", "docs/ARCHITECTURE.md"}

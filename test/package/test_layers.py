@@ -12,7 +12,9 @@ import os
 
 import pytest
 
-PACKAGE = os.path.join(os.path.dirname(__file__), "..", "robodyn_ros")
+from conftest import CHECKOUT
+
+PACKAGE = os.path.join(CHECKOUT, "robodyn_ros")
 ORDER = ("model", "robots", "dynamics", "kernels", "identification", "estimation", "control", "simulation", "bags",
          "ros", "benchmarks", "cli")
 

@@ -9,8 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from conftest import CHECKOUT
 
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = textwrap.dedent('''
     import json, sys

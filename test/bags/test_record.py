@@ -14,6 +14,7 @@ import rclpy
 import yaml
 from sensor_msgs.msg import JointState
 
+from conftest import CHECKOUT
 from robodyn_ros.bags import DEFAULT_T0_NS, read_joint_states, write_joint_states_bag
 from robodyn_ros.identification.batch import predict_torques
 from robodyn_ros.identification.exciting_trajectory import design_exciting_trajectory
@@ -23,7 +24,7 @@ from robodyn_ros.ros import qos
 from robodyn_ros.ros.recorder import TopicRecorder
 from robodyn_ros.ros.testing import isolated_ros_domain, ros_session, spin_until
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = CHECKOUT
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from conftest import assert_close
+from conftest import CHECKOUT, assert_close
 from robodyn_ros.benchmarks.nodes import start_node_process, stop_node_process
 from robodyn_ros.control.kernel_dynamics import KernelDynamics
 from robodyn_ros.kernels import compile_kernels
@@ -87,7 +87,7 @@ def test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_ser
     env = {**os.environ, "ROBODYN_FRESH_PROCESS": "1"}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                           f"{__file__}::test_hostile_messages_are_dropped_with_throttled_warnings_and_nodes_keep_serving"],
-                         env=env, capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(__file__)))
+                         env=env, capture_output=True, text=True, timeout=300, cwd=CHECKOUT)
     assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout[-3000:] + out.stderr[-2000:]
 
 

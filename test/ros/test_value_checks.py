@@ -12,12 +12,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import CHECKOUT
 import robodyn_ros as rd
 from robodyn_ros.ros.node_main import params_file_error
 from robodyn_ros.ros.node_parameters import INVERSE_DYNAMICS, MAX_KD, MAX_KP, SCHEMAS, resolve_node_config
 from robodyn_ros.ros.parameters import validate
 
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = dict(deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 PANDA_FINGERS = ("panda_finger_joint1", "panda_finger_joint2")
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([math.nan, math.inf, -math.inf, 0.0,

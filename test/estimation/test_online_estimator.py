@@ -19,6 +19,7 @@ import yaml
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import Float64MultiArray
 
+from conftest import CHECKOUT
 from robodyn_ros import OnlineEstimator
 from robodyn_ros.estimation.online_estimator import DEFAULTS, estimator_config
 from robodyn_ros.identification.payload import is_physical_payload
@@ -30,7 +31,7 @@ from robodyn_ros.ros.node_parameters import ESTIMATOR
 from robodyn_ros.ros.parameters import validate
 from estimator_feeds import PAYLOAD, segment
 
-CONFIG = os.path.join(os.path.dirname(__file__), "..", "config", "panda.yaml")
+CONFIG = os.path.join(CHECKOUT, "config", "panda.yaml")
 
 
 class Recorder:

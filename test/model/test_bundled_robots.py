@@ -11,14 +11,14 @@ import pytest
 from urdf_parser_py.urdf import URDF
 
 from robot_data import TABLE_1
-from conftest import assert_close, erd_path
+from conftest import CHECKOUT, assert_close, erd_path
 
 from robodyn_ros.model.model import Model
 from robodyn_ros.robots import BUNDLED_ROBOTS, bundled_robot_info, bundled_urdf_path
 
 pin = pytest.importorskip("pinocchio")
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = CHECKOUT
 
 MOVABLE_JOINTS = {
     "panda": [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"],

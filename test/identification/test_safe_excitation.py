@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import erd_path
+from conftest import CHECKOUT, erd_path
 from mesh_clearance import MeshClearance
 from robodyn_ros.cli.excite import main
 from robodyn_ros.identification.collision_clearance import (
@@ -251,7 +251,7 @@ def test_bundled_capsules_are_the_fit_of_the_source_meshes():
     the fit of example-robot-data's collision geometry gives (the test above checks that such fits
     contain the meshes)."""
     import importlib.util
-    root = os.path.join(os.path.dirname(__file__), "..")
+    root = CHECKOUT
     spec = importlib.util.spec_from_file_location("fit_bundled_capsules",
                                                   os.path.join(root, "tools", "fit_bundled_capsules.py"))
     tool = importlib.util.module_from_spec(spec)

@@ -5,7 +5,9 @@ docs/REFERENCES.md gives each citation in full)."""
 import pathlib
 import re
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "robodyn_ros"
+from conftest import CHECKOUT
+
+PACKAGE = pathlib.Path(CHECKOUT) / "robodyn_ros"
 DATED = re.compile(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}|shared/papers")
 
 

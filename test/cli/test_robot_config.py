@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from conftest import erd_path
+from conftest import CHECKOUT, erd_path
 from robodyn_ros.cli.main import main
 from robodyn_ros.model.model import Model
 from robodyn_ros.ros.node_main import params_file_error, prepare_arguments
@@ -20,7 +20,6 @@ from robodyn_ros.ros.parameters import load_params_yaml
 from robodyn_ros.ros.robot_config import (configuration_yaml, home_near_base_plane, reference_inertia,
                                           robot_configuration)
 
-CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARMS = {"ur10": "ur_description/urdf/ur10_robot.urdf", "kinova": "kinova_description/robots/kinova.urdf"}
 UR10_HOME = "0,-1.571,1.571,-1.571,-1.571,0"
 
@@ -134,7 +133,7 @@ def test_locked_joints_reach_every_node(tmp_path):
 
 
 # ------------------------------------------------------------------- the launch file's node actions
-LAUNCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launch")
+LAUNCH_DIR = os.path.join(CHECKOUT, "launch")
 
 
 class _Recorder:   # launch / launch_ros stand-ins: record how they are called

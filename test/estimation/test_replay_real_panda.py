@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import CHECKOUT
 import robodyn_ros as rd
 from doc_blocks import code_block, command_argv, command_lines
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
 from robodyn_ros.identification.blas_threads import limit_blas_threads
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = CHECKOUT
 JOINTS = [f"panda_joint{i}" for i in range(1, 8)]
 CUTOFF = 5.0
 

@@ -1,14 +1,15 @@
 """Every launch file is the shared table's: ``launch_description(<its name>)`` of
 :mod:`robodyn_ros.ros.launch_actions`, which starts the nodes of
 :data:`robodyn_ros.ros.launch_description_data.LAUNCHES`, the table the in-process bringup reads too.
-``test/test_ros2_workspace.py`` runs each launch file with ``ros2 launch`` and checks the running nodes
+``test/ros/test_ros2_workspace.py`` runs each launch file with ``ros2 launch`` and checks the running nodes
 (``ros2 node list``, ``ros2 param dump`` against the bringup's parameters)."""
 import ast
 import os
 
+from conftest import CHECKOUT
 from robodyn_ros.ros.launch_description_data import LAUNCHES
 
-LAUNCH_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "launch")
+LAUNCH_DIR = os.path.join(CHECKOUT, "launch")
 
 
 def test_every_launch_file_reads_the_shared_table():
