@@ -59,6 +59,11 @@ class RTIPhases:
         self._prep, self._fb = caller(ocp.rti_prepare), caller(ocp.riccati_feedback)
         for name in ("A", "B", "b", "K", "k"):                  # the preparation's outputs, read in place
             self._fb.bind(self._fb.function.index_in(name), self._output(self._prep, name))
+        # the buffers each period writes and reads, looked up by name once (a lookup is a CasADi call)
+        self._w, self._p = self._input(self._prep, "w"), self._input(self._prep, "p")
+        self._fb_w_bar, self._x0 = self._input(self._fb, "w_bar"), self._input(self._fb, "x0")
+        self._w_lo, self._w_hi = self._input(self._fb, "w_lo"), self._input(self._fb, "w_hi")
+        self._w_new, self._violation = self._output(self._fb, "w"), self._output(self._fb, "violation")
         self._bounds = None
 
     @staticmethod
@@ -73,23 +78,26 @@ class RTIPhases:
         return ca.DM(self.ocp.rti_prepare.sparsity_out(name), self._output(self._prep, name))
 
     def prepare(self, w_bar, p):
-        self._input(self._prep, "w")[:] = w_bar
-        self._input(self._prep, "p")[:] = p
-        self._input(self._fb, "w_bar")[:] = w_bar
+        self._w[:] = w_bar
+        self._p[:] = p
+        self._fb_w_bar[:] = w_bar
         self._prep.call()
 
     def feedback(self, x0, lo, hi):
         if self._bounds is None or self._bounds[0] is not lo or self._bounds[1] is not hi:
-            self._input(self._fb, "w_lo")[:], self._input(self._fb, "w_hi")[:] = lo, hi   # once per bounds object
+            self._w_lo[:], self._w_hi[:] = lo, hi                          # once per bounds object
             self._bounds = (lo, hi)
-        self._input(self._fb, "x0")[:] = x0
+        self._x0[:] = x0
         self._fb.call()
-        return self._output(self._fb, "w").copy(), float(self._output(self._fb, "violation")[0])
+        return self._w_new.copy(), float(self._violation[0])
 
     def qp(self):
         return BoundedQP(*(self._dm(name) for name in BoundedQP._fields))
 
     def gains(self):
+        K = self.ocp.rti_prepare.sparsity_out("K")
+        if K.is_dense():                                    # the nonzeros column-major: (nu, nx N) at once
+            return self._output(self._prep, "K").reshape(K.size2(), K.size1()).T.copy()
         return np.array(self._dm("K"))
 
 
