@@ -64,6 +64,8 @@ class RTIPhases:
         self._fb_w_bar, self._x0 = self._input(self._fb, "w_bar"), self._input(self._fb, "x0")
         self._w_lo, self._w_hi = self._input(self._fb, "w_lo"), self._input(self._fb, "w_hi")
         self._w_new, self._violation = self._output(self._fb, "w"), self._output(self._fb, "violation")
+        K = ocp.rti_prepare.sparsity_out("K")
+        self._K, self._K_columns = self._output(self._prep, "K"), K.size2() if K.is_dense() else None
         self._bounds = None
 
     @staticmethod
@@ -95,9 +97,8 @@ class RTIPhases:
         return BoundedQP(*(self._dm(name) for name in BoundedQP._fields))
 
     def gains(self):
-        K = self.ocp.rti_prepare.sparsity_out("K")
-        if K.is_dense():                                    # the nonzeros column-major: (nu, nx N) at once
-            return self._output(self._prep, "K").reshape(K.size2(), K.size1()).T.copy()
+        if self._K_columns is not None:                     # dense, its nonzeros column-major: (nu, nx N)
+            return self._K.reshape(self._K_columns, -1).T.copy()
         return np.array(self._dm("K"))
 
 
