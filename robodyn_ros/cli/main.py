@@ -83,6 +83,9 @@ def cmd_bench(args):
         result = mod.run(json=args.json)
     if args.json:
         print(json.dumps(result))
+    if args.record:
+        from ..benchmarks.record import append_record
+        append_record(args.record, args.which, result)
     return 0
 
 
@@ -113,6 +116,8 @@ def build_parser():
     bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     bench.add_argument("--minutes", type=float, default=30.0, help="soak only: run length (default 30)")
     bench.add_argument("--report", metavar="PATH", help="soak only: write the JSON report to PATH")
+    bench.add_argument("--record", metavar="FILE.md", help="append the figures, with the date and the machine's "
+                       "load, as a section of this Markdown file (e.g. docs/PERFORMANCE.md)")
     bench.set_defaults(func=cmd_bench)
     return p
 

@@ -4,7 +4,6 @@ ones: the demo, the identification of the real Panda, the own-robot workflow, th
 ```yaml parameter block validated against the nodes' schemas; ```text blocks are output and formulas, not run.
 And every relative link points to a file that exists, and to a heading it has."""
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -31,8 +30,6 @@ RUN_ELSEWHERE = {
     ("docs/ADAPTIVE_CONTROL.md", "The payload scenario: a payload seen by the wrist sensor"): "test/cli/test_demo.py",
     ("docs/NODES.md", "In a ROS 2 workspace"): "test/ros/test_ros2_workspace.py",
 }
-# links to the guides written beside this one (tolerated until they exist)
-PENDING_LINKS = {"docs/ALGORITHMS.md", "docs/ARCHITECTURE.md"}
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -112,8 +109,6 @@ def broken_links(doc, text):
         if not path or re.match(r"[a-z]+:", path):
             continue
         resolved = (folder / path).resolve()
-        if str(resolved.relative_to(CHECKOUT)) in PENDING_LINKS and not resolved.exists():
-            continue
         if not resolved.exists() or (anchor and resolved.suffix == ".md" and anchor not in anchors(resolved)):
             broken.append(target)
     return broken
