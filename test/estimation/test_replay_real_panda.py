@@ -13,13 +13,14 @@ the written URDF (inertias, read back by our loader) plus the YAML's armature an
 import importlib.util
 import os
 import shlex
+import subprocess
 
 import numpy as np
 import pytest
 import yaml
 
-from conftest import CHECKOUT
 import robodyn_ros as rd
+from conftest import CHECKOUT
 from doc_blocks import code_block, command_argv, command_lines
 from robodyn_ros.identification.base_parameters import smooth_sign
 from robodyn_ros.identification.batch import filtered_samples, predict_torques
@@ -43,6 +44,20 @@ def _tool():
 def readme_block():
     """The README's "Identifying the real Panda" block: the log as two bags, then ``robodyn identify``."""
     return code_block("README.md", "Identifying the real Panda")
+
+
+def test_the_readme_block_writes_no_name_a_checkout_holds():
+    """The block runs from the checkout's root (it calls ``tools/`` by path): no bag or file it writes may be
+    named like something the repository holds (a bag named ``test`` would be refused, the folder exists)."""
+    block = readme_block()
+    written = [shlex.split(line)[3] for line in command_lines(block) if line.startswith("python tools/")]
+    identify = command_argv(block, "robodyn identify")
+    written += [identify[identify.index(option) + 1] for option in ("--output", "--urdf-out")]
+    assert len(written) == 4, written
+    files = subprocess.run(["git", "ls-files"], cwd=CHECKOUT, capture_output=True, text=True, check=True).stdout
+    held = {path.split("/")[0] for path in files.splitlines()}
+    assert "test" in held                                                  # the listing is the checkout's
+    assert not [name for name in written if name.split("/")[0] in held], (written, sorted(held))
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CHECKOUT
 import robodyn_ros as rd
+from conftest import CHECKOUT
 from robodyn_ros.ros.node_main import params_file_error
 from robodyn_ros.ros.node_parameters import INVERSE_DYNAMICS, MAX_KD, MAX_KP, SCHEMAS, resolve_node_config
 from robodyn_ros.ros.parameters import validate
