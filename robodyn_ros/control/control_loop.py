@@ -13,8 +13,9 @@ also resets the adapted estimate), unless :func:`~robodyn_ros.control.payload_up
 refuses it. With ``use_base_parameters`` (modes ``computed_torque`` and ``slotine_li``) the law is the
 base-parameter one (:mod:`~robodyn_ros.control.base_parameter_control`, friction included) and its ``β`` the
 estimator's, as far as :class:`~robodyn_ros.control.base_parameter_update.BaseParameterUpdate` (the parameter
-gate on the measured joint torques) lets it through; the payload estimate is a gated candidate on top; its
-computed torque predicts over the hold of each command, the period of the joint states
+gate on the measured joint torques) lets it through, a newly applied ``β`` over a ramp of
+``base_parameters.blend_time`` s (:mod:`~robodyn_ros.control.parameter_blend`); the payload estimate is a gated
+candidate on top; its computed torque predicts over the hold of each command, the period of the joint states
 (:class:`~robodyn_ros.control.sample_period.SamplePeriod`).
 Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
 after a time reset the reference and trajectory times are re-based so that the desired motion continues,
@@ -30,6 +31,7 @@ from ..model.errors import ModelError
 from .base_parameter_control import MAX_HOLD, BaseParameterComputedTorque, BaseParameterSlotineLi
 from .base_parameter_update import BaseParameterUpdate
 from .command_guard import effort_bounds
+from .parameter_blend import ParameterBlend
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
 from .kernel_dynamics import KernelDynamics
 from .adaptation_watchdog import AdaptationWatchdog
@@ -61,6 +63,8 @@ class ControlLoop:
         self.pi_nominal = model.inertial_parameters()
         self.base_update = self._make_base_update()
         self.controller = self._make_controller()
+        self.blend = ParameterBlend(self.base_update.beta_nominal, config["base_parameters.blend_time"]) \
+            if self.base_update is not None else None
         self.fast_law = FastComputedTorque(self.controller) \
             if isinstance(self.controller, ComputedTorqueController) else None
         self.reference = self._sampler = self.trajectory = self.mpc = None
@@ -190,6 +194,9 @@ class ControlLoop:
             self.t0 = t
         q_d, v_d, a_d = self.desired(t, q)
         mode = self.config["mode"]
+        blended = self.blend.due(t) if self.blend is not None else None
+        if blended is not None:
+            self.controller.set_parameters(blended)
         if mode == "gravity_compensation":
             tau, _ = self.controller.compute(q, v, q_d)
         elif mode == "slotine_li":
@@ -220,6 +227,7 @@ class ControlLoop:
             self.t0 += jump
         if self.base_update is not None:
             self.base_update.restart()
+            self.blend.shift(jump)
         if self.trajectory is not None:
             self.trajectory = (self.trajectory[0], self.trajectory[1] + jump)
         self._t_prev = None
@@ -261,8 +269,9 @@ class ControlLoop:
         decision = u.offer(beta)
         if decision.status == "accepted":
             self.adaptation.applied()
-        if not np.array_equal(decision.beta, self.controller.beta):
-            self.controller.set_parameters(decision.beta)
+        if not np.array_equal(decision.beta, self.blend.target):     # taken over base_parameters.blend_time
+            t = u.t if u.t is not None else 0.0
+            self.blend.switch(decision.beta, t, self.config["base_parameters.blend_time"])
             self.base_parameter_updates += 1
         return decision.status
 

@@ -200,6 +200,9 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("friction_compensation", bool, True, "Add the model's friction torque."),
     P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
 ) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE + (
+    P("base_parameters.blend_time", float, 0.5, "use_base_parameters: a newly applied parameter set enters the "
+      "control law over a linear ramp this long from the one before, s (joint-state time; 0: at once).",
+      range=(0.0, 10.0), live=True),
     _topic("mpc_topic", "/mpc/solution", "MPC feedforward + gains (mode mpc)."),
 )
 

@@ -32,6 +32,7 @@ import numpy as np
 from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                               BaseParameterSlotineLi, InertiaPlausibility)
 from ..control.base_parameter_update import PAYLOAD_FRESH
+from ..control.parameter_blend import BLEND_TIME, ParameterBlend
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
 from ..estimation.estimator_parameters import COULOMB_WIDTH
@@ -76,6 +77,7 @@ class AdaptiveLoopConfig:
     gate_window: int = 400
     consistent_rate: float = 2.0
     mpc_rate: float = 100.0
+    blend_time: float = BLEND_TIME
     seed: int = 0
     substeps: int = 1
     engine: str = "robodyn"
@@ -190,6 +192,8 @@ class AdaptiveLoop:
                                   **c.options.get("gate", {}))
         self.consistent = ConsistentParameters(model, self.base)
         self.controller = self._controller()
+        # computed torque and Slotine-Li take a new applied set over a ramp (the MPC's θ is checked first)
+        self.blend = ParameterBlend(self.estimator.beta_nominal, c.blend_time) if c.controller != "mpc" else None
 
     def _controller(self):
         c, beta = self.config, self.estimator.beta_nominal
@@ -230,11 +234,12 @@ class AdaptiveLoop:
             tau, _ = self.controller.compute(meas.q, meas.v, q_d, v_d, a_d)
         return q_d, tau
 
-    def _apply(self, gate):
-        """Hand the gate's applied parameters to the controller; the MPC takes θ, the consistent parameters
-        the applied β stands for, and the gate revokes what it cannot take."""
-        if self.config.controller != "mpc":
-            self.controller.set_parameters(gate.applied)
+    def _apply(self, gate, t):
+        """Hand the gate's applied parameters to the controller from time ``t``: computed torque and Slotine-Li
+        over the blend's ramp; the MPC takes θ, the consistent parameters the applied β stands for, and the gate
+        revokes what it cannot take."""
+        if self.blend is not None:
+            self.blend.switch(gate.applied, t)
             return
         theta = (self.controller.nominal_theta() if np.array_equal(gate.applied, gate.beta_nominal)
                  else gate.applied_tag)
@@ -261,6 +266,9 @@ class AdaptiveLoop:
                 sim.attach_payload(Payload.box(c.payload_link, c.payload_mass, c.payload_com))
                 attached = True
             meas = sim.measure_joints()
+            blended = self.blend.due(t) if self.blend is not None else None
+            if blended is not None:
+                self.controller.set_parameters(blended)
             q_d, tau = self._command(t, meas, dt)
             if not np.all(np.isfinite(tau)):
                 non_finite += 1
@@ -302,8 +310,8 @@ class AdaptiveLoop:
             if c.controller == "mpc" and self.controller.restored > restored:
                 restored = self.controller.restored      # the MPC was unsound with the applied set
                 gate.revoke()
-            if not np.array_equal(gate.applied, self.controller.beta):
-                self._apply(gate)
+            if not np.array_equal(gate.applied, self.controller.beta if self.blend is None else self.blend.target):
+                self._apply(gate, sim.t)
             t_est.append(t)
             mass.append(est.payload_parameters()[0])
             betas.append(gate.applied.copy())
