@@ -253,7 +253,9 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd,
             ("reference", "generator", "or file with trajectory_file (robodyn excite's CSV)")] + generator + [
             ("state_timeout", 0.05, None), ("stale_action", "gravity_hold", None),
             ("max_torque_rate", -1.0, "< 0: each joint's effort limit per 10 ms"),
-            ("use_estimates", True, None)] + tracking + base_parameters,
+            ("use_estimates", True, None)] + tracking + base_parameters[:3]
+            + [("base_parameters.blend_time", 0.5, "s: a newly applied set enters the law over a ramp this long")]
+            + base_parameters[3:],
         "mpc": robot + [
             ("rate", 100.0, None), ("output", "feedforward", "feedforward: for inverse_dynamics in mode mpc"),
             ("horizon", 20, None), ("dt", 0.01, None), ("solver", "rti", None),

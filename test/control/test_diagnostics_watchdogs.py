@@ -142,9 +142,16 @@ def test_control_loop_says_why_no_base_parameter_estimate_is_applied():
         state = closed_loop(loop, plant, kernels, state, 0.6, effort_noise=0.05, rng=rng)
         assert loop.apply_base_parameters(beta, P) == "unconverged"          # judged after a window of motion
         assert "of the 400 samples observed before a first estimate is judged" in loop.status()[1], loop.status()[1]
-        closed_loop(loop, plant, kernels, state, 2.6, effort_noise=0.05, rng=rng)
+        state = closed_loop(loop, plant, kernels, state, 2.6, effort_noise=0.05, rng=rng)
         assert loop.apply_base_parameters(beta, P) == "accepted", loop.base_update.gate.last_reason
         assert loop.status()[:2] == ("OK", "controlling"), loop.status()[1]
+        # the accepted set enters the law over base_parameters.blend_time (0.5 s), from the nominal one
+        applied, nominal, t_switch = loop.base_update.gate.applied, loop.base_update.beta_nominal, loop.base_update.t
+        state = closed_loop(loop, plant, kernels, state, 0.25, rng=rng)
+        s = (state[0] - 0.001 - t_switch) / config["base_parameters.blend_time"]
+        assert 0.4 < s < 0.6 and np.allclose(loop.controller.beta, nominal + s * (applied - nominal))
+        closed_loop(loop, plant, kernels, state, 0.3, rng=rng)
+        assert np.array_equal(loop.controller.beta, applied)
     finally:
         loop.close()
 
