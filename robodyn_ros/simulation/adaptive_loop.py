@@ -10,7 +10,8 @@ candidate is offered to the :class:`~robodyn_ros.control.parameter_gate.Paramete
 parameters the controller uses from the next step on:
 
 * ``computed_torque`` / ``slotine_li``: :mod:`robodyn_ros.control.base_parameter_control` (inverse dynamics
-  from ``Y_base β``, friction included);
+  from ``Y_base β``, friction included), a newly applied ``β`` taken over ``blend_time`` s
+  (:mod:`robodyn_ros.control.parameter_blend`);
 * ``mpc``: :class:`robodyn_ros.control.adaptive_mpc.AdaptiveMPC` (solves at ``mpc_rate``, feedforward and
   gains at 1 kHz), its NLP parameters ``θ = [π, f_v, f_c, f_o]`` those of the consistent set (nothing
   rebuilt).
@@ -54,7 +55,8 @@ class AdaptiveLoopConfig:
     uses ``Lambda = kp / kd`` and ``K_D = kd diag(M_nom(q_0))``), the sensor noise (position, velocity; the effort noise is the
     plant's when it has one, else ``effort_noise``), the estimator's ``cutoff`` (Hz), ``filter_order``,
     ``effort_std`` (σ assumed by the RLS and the gate, N m, scalar or (nv,); None: the sensor's effort noise), ``coulomb_width`` (rad/s, the estimator's Coulomb sign; None:
-    the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``seed``, the plant's ``engine``
+    the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``blend_time`` (s, the
+    ramp of a newly applied set into computed torque and Slotine-Li; 0: at once), ``seed``, the plant's ``engine``
     (``robodyn`` or ``mujoco``, :data:`robodyn_ros.simulation.simulator.ENGINES`) and its ``substeps``."""
 
     controller: str = "computed_torque"
@@ -88,6 +90,8 @@ class AdaptiveLoopConfig:
             raise ModelError(f"controller must be one of {', '.join(CONTROLLERS)}, got {self.controller!r}")
         if not self.duration > 0:
             raise ModelError(f"duration must be positive, got {self.duration}")
+        if not self.blend_time >= 0:
+            raise ModelError(f"blend_time must be >= 0 s, got {self.blend_time}")
         if self.attach_time is not None and not 0 < self.attach_time < self.duration:
             raise ModelError(f"attach_time must be inside (0, duration = {self.duration}), got {self.attach_time}")
 
