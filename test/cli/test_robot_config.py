@@ -294,6 +294,15 @@ def test_configuration_yaml_is_what_pyyaml_reads_too(tmp_path):
     assert doc["mpc"]["ros__parameters"]["r_weight"] == config.parameters("mpc")["r_weight"]
     assert isinstance(doc["simulator"]["ros__parameters"]["noise"]["position"], float)
 
+    def flat(tree, prefix=""):
+        out = {}
+        for key, value in tree.items():
+            out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+        return out
+
+    for node in doc:     # every parameter once: a group written twice would lose the first one's entries
+        assert flat(doc[node]["ros__parameters"]).keys() == config.parameters(node).keys(), node
+
 
 def test_robot_description_and_unknown_robots_on_the_command_line(tmp_path):
     """-p robot_description:="$(cat URDF)" reaches the node through a parameter file (rcl's command-line parser
