@@ -145,18 +145,13 @@ def _check_beta(beta, r):
 
 
 class BaseParameterComputedTorque:
-    """Computed torque on base parameters (module docstring): ``τ = Y_base(q, v, a_d - K_D ė - K_P e) β +
-    D (-K_D ė - K_P e)``.
+    """Computed torque on base parameters (module docstring): ``τ = Y_base(q, v, a_d - K_D ė - K_P e) β``.
 
     ``beta`` (r,): the parameters used (the nominal model's by default; :meth:`set_parameters` for a new
     estimate); ``kp``, ``kd``: scalar or (nv,) gains; ``hold``: the time each command is held, s (the
-    control period; 0: the law at the sampled state); ``dynamics``: a shared :class:`BaseParameterDynamics`;
-    ``min_stiffness`` (nv,) N m/rad or None: the feedback's floor
-    (:func:`~robodyn_ros.dynamics.torque_scale.feedback_stiffness_floor`), met at ``q_ref`` (nq,) by the
-    fixed inertia ``D = max(min_stiffness / K_P - diag M̂(q_ref), 0)`` added to the feedback's (M̂ of ``beta``)."""
+    control period; 0: the law at the sampled state); ``dynamics``: a shared :class:`BaseParameterDynamics`."""
 
-    def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, hold=0.0, limit_margin=0.0, dynamics=None,
-                 min_stiffness=None, q_ref=None):
+    def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, hold=0.0, limit_margin=0.0, dynamics=None):
         from ..identification.base_parameters import full_parameters
         self.model, self.base = model, base
         self.kp, self.kd = _gain(kp, model.nv, "kp"), _gain(kd, model.nv, "kd")
@@ -167,11 +162,6 @@ class BaseParameterComputedTorque:
         self.beta = _check_beta(base.from_full(full_parameters(model)) if beta is None else beta, base.count)
         self.limit_margin = float(limit_margin)
         self.guard = CommandGuard(effort_bounds(model))
-        self.D = np.zeros(model.nv)
-        if min_stiffness is not None:
-            q_ref = model.neutral_configuration() if q_ref is None else np.asarray(q_ref, dtype=float)
-            M = np.diag(self.dynamics.mass_matrix(q_ref, self.beta))
-            self.D = np.maximum(np.asarray(min_stiffness, dtype=float) / self.kp - M, 0.0)
 
     def set_parameters(self, beta):
         """Use the base parameters ``beta`` (r,) from the next step on."""
@@ -187,10 +177,9 @@ class BaseParameterComputedTorque:
             return self.guard.hold(), status
         q, v, q_d, v_d, a_d = inputs
         h = self.hold if hold is None else min(max(float(hold), 0.0), MAX_HOLD)
-        a_fb = -self.kd * (v - v_d) - self.kp * (q - q_d)
-        a_cmd = a_d + a_fb
+        a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         q_m, v_m = q + 0.5 * h * v + 0.125 * h * h * a_cmd, v + 0.5 * h * a_cmd
-        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_d + 0.5 * h * a_d) + self.D * a_fb
+        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_d + 0.5 * h * a_d)
         return self.guard.accept(tau, status), status
 
 

@@ -14,9 +14,7 @@ refuses it. With ``use_base_parameters`` (modes ``computed_torque`` and ``slotin
 base-parameter one (:mod:`~robodyn_ros.control.base_parameter_control`, friction included) and its ``β`` the
 estimator's, as far as :class:`~robodyn_ros.control.base_parameter_update.BaseParameterUpdate` (the parameter
 gate on the measured joint torques) lets it through, a newly applied ``β`` over a ramp of
-``base_parameters.blend_time`` s (:mod:`~robodyn_ros.control.parameter_blend`), each joint's position feedback
-at least :func:`~robodyn_ros.dynamics.torque_scale.feedback_stiffness_floor` at ``base_parameters.stiffness_error``
-(Slotine-Li: with its automatic ``slotine_li.kd``); the payload estimate is a gated
+``base_parameters.blend_time`` s (:mod:`~robodyn_ros.control.parameter_blend`); the payload estimate is a gated
 candidate on top; its computed torque predicts over the hold of each command, the period of the joint states
 (:class:`~robodyn_ros.control.sample_period.SamplePeriod`).
 Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
@@ -29,7 +27,6 @@ import numpy as np
 
 from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
-from ..dynamics.torque_scale import feedback_stiffness_floor
 from ..model.errors import ModelError
 from .base_parameter_control import MAX_HOLD, BaseParameterComputedTorque, BaseParameterSlotineLi
 from .base_parameter_update import BaseParameterUpdate
@@ -98,13 +95,10 @@ class ControlLoop:
         c, model = self.config, self.robot.model
         if self.base_update is not None:
             u = self.base_update
-            floor = feedback_stiffness_floor(model, c["base_parameters.stiffness_error"])
             if c["mode"] == "computed_torque":
-                return BaseParameterComputedTorque(model, u.base, u.beta_nominal, c["kp"], c["kd"], dynamics=u.dynamics,
-                                                   min_stiffness=floor, q_ref=self.robot.home)
-            kd = c["slotine_li.kd"] if c["slotine_li.kd"] >= 0 else np.maximum(
-                40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters())),
-                floor / c["slotine_li.lambda"])
+                return BaseParameterComputedTorque(model, u.base, u.beta_nominal, c["kp"], c["kd"], dynamics=u.dynamics)
+            kd = c["slotine_li.kd"] if c["slotine_li.kd"] >= 0 else \
+                40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters()))
             return BaseParameterSlotineLi(model, u.base, u.beta_nominal, Lambda=c["slotine_li.lambda"], kd=kd,
                                           compiled=True)
         common = dict(functions=self.functions, gravity_compensated_by_robot=c["gravity_compensated_by_robot"])

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dynamics.torque_scale import FRICTION_BOUND, joint_torque_scale
+from ..dynamics.torque_scale import joint_torque_scale
 from ..identification.base_parameters import compute_base_parameters, full_parameters, smooth_sign
 from ..kernels import compile_kernels
 
+FRICTION_BOUND = 0.03           # Coulomb friction of a joint, at most, as a fraction of its torque scale
 FRICTION_SMOOTHING_MAX = 0.05   # rad/s: beyond a few of these every plausible Coulomb transition is complete
 
 

@@ -203,10 +203,6 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("base_parameters.blend_time", float, 0.5, "use_base_parameters: a newly applied parameter set enters the "
       "control law over a linear ramp this long from the one before, s (joint-state time; 0: at once).",
       range=(0.0, 10.0), live=True),
-    P("base_parameters.stiffness_error", float, 0.05, "use_base_parameters: each joint's position feedback "
-      "overcomes the largest Coulomb friction of a joint of its torque scale (3 % of its effort limit) at this "
-      "tracking error, rad, whatever the model's inertia (computed torque; Slotine-Li with slotine_li.kd < 0); "
-      "0: gains from the inertia alone.", range=(0.0, 10.0), read_only=True),
     _topic("mpc_topic", "/mpc/solution", "MPC feedforward + gains (mode mpc)."),
 )
 

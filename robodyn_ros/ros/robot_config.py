@@ -254,9 +254,7 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd,
             ("state_timeout", 0.05, None), ("stale_action", "gravity_hold", None),
             ("max_torque_rate", -1.0, "< 0: each joint's effort limit per 10 ms"),
             ("use_estimates", True, None)] + tracking + base_parameters[:3]
-            + [("base_parameters.blend_time", 0.5, "s: a newly applied set enters the law over a ramp this long"),
-               ("base_parameters.stiffness_error", 0.05, "rad: each joint's feedback overcomes 3 % of its effort "
-                                                         "limit at this error")]
+            + [("base_parameters.blend_time", 0.5, "s: a newly applied set enters the law over a ramp this long")]
             + base_parameters[3:],
         "mpc": robot + [
             ("rate", 100.0, None), ("output", "feedforward", "feedforward: for inverse_dynamics in mode mpc"),

@@ -36,7 +36,6 @@ from ..control.base_parameter_update import PAYLOAD_FRESH
 from ..control.parameter_blend import BLEND_TIME, ParameterBlend
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
-from ..dynamics.torque_scale import STIFFNESS_ERROR, feedback_stiffness_floor
 from ..estimation.estimator_parameters import COULOMB_WIDTH
 from ..estimation.online_estimator import OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters
@@ -57,9 +56,7 @@ class AdaptiveLoopConfig:
     plant's when it has one, else ``effort_noise``), the estimator's ``cutoff`` (Hz), ``filter_order``,
     ``effort_std`` (σ assumed by the RLS and the gate, N m, scalar or (nv,); None: the sensor's effort noise), ``coulomb_width`` (rad/s, the estimator's Coulomb sign; None:
     the plant's), ``publish_rate`` (Hz, estimate offered to the gate), ``mpc_rate`` (Hz), ``blend_time`` (s, the
-    ramp of a newly applied set into computed torque and Slotine-Li; 0: at once), ``stiffness_error`` (rad: the
-    error at which each joint's feedback overcomes the largest friction of a joint of its size,
-    :func:`~robodyn_ros.dynamics.torque_scale.feedback_stiffness_floor`; 0: gains from the inertia alone), ``seed``, the plant's ``engine``
+    ramp of a newly applied set into computed torque and Slotine-Li; 0: at once), ``seed``, the plant's ``engine``
     (``robodyn`` or ``mujoco``, :data:`robodyn_ros.simulation.simulator.ENGINES`) and its ``substeps``."""
 
     controller: str = "computed_torque"
@@ -83,7 +80,6 @@ class AdaptiveLoopConfig:
     consistent_rate: float = 2.0
     mpc_rate: float = 100.0
     blend_time: float = BLEND_TIME
-    stiffness_error: float = STIFFNESS_ERROR
     seed: int = 0
     substeps: int = 1
     engine: str = "robodyn"
@@ -96,8 +92,6 @@ class AdaptiveLoopConfig:
             raise ModelError(f"duration must be positive, got {self.duration}")
         if not self.blend_time >= 0:
             raise ModelError(f"blend_time must be >= 0 s, got {self.blend_time}")
-        if not self.stiffness_error >= 0:
-            raise ModelError(f"stiffness_error must be >= 0 rad, got {self.stiffness_error}")
         if self.attach_time is not None and not 0 < self.attach_time < self.duration:
             raise ModelError(f"attach_time must be inside (0, duration = {self.duration}), got {self.attach_time}")
 
@@ -207,21 +201,17 @@ class AdaptiveLoop:
 
     def _controller(self):
         c, beta = self.config, self.estimator.beta_nominal
-        q0 = np.asarray(self.reference.evaluate(0.0)[0], dtype=float)
-        floor = feedback_stiffness_floor(self.model, c.stiffness_error)
         if c.controller == "computed_torque":
             return BaseParameterComputedTorque(self.model, self.base, beta, c.kp, c.kd, hold=self.sim.config.dt,
-                                               dynamics=self.dynamics, min_stiffness=floor, q_ref=q0)
+                                               dynamics=self.dynamics)
         if c.controller == "slotine_li":
             # the computed-torque gains as Slotine-Li's: Λ = kp / kd and K_D = kd M_nom(q0) (diagonal), so that
             # near q0 both give ë + (Λ + kd) ė + Λ kd e = 0 (K_D in N m s/rad must scale with each joint's
-            # inertia: kd = 40 unscaled on a wrist of 1e-3 kg m² is a 40 000 rad/s loop at 1 kHz); the stiffness
-            # Λ K_D at least the floor
+            # inertia: kd = 40 unscaled on a wrist of 1e-3 kg m² is a 40 000 rad/s loop at 1 kHz)
             from ..dynamics.crba import crba
-            Lambda = c.kp / c.kd
-            return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=Lambda,
-                                          kd=np.maximum(c.kd * np.diag(crba(self.model, q0)), floor / Lambda),
-                                          compiled=True)
+            q0 = np.asarray(self.reference.evaluate(0.0)[0], dtype=float)
+            return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd,
+                                          kd=c.kd * np.diag(crba(self.model, q0)), compiled=True)
         from ..control.adaptive_mpc import AdaptiveMPC
         # simulated time, not wall time: the solve's time limit must not depend on the machine's load
         return AdaptiveMPC(self.model, self.reference, rate=c.mpc_rate, beta=beta, time_limit=10.0,
