@@ -221,8 +221,9 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd,
         ("use_base_parameters", False, "true: control from the estimator's base parameters (its "
                                        "publish_covariance: true)"),
         ("base_parameters.coulomb_width", 0.02, "the estimator's coulomb_width"),
-        ("base_parameters.cutoff", 20.0, "the estimator's filter.cutoff"),
-        ("adaptation_timeout", 30.0, "s: WARN while no estimate has been applied this long")]
+        ("base_parameters.cutoff", 20.0, "the estimator's filter.cutoff")]
+    blend = [("base_parameters.blend_time", 0.5, "s: a newly applied set enters the law over a ramp this long")]
+    adaptation = [("adaptation_timeout", 30.0, "s: WARN while no estimate has been applied this long")]
     sections = {
         "simulator": robot + [
             ("rate", 1000.0, None), ("real_time_factor", 1.0, None), ("command_timeout", 0.1, None),
@@ -253,15 +254,13 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd,
             ("reference", "generator", "or file with trajectory_file (robodyn excite's CSV)")] + generator + [
             ("state_timeout", 0.05, None), ("stale_action", "gravity_hold", None),
             ("max_torque_rate", -1.0, "< 0: each joint's effort limit per 10 ms"),
-            ("use_estimates", True, None)] + tracking + base_parameters[:3]
-            + [("base_parameters.blend_time", 0.5, "s: a newly applied set enters the law over a ramp this long")]
-            + base_parameters[3:],
+            ("use_estimates", True, None)] + tracking + base_parameters + blend + adaptation,
         "mpc": robot + [
             ("rate", 100.0, None), ("output", "feedforward", "feedforward: for inverse_dynamics in mode mpc"),
             ("horizon", 20, None), ("dt", 0.01, None), ("solver", "rti", None),
             ("q_weight", 1000.0, None), ("v_weight", 1.0, None),
             ("r_weight", _round(r_weight), "1e-3 (Panda's mean M_jj(home) / this robot's)^2")] + generator
-            + tracking + base_parameters,
+            + tracking + base_parameters + adaptation,
     }
     return sections
 
