@@ -31,15 +31,20 @@ BLEND_TIME = 0.5
 """s: the default ramp from one applied parameter set to the next."""
 
 
+def _duration(duration):
+    """``duration`` (s) as a float; ValueError unless >= 0."""
+    if not duration >= 0.0:
+        raise ValueError(f"blend duration must be >= 0 s, got {duration!r}")
+    return float(duration)
+
+
 class ParameterBlend:
     """``β(t)`` (module docstring): starts at the nominal parameters ``beta_nominal`` (r,); :meth:`switch` to a
     new target at time ``t`` (back to ``beta_nominal``: at once); :meth:`due` what the controller takes at time
     ``t``. ``duration``: ``T``, s (0: switch at once)."""
 
     def __init__(self, beta_nominal, duration=BLEND_TIME):
-        if not duration >= 0.0:
-            raise ValueError(f"blend duration must be >= 0 s, got {duration!r}")
-        self.duration = float(duration)
+        self.duration = _duration(duration)
         self.beta_nominal = np.array(beta_nominal, dtype=float)
         self.target = self.beta_nominal.copy()
         self._from = self.target.copy()
@@ -52,9 +57,7 @@ class ParameterBlend:
         if np.array_equal(beta, self.target):
             return
         if duration is not None:
-            if not duration >= 0.0:
-                raise ValueError(f"blend duration must be >= 0 s, got {duration!r}")
-            self.duration = float(duration)
+            self.duration = _duration(duration)
         nominal = np.array_equal(beta, self.beta_nominal)
         self._from = beta.copy() if nominal else self.value(t)
         self.target = beta
