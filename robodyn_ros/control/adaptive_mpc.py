@@ -90,7 +90,7 @@ class AdaptiveMPC:
         self.statuses = {}
         self.coulomb = np.zeros(model.nv)
         self.coulomb_smoothing = float(self.config.coulomb_smoothing)
-        self.soundness = MpcSoundness(model, self.config.dt)
+        self.soundness = MpcSoundness(self.mpc.ocp.model, self.config.dt)     # the prediction model
         self.refused = self.restored = 0
         self.last_reason = ""
         self._q = None

@@ -23,6 +23,7 @@ from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
+from .mpc.stage import implicit_damping_model
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
 from .torque_output import TorqueOutput
@@ -45,7 +46,7 @@ class MpcLoop:
                                            c["generator.harmonics"])
         self.solves = self.fallbacks = self.parameter_updates = 0
         self.base_update = self._make_base_update(robot, c)
-        self.soundness = MpcSoundness(robot.model, c["dt"])
+        self.soundness = MpcSoundness(implicit_damping_model(robot.model, c["dt"]), c["dt"])   # as the NLP predicts
         self.refused = self.restored = 0      # parameter sets the MPC was not sound with (before, after a solve)
         self.unsound_reason = ""
         self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial
