@@ -17,9 +17,17 @@ dynamics of the estimated robot needs β only, never the full parameters an esti
   the Christoffel ``C`` built from ``M``. Optionally the controller adapts β itself by the gradient law
   ``β̇ = -Γ Y_sl,baseᵀ s`` (``gamma``); by default it consumes the estimator's β (certainty equivalence).
 
-Both compensate friction from the reference, not the measured velocity: computed torque ``f_v v_d + f_c
-sgn(v_d)`` (at ``v_d + h/2 a_d`` with a hold ``h``, below), Slotine-Li ``f_v v_r + f_c sgn(v_d)`` (friction
-feed-forward; Slotine-Li's ``v_r`` keeps its passivity argument). At the measured velocity the compensation is
+Both compensate friction from the reference, not the measured velocity: computed torque ``f_v v_r + f_c
+sgn(v_d)`` with ``v_r = v_d - Λ e``, ``Λ = K_P / K_D`` (at ``v_d + h/2 a_d`` with a hold ``h``, below),
+Slotine-Li ``f_v v_r + f_c sgn(v_d)`` (friction feed-forward; Slotine-Li's ``v_r`` keeps its passivity
+argument). The viscous term at ``v_r`` rather than ``v_d`` adds the stiffness ``f_v Λ`` to a joint's feedback,
+in proportion to the damping the robot itself has there (the plant's ``f_v (v - v_d)`` damps the error, and
+``f_v Λ e`` pulls it back): computed torque's own feedback ``K_P M̂`` scales with a URDF's inertia, which on a
+light wrist with joint damping is all but nothing (the Unitree Z1's last joint: ``K_P M = 0.12`` N m/rad
+against 1 N m s/rad of damping, 10 N m/rad from ``f_v Λ``). Measured on ten perturbed plants each, library
+loop, computed torque: on the Z1 the tracking ratio median went from 4.2 to 52.7 and the runs never worse
+than the nominal loop from 5 to 10 of 10, on the xArm7 from 4.8 to 70.0 (10 of 10 both), on the Panda twin
+from 12.9 to 18.5. At the measured velocity the compensation is
 velocity feedback: a viscous coefficient estimated above the robot's by more than the loop's damping ``K_D
 M̂`` turns the loop unstable (measured: the Panda twin's light wrist diverged within 0.2 s of an estimate with
 0.50 instead of 0.04 N m s/rad), and the Coulomb sign flips with the noise around every velocity reversal and,
@@ -95,14 +103,16 @@ class BaseParameterDynamics:
                                                    self.base.coulomb_width)
         return Y
 
-    def regressor(self, q, v, a, v_friction=None):
-        """``Y_base(q, v, a)`` (nv, r) (the friction columns at ``v_friction`` when given)."""
-        return self.full_regressor(np.asarray(self.rigid_regressor(q, v, a)), v, a, v_friction)[:, self.base.independent]
+    def regressor(self, q, v, a, v_friction=None, v_coulomb=None):
+        """``Y_base(q, v, a)`` (nv, r) (the friction columns at ``v_friction`` when given, the Coulomb sign at
+        ``v_coulomb``: :meth:`full_regressor`)."""
+        Y_rigid = np.asarray(self.rigid_regressor(q, v, a))
+        return self.full_regressor(Y_rigid, v, a, v_friction, v_coulomb)[:, self.base.independent]
 
-    def torque(self, q, v, a, beta, v_friction=None):
+    def torque(self, q, v, a, beta, v_friction=None, v_coulomb=None):
         """``Y_base(q, v, a) β`` (nv,): rigid body, armature and friction of the parameters ``β`` (r,) (the
-        friction at ``v_friction`` when given)."""
-        return self.regressor(q, v, a, v_friction) @ beta
+        friction at ``v_friction`` when given, the Coulomb sign at ``v_coulomb``: :meth:`full_regressor`)."""
+        return self.regressor(q, v, a, v_friction, v_coulomb) @ beta
 
     def mass_matrix(self, q, beta):
         """``M̂(q)`` (nv, nv) of the parameters ``β`` (r,): column i is ``Y_base(q, 0, e_i) β - Y_base(q, 0, 0) β``
@@ -145,7 +155,8 @@ def _check_beta(beta, r):
 
 
 class BaseParameterComputedTorque:
-    """Computed torque on base parameters (module docstring): ``τ = Y_base(q, v, a_d - K_D ė - K_P e) β``.
+    """Computed torque on base parameters (module docstring): ``τ = Y_base(q, v, a_d - K_D ė - K_P e) β``, the
+    viscous friction at ``v_d - Λ e``.
 
     ``beta`` (r,): the parameters used (the nominal model's by default; :meth:`set_parameters` for a new
     estimate); ``kp``, ``kd``: scalar or (nv,) gains; ``hold``: the time each command is held, s (the
@@ -167,6 +178,12 @@ class BaseParameterComputedTorque:
         """Use the base parameters ``beta`` (r,) from the next step on."""
         self.beta = _check_beta(beta, self.base.count)
 
+    @property
+    def Lambda(self):
+        """``Λ = K_P / K_D`` (nv,) of the viscous friction at ``v_r = v_d - Λ e`` (module docstring; 0 where
+        ``K_D`` is 0); of the gains now (the node changes them live)."""
+        return np.divide(self.kp, self.kd, out=np.zeros(self.model.nv), where=self.kd > 0)
+
     def compute(self, q, v, q_d, v_d, a_d, hold=None):
         """Torque ``τ`` (nv,) and :class:`ControlStatus` for the state ``(q, v)`` and reference
         ``(q_d, v_d, a_d)`` (nv,) each, held for ``hold`` s (None: the constructor's ``hold``; module
@@ -179,7 +196,8 @@ class BaseParameterComputedTorque:
         h = self.hold if hold is None else min(max(float(hold), 0.0), MAX_HOLD)
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         q_m, v_m = q + 0.5 * h * v + 0.125 * h * h * a_cmd, v + 0.5 * h * a_cmd
-        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_d + 0.5 * h * a_d)
+        v_f = v_d + 0.5 * h * a_d          # the reference's velocity in the middle of the hold
+        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_f - self.Lambda * (q - q_d), v_coulomb=v_f)
         return self.guard.accept(tau, status), status
 
 
