@@ -82,24 +82,24 @@ def test_base_parameter_estimate_reproduces_the_twins_torques(setup, rng):
 
 def test_held_computed_torque_is_the_inverse_dynamics_over_the_hold(setup, rng):
     """With ``hold`` h the base-parameter computed torque is the twin's inverse dynamics (full parameters,
-    RNEA) at the mid-hold state ``q + h/2 v + h²/8 a_cmd``, ``v + h/2 a_cmd`` with the friction at ``v_d + h/2
-    a_d``; ``hold=0`` in the call gives the law at the sampled state with the friction at ``v_d``; a hold
-    outside [0, 0.01] s is refused."""
+    RNEA) at the mid-hold state ``q + h/2 v + h²/8 a_cmd``, ``v + h/2 a_cmd`` with the friction at ``v_f = v_d +
+    h/2 a_d``, the viscous part at ``v_f - Λ e`` (``Λ = kp / kd = 10``); ``hold=0`` in the call gives the law at
+    the sampled state with ``v_f = v_d``; a hold outside [0, 0.01] s is refused."""
     nominal, plant, base, dyn = setup
     beta_twin = base.from_full(full_parameters(plant.model))
     h, m = 1e-3, plant.model
     ct = BaseParameterComputedTorque(nominal, base, beta_twin, 400.0, 40.0, hold=h, dynamics=dyn)
 
-    def friction(v):
-        return m.viscous * v + m.coulomb * np.tanh(v / plant.coulomb_width) + m.friction_offset
+    def friction(v, e):
+        return m.viscous * (v - 10.0 * e) + m.coulomb * np.tanh(v / plant.coulomb_width) + m.friction_offset
 
     for _ in range(5):
         q_d, v_d, a_d = np.array(INFO["home"]) + rng.normal(0.0, 0.2, 7), rng.normal(0.0, 0.5, 7), rng.normal(size=7)
         q, v = q_d + rng.normal(0.0, 0.01, 7), v_d + rng.normal(0.0, 0.05, 7)
         a = a_d - 40.0 * (v - v_d) - 400.0 * (q - q_d)
-        expected = rd.rnea(m, q + h / 2 * v + h * h / 8 * a, v + h / 2 * a, a) + friction(v_d + h / 2 * a_d)
+        expected = rd.rnea(m, q + h / 2 * v + h * h / 8 * a, v + h / 2 * a, a) + friction(v_d + h / 2 * a_d, q - q_d)
         assert_close(ct.compute(q, v, q_d, v_d, a_d)[0], expected, rtol=1e-9, atol=1e-9)
-        assert_close(ct.compute(q, v, q_d, v_d, a_d, hold=0.0)[0], rd.rnea(m, q, v, a) + friction(v_d),
+        assert_close(ct.compute(q, v, q_d, v_d, a_d, hold=0.0)[0], rd.rnea(m, q, v, a) + friction(v_d, q - q_d),
                      rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match="hold"):
         BaseParameterComputedTorque(nominal, base, beta_twin, hold=0.5, dynamics=dyn)
