@@ -28,7 +28,7 @@ def test_stiff_friction_arm_tracks_with_the_held_law(name):
     """The library loop (kp 400, kd 40, default noise, 0.3 rad / 4 s Fourier reference), computed torque held
     for its 1-ms period (:mod:`robodyn_ros.control.base_parameter_control`), one simulator step per period:
     RMS over t = 1-5 s <= 1e-4 rad on this package's engine (``rk4_implicit``, each joint's friction relaxed
-    exactly over the step; measured 8-12e-6) and on MuJoCo (four ``implicitfast`` steps per period; 1.1-3.4e-5).
+    exactly over the step; measured 5-9e-6) and on MuJoCo (four ``implicitfast`` steps per period; 0.75-3.4e-5).
     Before, the velocity ramp of an implicit Euler step left 1.6-1.9e-4 on the xArm7 and the Z1, and one
     MuJoCo step per period 1.3e-4 on the SO-100."""
     model, home = arm(name)

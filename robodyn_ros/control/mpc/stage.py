@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import casadi as ca
-
 import numpy as np
 
 from ...dynamics.aba import aba
