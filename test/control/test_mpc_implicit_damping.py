@@ -50,9 +50,9 @@ def test_only_the_stiff_joints_get_implicit_damping():
 
 def test_mpc_tracks_the_xarm7_with_its_own_model_as_plant(monkeypatch):
     """The library loop's MPC (RTI, 10 ms, its 1 kHz output stage) with the xArm7's URDF as plant, no
-    adaptation, 3 s: tracks the 0.3-rad reference to 1e-2 rad RMS over 1-3 s, every command finite. With
-    the URDF's model predicted explicitly (the implicit damping turned off) the same loop leaves the
-    reference by more than 0.1 rad (it diverged to 0.2-4 rad RMS on perturbed plants)."""
+    adaptation, 3 s: tracks the 0.3-rad reference to 1e-3 rad RMS over 1-3 s (measured 1.4e-4), every command
+    finite. With the URDF's model predicted explicitly (the implicit damping turned off) the same loop leaves
+    the reference by more than 0.1 rad (measured 4.0; it diverged to 0.2-4 rad RMS on perturbed plants)."""
     from robodyn_ros.control.reference import fourier_reference
     from robodyn_ros.control.mpc import compile_cache
     from robodyn_ros.simulation.adaptive_loop import AdaptiveLoop, AdaptiveLoopConfig, rms
@@ -67,7 +67,7 @@ def test_mpc_tracks_the_xarm7_with_its_own_model_as_plant(monkeypatch):
         return rms(out["error"], out["t"], 1.0, 3.0), out["non_finite_commands"]
     value, non_finite = tracking()
     print(f"\nxArm7, MPC, own model as plant: {value:.2e} rad RMS")
-    assert non_finite == 0 and value <= 1e-2, value
+    assert non_finite == 0 and value <= 1e-3, value
     monkeypatch.setattr(compile_cache, "implicit_damping_model", lambda m, h: m)
     explicit, _ = tracking()
     print(f"predicted explicitly: {explicit:.2e} rad RMS")
