@@ -21,10 +21,12 @@ estimator's ``payload_reference: before_change``: the load explaining the torque
 before the change) becomes the candidate ``β_before + K_body π_p`` (``β_before`` the parameters applied when
 the payload appeared, ``K_body`` the columns of ``β = K π`` of its body), a second source of candidates for the
 same gate; the window is cleared when a payload appears or goes (the robot changed). With
-``nominal_on_change`` (the default) the nominal parameters are applied again until a candidate of the changed
-robot is accepted: the estimate of the robot before a payload, with the payload missing, can track worse than
-the nominal model with it missing (on the Panda twin: the MPC 2.5 times worse at the wrist in the half second
-before the payload's candidate was accepted; computed torque 1.13-1.22 times in the second of the payload).
+``nominal_on_change`` (the default) the links' nominal inertias are applied again, with the drives' armature
+and friction of the applied set (:func:`nominal_links`), until a candidate of the changed robot is accepted:
+the estimate of the robot before a payload, with the payload missing, can track worse than the nominal model
+with it missing (on the Panda twin: the MPC 2.5 times worse at the wrist in the half second before the
+payload's candidate was accepted; computed torque 1.13-1.22 times in the second of the payload), while a
+payload changes no joint's friction, which on arms whose URDF lacks it is most of what the estimate learned.
 """
 from __future__ import annotations
 
@@ -43,6 +45,21 @@ from .parameter_gate import ParameterGate, friction_indices, mass_matrix_weighti
 # gate samples a payload candidate must predict before it is judged (ten parameters on top of a converged
 # model, where the estimate's own fifty keep early estimates of the whole robot out)
 PAYLOAD_FRESH = 20
+
+
+def nominal_links(base, pi_nominal, beta, theta):
+    """``(β', θ')``: the applied base parameters ``β`` (r,), whose consistent parameters are ``θ = [π, f_v, f_c,
+    f_o]`` (10 nb + 3 nv,), with every link's inertial parameters ``π`` replaced by the nominal ``pi_nominal``
+    (10 nb,) and the joints' armature and friction kept: ``β' = β + K_π (π_nom - π)`` (``K_π`` the link
+    columns of ``β = K π_full``), ``θ' = [π_nom, f_v, f_c, f_o]``. Where ``θ`` is None (the nominal set is
+    applied, or one without consistent parameters): None. A consistent θ gives a consistent θ' (nominal
+    bodies, non-negative friction and armature)."""
+    if theta is None:
+        return None
+    pi_nominal, theta = np.asarray(pi_nominal, dtype=float), np.asarray(theta, dtype=float)
+    n = pi_nominal.size
+    beta = np.asarray(beta, dtype=float) + base.K[:, :n] @ (pi_nominal - theta[:n])
+    return beta, np.concatenate([pi_nominal, theta[n:]])
 
 
 class ConsistentWorker:
@@ -269,8 +286,11 @@ class BaseParameterUpdate:
 
     def _clear_window(self):
         """The robot changed: the gate forgets its samples, and takes none while the filter responds to the
-        change (its settling time)."""
-        self.gate.clear_window(nominal=self.nominal_on_change)
+        change (its settling time); the links' nominal inertias with the drives of the applied set meanwhile
+        (``nominal_on_change``)."""
+        fallback = nominal_links(self.base, self.theta_nominal[:10 * self.model.nbodies], self.gate.applied,
+                                 self.gate.applied_tag)
+        self.gate.clear_window(nominal=self.nominal_on_change, fallback=fallback)
         self.theta = self._applied_theta()
         if self.t is not None:
             self._observe_from = self.t + self.settle_time

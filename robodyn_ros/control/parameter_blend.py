@@ -16,10 +16,12 @@ Since the model is linear in ``β``, the blend
 is the convex combination ``(1 - s) τ(β_from) + s τ(β_to)`` of the two models' torques: the feedforward
 moves from one model's to the other's at a bounded rate ``|Y_base Δβ| / T``. A switch that arrives during a
 ramp starts from the blend reached (no jump). A return to the nominal parameters is not blended: the gate
-falls back to them when the robot changed (a payload appeared: the estimate of the robot without it can track
-worse than the URDF) or the applied set predicts worse than the URDF, and the nominal model is what adaptation
-must never be worse than (ramped back, the UR10's ``perturbed:0`` tracked 1.30 times worse than the nominal loop
-in the second of its payload). The physically consistent sets are a convex set (each body's
+falls back to them when the applied set predicts worse than the URDF, and the nominal model is what adaptation
+must never be worse than (ramped back after a payload, the UR10's ``perturbed:0`` tracked 1.30 times worse than
+the nominal loop in the second of its payload). When the robot changed (a payload appeared) the fallback is the
+links' nominal inertias with the learned friction and armature
+(:func:`~robodyn_ros.control.base_parameter_update.nominal_links`), a set like any other: blended. The
+physically consistent sets are a convex set (each body's
 pseudo-inertia matrix positive semidefinite, friction non-negative), so every blended ``β`` of two
 consistent sets stands for a consistent set too.
 """

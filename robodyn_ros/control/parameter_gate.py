@@ -140,17 +140,21 @@ class ParameterGate:
         self._q.append(None if q is None else np.array(q, dtype=float))
         self.observed += 1
 
-    def clear_window(self, nominal=False):
+    def clear_window(self, nominal=False, fallback=None):
         """Forget the recent samples and the pending estimates (the robot changed, e.g. a payload was detected:
         older samples would judge estimates by a robot that is gone); ``nominal``: also apply the nominal
-        parameters again until an estimate of the changed robot is accepted (``fallback_nominal``)."""
+        parameters again until an estimate of the changed robot is accepted (``fallback_nominal``), or
+        ``fallback`` ``(β, tag)`` when given."""
         self._Y.clear()
         self._tau.clear()
         self._q.clear()
         self._pending.clear()
         if nominal and not np.array_equal(self.applied, self.beta_nominal):
             self._previous = (self.applied.copy(), self.applied_tag)
-            self.applied, self.applied_tag = self.beta_nominal.copy(), None
+            if fallback is None:
+                self.applied, self.applied_tag = self.beta_nominal.copy(), None
+            else:
+                self.applied, self.applied_tag = np.array(fallback[0], dtype=float), fallback[1]
             self.counts["fallback_nominal"] += 1
 
     def residual(self, beta, last=None):

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                               BaseParameterSlotineLi, InertiaPlausibility)
-from ..control.base_parameter_update import PAYLOAD_FRESH
+from ..control.base_parameter_update import PAYLOAD_FRESH, nominal_links
 from ..control.parameter_blend import BLEND_TIME, ParameterBlend
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
@@ -292,8 +292,10 @@ class AdaptiveLoop:
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
                 # and the filtered samples of the change itself are no robot's; the controller goes back to the
-                # nominal parameters until the changed robot's are accepted (BaseParameterUpdate's nominal_on_change)
-                gate.clear_window(nominal=True)
+                # links' nominal inertias, the drives' friction and armature kept, until the changed robot's are
+                # accepted (BaseParameterUpdate's nominal_on_change)
+                fallback = nominal_links(self.base, self.model.inertial_parameters(), gate.applied, gate.applied_tag)
+                gate.clear_window(nominal=True, fallback=fallback)
                 observe_from = meas.t + est.settle_time
             if k % every or est.base_started_at is None:
                 continue

@@ -93,11 +93,12 @@ def test_node_side_gate_applies_the_twins_parameters_and_keeps_a_diverging_estim
     on samples that arrived after it. The twin's own base parameters are accepted once the fit is due and 50
     new samples have been predicted, and predict the samples far better than the nominal model; then an
     estimate with all inertial parameters scaled by 3, worse than the nominal model on new samples, is kept
-    out as diverging, the twin's stay applied (roll-back counted)."""
+    out as diverging, the twin's stay applied (roll-back counted). A payload appearing then brings back the
+    links' nominal inertias with the twin's friction and armature."""
     import numpy as np
 
     import robodyn_ros as rd
-    from robodyn_ros.control.base_parameter_update import BaseParameterUpdate
+    from robodyn_ros.control.base_parameter_update import BaseParameterUpdate, nominal_links
     from robodyn_ros.identification.base_parameters import compute_base_parameters, full_parameters
     from robodyn_ros.robots import bundled_robot_info
     from robodyn_ros.simulation.plant import load_plant
@@ -132,6 +133,16 @@ def test_node_side_gate_applies_the_twins_parameters_and_keeps_a_diverging_estim
         assert update.gate.residual(applied) < 0.3 * rho_nominal
         np.testing.assert_array_equal(decisions[-1].beta, applied)
         np.testing.assert_array_equal(decisions[-1].restore, applied)
+        # a payload appears: the links' nominal inertias with the drives of the applied set, until the loaded
+        # robot's set is accepted
+        before, tag = update.gate.applied.copy(), np.array(update.gate.applied_tag)
+        fallbacks = update.gate.counts["fallback_nominal"]
+        update.set_payload(model.nbodies - 1, np.r_[1.0, np.zeros(9)])
+        beta_fallback, theta_fallback = nominal_links(base, model.inertial_parameters(), before, tag)
+        np.testing.assert_array_equal(update.gate.applied, beta_fallback)
+        np.testing.assert_array_equal(update.theta, theta_fallback)
+        assert update.gate.counts["fallback_nominal"] == fallbacks + 1
+        assert not np.array_equal(beta_fallback, update.beta_nominal)
     finally:
         update.close()
 
