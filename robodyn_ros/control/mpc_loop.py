@@ -66,7 +66,8 @@ class MpcLoop:
         from .base_parameter_update import BaseParameterUpdate
         base = compute_base_parameters(robot.model, coulomb_width=c["base_parameters.coulomb_width"])
         return BaseParameterUpdate(robot.model, base, cutoff=c["base_parameters.cutoff"],
-                                   deterministic=c["base_parameters.deterministic"], nominal_on_change=True)
+                                   deterministic=c["base_parameters.deterministic"], nominal_on_change=True,
+                                   keep_drives=False)
 
     def close(self):
         """Stop the base-parameter worker thread (if any)."""

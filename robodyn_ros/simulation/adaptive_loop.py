@@ -292,9 +292,11 @@ class AdaptiveLoop:
                 applied_before = gate.applied.copy()
                 theta_before = self.controller.theta.copy() if c.controller == "mpc" else None
                 # and the filtered samples of the change itself are no robot's; the controller goes back to the
-                # links' nominal inertias, the drives' friction and armature kept, until the changed robot's are
-                # accepted (BaseParameterUpdate's nominal_on_change)
-                fallback = nominal_links(self.base, self.model.inertial_parameters(), gate.applied, gate.applied_tag)
+                # links' nominal inertias until the changed robot's are accepted, computed torque and Slotine-Li
+                # with the drives' friction and armature kept, the MPC to the nominal set whole
+                # (BaseParameterUpdate's nominal_on_change and keep_drives)
+                fallback = None if c.controller == "mpc" else nominal_links(
+                    self.base, self.model.inertial_parameters(), gate.applied, gate.applied_tag)
                 gate.clear_window(nominal=True, fallback=fallback)
                 observe_from = meas.t + est.settle_time
             if k % every or est.base_started_at is None:
