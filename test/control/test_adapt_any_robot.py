@@ -137,7 +137,7 @@ def test_computed_torque_adapts_on_a_vendor_arm_whose_urdf_carries_joint_damping
 
 
 def test_a_payload_on_an_arm_whose_urdf_lacks_friction_keeps_the_learned_friction(tmp_path):
-    """The UR3 of example-robot-data (no armature, no friction in its URDF; 2.1e-4 to 8e-3 kg m² about its wrist
+    """The UR3 of example-robot-data (no armature, no friction in its URDF; 9e-4 to 8e-3 kg m² about its wrist
     axes), plant ``perturbed:0``, computed torque: after the payload the controller runs the links' nominal
     inertias with the friction and armature it learned (:func:`~robodyn_ros.control.base_parameter_update.
     nominal_links`) until the loaded robot's set is accepted, and no second is worse than the nominal loop's by
@@ -263,9 +263,9 @@ def test_estimator_returns_to_what_it_knew_when_its_estimate_diverges():
 
 def test_a_detected_change_can_put_back_the_nominal_parameters_and_a_payload_is_taken_as_a_point_mass():
     """The gate forgets its window on a change; asked to (``nominal_on_change``) it applies the nominal
-    parameters, or the fallback it is given, until an estimate of the changed robot is accepted. A payload estimate reaches the controllers as
-    its mass and centre of mass (the rotational inertia about the centre, which short data determine worst,
-    left out): the same mass and first moment, a physical point mass."""
+    parameters, or the fallback it is given, until an estimate of the changed robot is accepted. A payload
+    estimate reaches the controllers as its mass and centre of mass (the rotational inertia about the centre,
+    which short data determine worst, left out): the same mass and first moment, a physical point mass."""
     from robodyn_ros.control.parameter_gate import ParameterGate
     from robodyn_ros.identification.payload import payload_as_point_mass
     rng = np.random.default_rng(1)
