@@ -23,7 +23,7 @@ from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
-from .mpc.stage import implicit_damping_model
+from .mpc.stage import prediction_model
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
 from .torque_output import TorqueOutput
@@ -37,16 +37,17 @@ class MpcLoop:
 
     def __init__(self, robot, config, publish=None, report=None):
         c = config
-        self.mpc = BackgroundController(robot.model, MPCConfig(       # gravity fallback while it builds
-            horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"], time_limit=c["time_limit"],
-            q_weight=c["q_weight"], v_weight=c["v_weight"], r_weight=c["r_weight"]))
+        mpc_config = MPCConfig(horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"],
+                               time_limit=c["time_limit"], q_weight=c["q_weight"], v_weight=c["v_weight"],
+                               r_weight=c["r_weight"])
+        self.mpc = BackgroundController(robot.model, mpc_config)       # gravity fallback while it builds
         self.model = robot.model
         self.pi_nominal = robot.model.inertial_parameters()
         self.reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
                                            c["generator.harmonics"])
         self.solves = self.fallbacks = self.parameter_updates = 0
         self.base_update = self._make_base_update(robot, c)
-        self.soundness = MpcSoundness(implicit_damping_model(robot.model, c["dt"]), c["dt"])   # as the NLP predicts
+        self.soundness = MpcSoundness(prediction_model(robot.model, mpc_config), c["dt"])   # as the NLP predicts
         self.refused = self.restored = 0      # parameter sets the MPC was not sound with (before, after a solve)
         self.unsound_reason = ""
         self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial

@@ -68,7 +68,7 @@ def test_mpc_tracks_the_xarm7_with_its_own_model_as_plant(monkeypatch):
     value, non_finite = tracking()
     print(f"\nxArm7, MPC, own model as plant: {value:.2e} rad RMS")
     assert non_finite == 0 and value <= 1e-3, value
-    monkeypatch.setattr(compile_cache, "implicit_damping_model", lambda m, h: m)
+    monkeypatch.setattr(compile_cache, "prediction_model", lambda m, config: m)
     explicit, _ = tracking()
     print(f"predicted explicitly: {explicit:.2e} rad RMS")
     assert not explicit <= 0.1, explicit

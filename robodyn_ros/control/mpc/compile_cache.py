@@ -9,7 +9,7 @@ import casadi as ca
 from ...kernels.compiled_functions import compile_casadi_library
 from .config import problem_key
 from .ocp import OCPFunctions
-from .stage import StageFunctions, implicit_damping_model, inverse_dynamics_function
+from .stage import StageFunctions, inverse_dynamics_function, prediction_model
 
 # C names of the compiled functions: the stage functions, on which the problem level is built, and the
 # problem-level ones that replace its traced functions once built
@@ -47,8 +47,8 @@ def ocp_functions(model, config):
     """The :class:`~.ocp.OCPFunctions` of ``model`` and ``config`` (compiled when ``config.compiled``),
     shared between controllers of the same model and problem in this process (building them traces the
     dynamics and takes seconds; the functions are immutable and parameters enter through ``p``). The
-    prediction model is ``model`` with the stiff joints' damping implicit (:func:`~.stage.implicit_damping_model`)."""
-    model = implicit_damping_model(model, config.dt / config.substeps)
+    prediction model is ``model`` with the stiff joints' damping implicit (:func:`~.stage.prediction_model`)."""
+    model = prediction_model(model, config)
     key = (model.fingerprint(), problem_key(config))
     if key not in _OCP_CACHE:
         _OCP_CACHE[key] = compiled_ocp(model, config) if config.compiled else OCPFunctions(model, config)

@@ -70,6 +70,12 @@ def implicit_damping_model(model, h, configurations=16, seed=0):
     return model.with_armature(np.asarray(model.armature, dtype=float) + np.where(stiff, h * viscous, 0.0))
 
 
+def prediction_model(model, config):
+    """The model the MPC of ``config`` (:class:`~.config.MPCConfig`) predicts with: ``model`` with the stiff
+    joints' damping implicit at its RK4 step ``dt / substeps`` (:func:`implicit_damping_model`)."""
+    return implicit_damping_model(model, config.dt / config.substeps)
+
+
 def friction(v, p, eps):
     """``τ_f = f_v v + f_c tanh(v / ε) + f_o`` (nv,) of the :class:`~.config.ModelParameters` ``p``."""
     return p.viscous * v + p.coulomb * ca.tanh(v / eps) + p.offset
