@@ -114,6 +114,25 @@ class BaseParameterDynamics:
         friction at ``v_friction`` when given, the Coulomb sign at ``v_coulomb``: :meth:`full_regressor`)."""
         return self.regressor(q, v, a, v_friction, v_coulomb) @ beta
 
+    def gravity(self, q, beta, Y_rigid=None):
+        """``g(q)`` (nv,) of the parameters ``β`` (r,): the rigid columns at rest, without the friction offset
+        (``Y_rigid``: ``Y(q, 0, 0)`` (nv, 10 nb) when the caller has it, else the rigid regressor's)."""
+        if Y_rigid is None:
+            z = np.zeros(self.model.nv)
+            Y_rigid = np.asarray(self.rigid_regressor(q, z, z))
+        Y = np.zeros_like(self._Y)
+        Y[:, :Y_rigid.shape[1]] = Y_rigid
+        return Y[:, self.base.independent] @ beta
+
+    def friction(self, v_friction, v_coulomb, beta):
+        """``f_v v_friction + f_c sgn(v_coulomb) + f_o`` (nv,) of the parameters ``β`` (r,): the friction
+        columns alone, as :meth:`torque` adds them."""
+        Y = np.zeros_like(self._Y)
+        Y[self._rows, self._col + 1] = v_friction
+        Y[self._rows, self._col + 2] = smooth_sign(v_coulomb, self.base.coulomb_width)
+        Y[self._rows, self._col + 3] = 1.0
+        return Y[:, self.base.independent] @ beta
+
     def mass_matrix(self, q, beta):
         """``M̂(q)`` (nv, nv) of the parameters ``β`` (r,): column i is ``Y_base(q, 0, e_i) β - Y_base(q, 0, 0) β``
         (armature included; friction and gravity cancel), symmetrised."""
@@ -160,11 +179,16 @@ class BaseParameterComputedTorque:
 
     ``beta`` (r,): the parameters used (the nominal model's by default; :meth:`set_parameters` for a new
     estimate); ``kp``, ``kd``: scalar or (nv,) gains; ``hold``: the time each command is held, s (the
-    control period; 0: the law at the sampled state); ``dynamics``: a shared :class:`BaseParameterDynamics`."""
+    control period; 0: the law at the sampled state); ``dynamics``: a shared :class:`BaseParameterDynamics`;
+    ``gravity_compensated_by_robot``: leave ``g(q)`` of ``β`` out of the command (the robot adds its own);
+    ``friction_compensation``: add the friction of ``β`` (False: the robot compensates its friction, or none)."""
 
-    def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, hold=0.0, limit_margin=0.0, dynamics=None):
+    def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, hold=0.0, limit_margin=0.0, dynamics=None,
+                 gravity_compensated_by_robot=False, friction_compensation=True):
         from ..identification.base_parameters import full_parameters
         self.model, self.base = model, base
+        self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
+        self.friction_compensation = bool(friction_compensation)
         self.kp, self.kd = _gain(kp, model.nv, "kp"), _gain(kd, model.nv, "kd")
         if not 0.0 <= hold <= MAX_HOLD:
             raise ValueError(f"hold must be in [0, {MAX_HOLD}] s (the control period), got {hold!r}")
@@ -197,7 +221,12 @@ class BaseParameterComputedTorque:
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         q_m, v_m = q + 0.5 * h * v + 0.125 * h * h * a_cmd, v + 0.5 * h * a_cmd
         v_f = v_d + 0.5 * h * a_d          # the reference's velocity in the middle of the hold
-        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_f - self.Lambda * (q - q_d), v_coulomb=v_f)
+        v_r = v_f - self.Lambda * (q - q_d)
+        tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_r, v_coulomb=v_f)
+        if not self.friction_compensation:
+            tau = tau - self.dynamics.friction(v_r, v_f, self.beta)
+        if self.gravity_compensated_by_robot:
+            tau = tau - self.dynamics.gravity(q_m, self.beta)
         return self.guard.accept(tau, status), status
 
 
@@ -207,13 +236,17 @@ class BaseParameterSlotineLi:
     ``beta`` (r,): initial / consumed estimate (:meth:`set_parameters`); ``Lambda``, ``kd``: scalar or (nv,);
     ``gamma``: gain of the controller's own gradient adaptation ``β̇ = -Γ Y_sl,baseᵀ s`` (0: none, the
     estimate comes from the estimator), a scalar, (r,) diagonal or (r, r); ``functions``: a
-    :class:`~robodyn_ros.kernels.compiled_functions.DynamicsFunctions` of ``model`` (its ``slotine_li``)."""
+    :class:`~robodyn_ros.kernels.compiled_functions.DynamicsFunctions` of ``model`` (its ``slotine_li``);
+    ``gravity_compensated_by_robot``, ``friction_compensation``: as for :class:`BaseParameterComputedTorque`
+    (the adaptation still uses the whole regressor: the terms are left out of the command only)."""
 
     def __init__(self, model, base, beta=None, *, Lambda=10.0, kd=40.0, gamma=0.0, limit_margin=0.0,
-                 functions=None, compiled=False):
+                 functions=None, compiled=False, gravity_compensated_by_robot=False, friction_compensation=True):
         from ..identification.base_parameters import full_parameters
         from ..kernels.compiled_functions import DynamicsFunctions
         self.model, self.base = model, base
+        self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
+        self.friction_compensation = bool(friction_compensation)
         self.Lambda, self.kd = _gain(Lambda, model.nv, "Lambda"), _gain(kd, model.nv, "kd")
         self.beta = _check_beta(base.from_full(full_parameters(model)) if beta is None else beta, base.count)
         g = np.asarray(gamma, dtype=float)
@@ -247,7 +280,13 @@ class BaseParameterSlotineLi:
         v_r, a_r = v_d - self.Lambda * e, a_d - self.Lambda * de
         s = v - v_r
         Y = self.regressor(q, v, v_r, a_r, v_coulomb=v_d)
-        tau = self.guard.accept(Y @ self.beta - self.kd * s, status)
+        tau = Y @ self.beta - self.kd * s
+        if not self.friction_compensation:
+            tau = tau - self.joint.friction(v_r, v_d, self.beta)
+        if self.gravity_compensated_by_robot:
+            z = np.zeros(self.model.nv)
+            tau = tau - self.joint.gravity(q, self.beta, Y_rigid=self.functions.slotine_li(q, z, z, z))
+        tau = self.guard.accept(tau, status)
         if status.ok and dt > 0.0 and self.Gamma.any():
             beta = self.beta - dt * (self.Gamma @ (Y.T @ s))
             if np.all(np.isfinite(beta)):

@@ -34,6 +34,7 @@ from .command_guard import effort_bounds
 from .parameter_blend import ParameterBlend
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
 from .kernel_dynamics import KernelDynamics
+from .mpc.solution import describe_omitted, omitted_terms
 from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .payload_update import check_payload_plausible, payload_body_parameters
@@ -93,14 +94,17 @@ class ControlLoop:
 
     def _make_controller(self):
         c, model = self.config, self.robot.model
+        flags = dict(gravity_compensated_by_robot=c["gravity_compensated_by_robot"],
+                     friction_compensation=c["friction_compensation"])
         if self.base_update is not None:
             u = self.base_update
             if c["mode"] == "computed_torque":
-                return BaseParameterComputedTorque(model, u.base, u.beta_nominal, c["kp"], c["kd"], dynamics=u.dynamics)
+                return BaseParameterComputedTorque(model, u.base, u.beta_nominal, c["kp"], c["kd"], dynamics=u.dynamics,
+                                                   **flags)
             kd = c["slotine_li.kd"] if c["slotine_li.kd"] >= 0 else \
                 40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters()))
             return BaseParameterSlotineLi(model, u.base, u.beta_nominal, Lambda=c["slotine_li.lambda"], kd=kd,
-                                          compiled=True)
+                                          compiled=True, **flags)
         common = dict(functions=self.functions, gravity_compensated_by_robot=c["gravity_compensated_by_robot"])
         if c["mode"] == "gravity_compensation":
             return GravityCompensation(model, c["kp"], c["kd"], **common)
@@ -282,7 +286,16 @@ class ControlLoop:
 
     def set_mpc_solution(self, t0, solution):
         """Apply an MPC solution planned at joint-state time t0 from the next state on; False (dropped) when
-        t0 lies ahead of the newest state by more than ``state_timeout`` (planned before a time reset)."""
+        t0 lies ahead of the newest state by more than ``state_timeout`` (planned before a time reset).
+        ValueError (dropped) when its feed-forward does not leave out what this loop's
+        ``gravity_compensated_by_robot`` and ``friction_compensation`` leave out: applied, it would send the
+        robot gravity twice, or none."""
+        c = self.config
+        expected = omitted_terms(c["gravity_compensated_by_robot"], c["friction_compensation"])
+        if solution.omitted != expected:
+            raise ValueError(f"the MPC solution leaves {describe_omitted(solution.omitted)} out of its torques, this "
+                             f"controller {describe_omitted(expected)}: set gravity_compensated_by_robot and "
+                             f"friction_compensation alike on the mpc and inverse_dynamics nodes")
         newest = self.output.gate.newest
         if newest is not None and t0 > newest + self.config["state_timeout"]:
             return False

@@ -14,6 +14,12 @@ inverse_dynamics node). With ``output: commands`` the Coulomb part is left out o
 the joint-state rate, ``+ f_c tanh(v_d / coulomb_width)`` at the reference velocity (as :class:`~robodyn_ros.control.adaptive_mpc.
 AdaptiveMPC`: a light wrist's smoothed Coulomb term is too stiff for the 10-ms intervals); with
 ``output: feedforward`` it stays in the NLP.
+
+``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the MPC model's gravity and
+friction out of every solution's feed-forward at its planned states
+(:func:`~robodyn_ros.control.mpc.solution.without_robot_terms`), in both outputs, and out of the stale hold
+and the Coulomb compensation of ``output: commands``; the published solution says what it left out, so the
+inverse_dynamics node can refuse a plan whose convention is not its own.
 """
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
+from .mpc.config import split_parameters
+from .mpc.solution import omitted_terms, without_robot_terms
 from .mpc.stage import prediction_model
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
@@ -52,7 +60,9 @@ class MpcLoop:
         self.unsound_reason = ""
         self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial
         self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
-        self.output = TorqueOutput(self.mpc.tau_max, self.gravity, config, publish, robot.command_order, report) \
+        self.omitted = omitted_terms(c["gravity_compensated_by_robot"], c["friction_compensation"])
+        hold = None if c["gravity_compensated_by_robot"] else self.gravity
+        self.output = TorqueOutput(self.mpc.tau_max, hold, config, publish, robot.command_order, report) \
             if c["output"] == "commands" else None
         self.tracking = TrackingWatchdog(robot.model.joint_names, c["tracking_error.threshold"],
                                          c["tracking_error.window"])
@@ -125,6 +135,15 @@ class MpcLoop:
         """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
         return self.mpc.gravity(q)
 
+    def _gravity_only(self, q):
+        """``g(q)`` (nv,) of the MPC's model, without its friction offset."""
+        return self.gravity(q) - split_parameters(self.mpc.theta, self.model.nbodies, self.model.nv).offset
+
+    def _friction(self, v):
+        """The MPC model's joint friction ``f_v v + f_c tanh(v / ε) + f_o`` (nv,) at ``v`` (its NLP's law)."""
+        p = split_parameters(self.mpc.theta, self.model.nbodies, self.model.nv)
+        return p.viscous * v + p.coulomb * np.tanh(v / self.mpc.config.coulomb_smoothing) + p.offset
+
     def on_state(self, t, q, v, effort=None):
         """A valid joint state: kept for the next solve; with ``output: commands`` returns the published
         torque (nv,) once a solution exists, None otherwise or when the stamp gate drops the state.
@@ -146,7 +165,7 @@ class MpcLoop:
             self.adaptation.observe(t)
         if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
-            if self.base_update is not None:        # Coulomb feed-forward at the reference velocity
+            if self.base_update is not None and self.config["friction_compensation"]:   # Coulomb at v_d
                 v_d = self.reference.evaluate(t - self.t0)[1]
                 tau = tau + self.coulomb * np.tanh(v_d / self.base_update.base.coulomb_width)
             return self.output.publish(tau, t)
@@ -169,6 +188,7 @@ class MpcLoop:
                 solution = self.mpc.solve(q, v, self.reference, t - self.t0)
             self._trial = None
         self.tracking.update(t, q - self.reference.evaluate(t - self.t0)[0])
+        solution = without_robot_terms(solution, self._gravity_only, self._friction, self.omitted)
         self.solution = (t, solution)
         self.solves += 1
         self.fallbacks += solution.status.startswith("fallback")

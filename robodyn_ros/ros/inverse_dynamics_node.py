@@ -148,6 +148,11 @@ class InverseDynamicsNode(RobodynNode):
         except rm.MessageRejected as exc:
             self.reject("mpc_solution", exc)
             return
-        if not self.loop.set_mpc_solution(t0, solution):
+        try:
+            fresh = self.loop.set_mpc_solution(t0, solution)
+        except ValueError as exc:
+            self.reject("mpc_solution", exc)
+            return
+        if not fresh:
             self.warn_throttled("mpc_future", f"dropped MPC solution of t = {t0:.3f} s, ahead of the newest joint "
                                 f"state ({self.output.gate.newest:.3f} s): planned before a time reset")

@@ -379,19 +379,23 @@ def inertia_stamped_to_body_parameters(msg, model):
 # ------------------------------------------------------------------------------------------------- mpc
 def mpc_solution_from_message(msg, nv, tau_max):
     """:class:`MPCSolution` from the mpc node's Float64MultiArray ``[t0, N, dt, tau_ff (N nv), x_pred
-    ((N+1) 2nv), K (N nv 2nv)]``; returns ``(t0, solution)``."""
+    ((N+1) 2nv), K (N nv 2nv), omitted]`` (``omitted``: the terms left out of ``tau_ff``, 0 to 3; a message
+    without it, of an older mpc node, has the whole torque); returns ``(t0, solution)``."""
     data = np.asarray(msg.data, dtype=float)
     if len(data) < 3 or not np.isfinite(data).all():
         raise MessageRejected("MPC solution is empty or not finite")
     t0, N, dt = data[0], int(data[1]), data[2]
     nx = 2 * nv
     sizes = (N * nv, (N + 1) * nx, N * nv * nx)
-    if N < 1 or len(data) != 3 + sum(sizes) or dt <= 0:
-        raise MessageRejected(f"MPC solution has {len(data)} numbers, not 3 + {sum(sizes)} for N = {N}")
-    tau_ff, x_pred, K = np.split(data[3:], np.cumsum(sizes)[:2])
+    if N < 1 or len(data) not in (3 + sum(sizes), 4 + sum(sizes)) or dt <= 0:
+        raise MessageRejected(f"MPC solution has {len(data)} numbers, not 4 + {sum(sizes)} for N = {N}")
+    omitted = data[3 + sum(sizes)] if len(data) == 4 + sum(sizes) else 0.0
+    if omitted not in (0.0, 1.0, 2.0, 3.0):
+        raise MessageRejected(f"MPC solution's last number (the omitted terms) is {omitted:g}, not 0, 1, 2 or 3")
+    tau_ff, x_pred, K = np.split(data[3:3 + sum(sizes)], np.cumsum(sizes)[:2])
     from robodyn_ros.control.mpc import MPCSolution
     return t0, MPCSolution(tau_ff.reshape(N, nv), x_pred.reshape(N + 1, nx), K.reshape(N, nv, nx), "mpc",
-                           dt=dt, tau_max=tau_max)
+                           dt=dt, tau_max=tau_max, omitted=int(omitted))
 
 
 # ------------------------------------------------------------------------------------------ diagnostics

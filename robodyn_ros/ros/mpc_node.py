@@ -3,7 +3,9 @@ on the newest ``/joint_states``, tracking the same built-in Fourier reference as
 node (time from the first joint-state stamp).
 
 ``output: feedforward`` publishes each solution on ``solution_topic`` (Float64MultiArray
-``[t_state, N, dt, tau_ff (N nv), x_pred ((N+1) 2nv), K (N nv 2nv)]``) for the inverse_dynamics node in
+``[t_state, N, dt, tau_ff (N nv), x_pred ((N+1) 2nv), K (N nv 2nv), omitted]``, ``omitted`` the terms left out of
+``tau_ff``: 1 gravity (``gravity_compensated_by_robot``), 2 friction (``friction_compensation: false``), summed)
+for the inverse_dynamics node in
 mode ``mpc``, which applies ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate between solves;
 ``output: commands`` does that here and publishes the torques itself. Also ``~/solve_time``
 (std_msgs/Float64, s) and ``/diagnostics`` (solve time, iterations, status). The estimator's payload
@@ -41,7 +43,7 @@ def solution_to_array(t_state, solution):
     """The Float64MultiArray data of a solution (module docstring)."""
     N = solution.tau_ff.shape[0]
     return np.concatenate([[t_state, N, solution.dt], solution.tau_ff.ravel(), solution.x_pred.ravel(),
-                           solution.K.ravel()])
+                           solution.K.ravel(), [solution.omitted]])
 
 
 class MpcNode(RobodynNode):

@@ -162,6 +162,15 @@ MAX_KP = 1e6
 above what a 1 kHz loop keeps stable); larger values are typing mistakes."""
 MAX_KD = 1e4
 """1/s: the same for the velocity gain and Slotine-Li's Lambda."""
+COMMAND_CONVENTION = (
+    P("friction_compensation", bool, True, "Add the model's joint friction torque to the commands (false: the "
+      "robot compensates its own friction, or it has none); every control mode, with or without "
+      "use_base_parameters.", read_only=True),
+    P("gravity_compensated_by_robot", bool, False, "The robot adds gravity to the torques it receives (Franka, UR "
+      "e-series, KUKA LBR): g(q) of the controller's model is left out of every command, the MPC's feed-forward "
+      "and the stale hold; every control mode, with or without use_base_parameters.", read_only=True),
+)
+"""What the robot's driver adds to the commanded torques: the controllers (inverse_dynamics, mpc) leave it out."""
 INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("mode", str, "computed_torque", "Control law.", choices=CONTROL_MODES),
     P("kp", float, 400.0, "Computed torque / gravity compensation position gain, 1/s^2.", range=(0.0, MAX_KP),
@@ -197,9 +206,7 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("payload_max_com_distance", float, 0.5, "Payload estimates whose centre of mass is farther than this (m) "
       "from their link are implausible: dropped with a warning, the last accepted model is kept.",
       range=(0.0, None), live=True),
-    P("friction_compensation", bool, True, "Add the model's friction torque."),
-    P("gravity_compensated_by_robot", bool, False, "Omit g(q) (Franka's torque interface)."),
-) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE + (
+) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE + COMMAND_CONVENTION + (
     P("base_parameters.blend_time", float, 0.5, "use_base_parameters: a newly applied parameter set enters the "
       "control law over a linear ramp this long from the one before, s (joint-state time; 0: at once).",
       range=(0.0, 10.0), live=True),
@@ -242,7 +249,7 @@ MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("generator.period", float, 4.0, "Reference period, s.", range=(0.1, None)),
     P("generator.harmonics", int, 2, "Reference harmonics.", range=(1, 10)),
     P("use_estimates", bool, True, "Add the estimator's payload to the model live."),
-) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE
+) + TRACKING_DIAGNOSTICS + BASE_PARAMETER_USE + COMMAND_CONVENTION
 
 SCHEMAS = {"simulator": SIMULATOR, "inverse_dynamics": INVERSE_DYNAMICS, "estimator": ESTIMATOR, "mpc": MPC}
 NODE_NAMES = tuple(SCHEMAS)

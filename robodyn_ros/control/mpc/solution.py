@@ -1,7 +1,7 @@
 """The result of one MPC solve, the torque law between solves, and the two fallback solutions."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -12,7 +12,9 @@ class MPCSolution:
     ``status`` ('solved', 'rti', 'fallback_shifted', 'fallback_gravity'), the solver's own
     ``solver_status`` string, ``solve_time`` (s: for RTI the preparation and the feedback phase of this
     iteration), ``feedback_time`` (s: the part of ``solve_time`` spent after the measurement arrived, the
-    delay of the command; all of it for fatrop, ipopt and the fallbacks), ``iterations``, ``dt``, ``tau_max`` (nu,)."""
+    delay of the command; all of it for fatrop, ipopt and the fallbacks), ``iterations``, ``dt``, ``tau_max`` (nu,);
+    ``omitted``: the terms left out of ``tau_ff`` because the robot adds them (:data:`OMIT_GRAVITY` |
+    :data:`OMIT_FRICTION`, :func:`without_robot_terms`; 0: the whole torque of the model)."""
 
     tau_ff: np.ndarray
     x_pred: np.ndarray
@@ -24,6 +26,7 @@ class MPCSolution:
     dt: float = 0.01
     tau_max: np.ndarray = field(default_factory=lambda: np.zeros(0))
     feedback_time: float = 0.0
+    omitted: int = 0
 
     def state_reference(self, elapsed):
         """The planned state (nx,) ``elapsed`` s after the solve: cubic Hermite interpolation of the
@@ -55,6 +58,41 @@ class MPCSolution:
         return np.clip(tau, -self.tau_max, self.tau_max)
 
 
+OMIT_GRAVITY = 1
+"""Bit of :attr:`MPCSolution.omitted`: ``g(q)`` of the plan's model is left out of ``tau_ff``."""
+OMIT_FRICTION = 2
+"""Bit of :attr:`MPCSolution.omitted`: the model's joint friction is left out of ``tau_ff``."""
+
+
+def omitted_terms(gravity_compensated_by_robot, friction_compensation):
+    """The :attr:`MPCSolution.omitted` bits of the controllers' two options: gravity left out when the robot
+    adds it, friction left out when it is not compensated by the controller."""
+    return (OMIT_GRAVITY if gravity_compensated_by_robot else 0) | (0 if friction_compensation else OMIT_FRICTION)
+
+
+def describe_omitted(omitted):
+    """``"gravity and friction"``, ``"gravity"``, ``"friction"`` or ``"nothing"`` for the bits ``omitted``."""
+    names = [name for bit, name in ((OMIT_GRAVITY, "gravity"), (OMIT_FRICTION, "friction")) if omitted & bit]
+    return " and ".join(names) or "nothing"
+
+
+def without_robot_terms(solution, gravity, friction, omitted):
+    """``solution`` with the terms of ``omitted`` subtracted from its feed-forward at the planned states:
+    ``τ_ff,k - g(q_k) - τ_f(v_k)`` for :data:`OMIT_GRAVITY` and :data:`OMIT_FRICTION` (``gravity(q)``,
+    ``friction(v)`` (nv,) of the plan's model, ``(q_k, v_k)`` its predicted state at the start of interval
+    ``k``). The feedback gains are unchanged: the robot adds the omitted terms at its measured state."""
+    if not omitted:
+        return solution
+    n = solution.tau_ff.shape[1]
+    tau_ff = solution.tau_ff.copy()
+    for k, x in enumerate(solution.x_pred[:-1]):
+        if omitted & OMIT_GRAVITY:
+            tau_ff[k] -= gravity(x[:n])
+        if omitted & OMIT_FRICTION:
+            tau_ff[k] -= friction(x[n:])
+    return replace(solution, tau_ff=tau_ff, omitted=solution.omitted | omitted)
+
+
 def shifted_solution(previous, solver_status, elapsed):
     """``previous`` (an :class:`MPCSolution`) shifted by one interval, its last interval repeated: the
     fallback ``fallback_shifted`` while a recent plan exists."""
@@ -62,7 +100,7 @@ def shifted_solution(previous, solver_status, elapsed):
         return np.concatenate([a[1:], a[-1:]])
     return MPCSolution(tau_ff=shift(previous.tau_ff), x_pred=shift(previous.x_pred), K=shift(previous.K),
                        status="fallback_shifted", solver_status=solver_status, solve_time=elapsed, dt=previous.dt,
-                       tau_max=previous.tau_max, feedback_time=elapsed)
+                       tau_max=previous.tau_max, feedback_time=elapsed, omitted=previous.omitted)
 
 
 def gravity_solution(g, x, horizon, dt, tau_max, solver_status, elapsed=0.0):
