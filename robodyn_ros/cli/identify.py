@@ -42,6 +42,9 @@ def build_parser():
     p.add_argument("--repair", action="store_true",
                    help="drop NaN samples and sort out-of-order ones instead of stopping")
     p.add_argument("--no-consistent", action="store_true", help="skip the physically consistent fit")
+    p.add_argument("--no-effort-check", action="store_true",
+                   help="skip the check that the efforts are joint torques in the URDF's scale and sign, and not "
+                        "motor currents, gravity-compensated or filtered torques (first 2 s of motion)")
     p.add_argument("--inertia-margin", type=float, default=None, metavar="EPS",
                    help="every link's pseudo-inertia J satisfies lambda_min(D J D) >= EPS trace(D J D), "
                         "D = diag(10, 10, 10, 1) (default 1e-3: rms thickness >= 3 mm)")
@@ -241,19 +244,48 @@ def _held_out_split(args, model, source, progress):
     return source.count, None, None
 
 
-def _fit(args, model, source, stop, margin, progress):
-    """``(base, result)``: the base parameters of ``model`` and the batch identification on the first
-    ``stop`` samples (:func:`~robodyn_ros.identification.batch.identify_samples`)."""
+def _base_parameters(args, model, progress):
+    """The base parameters of ``model`` with the Coulomb width of ``args``."""
     from ..identification.base_parameters import compute_base_parameters
-    from ..identification.batch import identify_samples
     progress("base parameters", 0, 1)
     base = compute_base_parameters(model, coulomb_width=args.coulomb_width)
     progress("base parameters", 1, 1)
+    return base
+
+
+def _fit(args, model, base, source, stop, margin, progress):
+    """The batch identification of ``model``'s base parameters ``base`` on the first ``stop`` samples
+    (:func:`~robodyn_ros.identification.batch.identify_samples`)."""
+    from ..identification.batch import identify_samples
     result = identify_samples(model, source, stop=stop, cutoff_hz=args.cutoff, coulomb_width=args.coulomb_width,
                               base=base, consistent=not args.no_consistent, progress=progress.stage("regressor"),
                               margin=margin, statistics_progress=progress.stage("time base"))
     progress("fit", 1, 1)
-    return base, result
+    return result
+
+
+def _check_efforts(args, model, base, source, stop):
+    """ModelError when the bag's efforts do not look like joint torques over its first seconds of motion
+    (:class:`~robodyn_ros.estimation.effort_check.EffortCheck` against the URDF, on the filtered samples):
+    motor currents, gravity-compensated or driver-filtered torques would otherwise be fitted into a model
+    with plausible-looking numbers."""
+    from ..estimation.effort_check import EffortCheck
+    from ..identification.base_parameters import full_parameters
+    from ..identification.chunked_filter import chunked_filtered_samples
+    check = EffortCheck(model.joint_names)
+    beta = base.from_full(full_parameters(model))
+    for block in chunked_filtered_samples(source, args.cutoff, stop=stop, decimate=1, chunk=8192):
+        tau_nominal = base.regressor(model, block.q, block.v, block.a) @ beta
+        for t, tau_n, tau, v in zip(block.t, tau_nominal, block.tau, block.v):
+            if check.observe(t, tau_n, tau, v) != "pending":
+                break
+        if check.verdict != "pending":
+            break
+    if check.verdict == "mismatch":
+        raise ModelError(f"{args.bag}: {check.reason}. robodyn identify reads efforts as joint torques with gravity; "
+                         "for other efforts use robodyn replay with the estimator's effort.* parameters (--config), "
+                         "or --no-effort-check if the URDF is far from the robot")
+    return check
 
 
 def _in_sample_errors(model, base, result):
@@ -325,7 +357,10 @@ def run(args, progress):
     model, locks = _nominal_model(args, bundled)
     source, t0_ns = _samples(args, model, args.bag, progress.stage("scanning bag"))
     stop, held_out, where = _held_out_split(args, model, source, progress)
-    base, result = _fit(args, model, source, stop, margin, progress)
+    base = _base_parameters(args, model, progress)
+    if not args.no_effort_check:
+        _check_efforts(args, model, base, source, stop)
+    result = _fit(args, model, base, source, stop, margin, progress)
     errors = _in_sample_errors(model, base, result)
     mismatch = nominal_model_warning(errors["nominal"], args.nominal_warning, bundled)
     extra = {"prediction": {"relative_error_identified_model": errors["identified"],

@@ -206,6 +206,9 @@ def run(args, progress):
     wrenches = _wrenches(args, config, series)
     estimator = OnlineEstimator(model, config, wrist_link=wrist)
     history, regression = replay(estimator, series.t, q, v, tau, wrenches, progress.stage("replaying"))
+    if estimator.effort_check is not None and estimator.effort_check.verdict == "mismatch":
+        raise ModelError(f"{args.bag}: {estimator.effort_check.reason} (the estimator's effort.* parameters, "
+                         "--config; effort.check: false to skip the check)")
     fit = rls_fit(estimator, regression)
     progress("consistent fit", 0, 1)
     cfit = consistent_fit(model, estimator.base, fit)

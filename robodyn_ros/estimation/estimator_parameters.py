@@ -12,6 +12,8 @@ COULOMB_WIDTH = 0.02
 """rad/s: the default width of the Coulomb column's sign ``tanh(v / coulomb_width)``."""
 PAYLOAD_REFERENCES = ("nominal", "before_change")
 """What a payload from joint torques is measured against (``payload_reference``)."""
+EFFORT_KINDS = ("torque", "gravity_compensated", "current")
+"""What a robot's ``/joint_states`` effort is (``effort.kind``; :mod:`robodyn_ros.estimation.effort_measurement`)."""
 
 ESTIMATION = (
     P("decimation", int, 1, "Use every n-th joint state (the estimator decimates when 1 kHz is too much).",
@@ -23,6 +25,24 @@ ESTIMATION = (
     P("filter.cutoff", float, 20.0, "Causal Butterworth cutoff for q, v, a, tau and the wrench, Hz.",
       range=(0.1, 500.0)),
     P("filter.order", int, 2, "Causal Butterworth order.", range=(2, 6)),
+    P("effort.kind", str, "torque", "What the joint states' effort is: torque (the joint torque, gravity "
+      "included: Franka's tau_J, KUKA's measured torque, a simulator), gravity_compensated (the joint torque "
+      "minus the robot's gravity compensation: UR drivers reporting torques; g(q) of the URDF and "
+      "effort.payload_mass is added back), current (motor currents, A: times effort.torque_constants).",
+      choices=EFFORT_KINDS),
+    P("effort.torque_constants", list[float], [], "effort.kind current: N m per A per joint (joint order), the "
+      "joint torque per motor current (gear ratio included).", range=(1e-6, None)),
+    P("effort.filter_cutoff", float, 0.0, "The driver's first-order low-pass filter of the efforts, Hz (0: "
+      "unfiltered; lbr_fri_ros2_stack: 10): the same filter is applied to the joint positions and velocities "
+      "before the regressor, so that torques and regressor carry the same lag.", range=(0.0, 10000.0)),
+    P("effort.payload_mass", float, 0.0, "effort.kind gravity_compensated: the payload mass set on the robot, kg "
+      "(its gravity is compensated by the robot too), at effort.payload_com of the wrist link.",
+      range=(0.0, 1000.0)),
+    P("effort.payload_com", list[float], [0.0, 0.0, 0.0], "Centre of mass of effort.payload_mass in the wrist "
+      "link's frame, m."),
+    P("effort.check", bool, True, "Check the first seconds of motion against the URDF: efforts far from its "
+      "torques in scale or sign (currents read as torques, gravity-compensated efforts read as torques, a wrong "
+      "torque constant) stop the estimate with one /diagnostics ERROR naming the likely cause."),
     P("forgetting", float, 1.0, "RLS forgetting factor.", range=(0.9, 1.0)),
     P("force_noise", float, 0.5, "F/T force noise std assumed by the RLS, N.", range=(1e-6, None)),
     P("torque_noise", float, 0.05, "F/T torque noise std assumed by the RLS, N m.", range=(1e-6, None)),

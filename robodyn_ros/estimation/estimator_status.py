@@ -75,6 +75,8 @@ def status_values(est, pi, rejected, skipped_overload):
         if sigma is not None:
             values["effort_noise_learnt"] = [round(float(x), 6) for x in sigma]
         values["change_detector_armed"] = est.base_estimator.armed
+    if est.effort_check is not None:
+        values.update(est.effort_check.values())
     if est.payload_events:
         values["last_payload_change"], values["last_payload_change_mass_before"] = est.payload_events[-1]
     return values
@@ -94,25 +96,28 @@ def estimator_status(est, t, rejected=None, skipped_overload=0):
         if t is not None and 0.0 <= t - t_change <= 1.0:
             notes.append(f"payload change detected at t = {t_change:.3f} s (mass before {mass_before:.3f} kg, "
                          f"now {float(pi[0]):.3f} kg)")
+    if est.effort_check is not None and est.effort_check.verdict == "mismatch":
+        level = "ERROR"
+        notes.append(f"nothing learned from the joint torques is published: {est.effort_check.reason}")
     if est.base is not None:
         low = est.base_estimator.sigma_too_low()
         if len(low):
             rms = est.base_estimator.innovation_rms
-            level = "WARN"
+            level = "WARN" if level == "OK" else level
             notes.append("torque noise set far below what the data show (" + ", ".join(
                 f"{est.model.joint_names[j]} {est.base_estimator.sigma[j]:.3g} N m, residual {rms[j]:.3g}"
                 for j in low) + "): leave effort_noise unset to learn it")
     repeated = repeated_change_note(est.payload_events, t, est.config["change_alarms.count"],
                                     est.config["change_alarms.window"])
     if repeated is not None:
-        level = "WARN"
+        level = "WARN" if level == "OK" else level
         notes.append(repeated)
     paused = est.gate.paused(t)
     if paused:
-        level = "WARN"
+        level = "WARN" if level == "OK" else level
         notes.append(f"estimation paused: {', '.join(paused)}")
     malformed = {kind: n for kind, n in rejected.items() if not kind.endswith("_stamp")}
     if malformed:
-        level = "WARN"
+        level = "WARN" if level == "OK" else level
         notes.append(f"dropped malformed messages: {malformed}")
     return level, "; ".join(notes) if notes else "estimating", values

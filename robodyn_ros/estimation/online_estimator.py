@@ -41,7 +41,10 @@ import numpy as np
 from ..identification.payload import body_parameter_change, physical_payload
 from ..identification.signal_filters import CausalButterworthFilter
 from ..dynamics.torque_scale import joint_torque_scale
+from ..model.driver_profiles import profile_defaults
 from ..model.parameter_schema import check_value, copy_value
+from .effort_check import EffortCheck
+from .effort_measurement import EffortMeasurement
 from .base_parameter_estimator import BaseParameterEstimator, base_parameter_prior
 from .estimator_parameters import ESTIMATION, estimation_spec
 from .estimator_status import UpdateRate, estimator_status
@@ -53,7 +56,7 @@ from .torque_regressor import JointTorqueRegressor
 
 #: The estimation parameters and their defaults (:data:`~robodyn_ros.estimation.estimator_parameters.ESTIMATION`,
 #: where each is described, plus the wrist link the node takes from its robot parameters).
-DEFAULTS = {"wrist_link": "", **{spec.name: spec.default for spec in ESTIMATION}}
+DEFAULTS = {"wrist_link": "", "driver": "generic", **{spec.name: spec.default for spec in ESTIMATION}}
 
 
 def estimator_config(config=None):
@@ -61,6 +64,7 @@ def estimator_config(config=None):
     dotted names (``"filter.cutoff"``) or nested as in the node's YAML section (``filter: {cutoff: }``,
     optionally under ``ros__parameters``). Names of other node parameters (robot, topics) are ignored.
     ``effort_noise`` may also be a list (one σ per joint, N m): it then becomes ``effort_noise_per_joint``.
+    ``driver`` (:data:`~robodyn_ros.model.driver_profiles.DRIVERS`) sets the defaults of its profile first.
     ValueError naming the parameter on a wrong type or an out-of-range value."""
     flat = {}
 
@@ -77,8 +81,13 @@ def estimator_config(config=None):
     if isinstance(flat.get("effort_noise"), (list, tuple, np.ndarray)):
         flat["effort_noise_per_joint"] = flat.pop("effort_noise")
     values = dict(DEFAULTS)
+    driver = flat.get("driver", "generic")
+    try:
+        values.update(profile_defaults("estimator", driver), driver=driver)
+    except ValueError as exc:
+        raise ValueError(f"estimator parameter {exc}") from None
     for name, value in flat.items():
-        if name not in DEFAULTS:
+        if name not in DEFAULTS or name == "driver":
             continue
         if name == "wrist_link":
             if not isinstance(value, str):
@@ -217,6 +226,9 @@ class OnlineEstimator:
                                                         c["payload_change_holdoff"], c["filter.cutoff"])
             self.payload_rls, self.last_body_columns = self.torque_payload.rls, self.torque_payload.columns
             self.payload_references = self.torque_payload.references
+        self.effort = EffortMeasurement(model, c, self.wrist_link)
+        self.effort_check = EffortCheck(model.joint_names, c["effort.kind"], c["effort.filter_cutoff"]) \
+            if c["effort.check"] and c["base_parameters"] else None
         self.payload_frame = self.wrist_link if c["use_wrench"] else model.body_names[-1]
         self.publishing = PublishingGate(c)
         self.changes = PayloadChanges(self.report)
@@ -249,10 +261,19 @@ class OnlineEstimator:
         """Whether the payload from joint torques is referenced to the estimate before the change."""
         return self.wrench_payload is None and self.config["payload_reference"] == "before_change"
 
+    @property
+    def withheld(self):
+        """Whether what is learned from the joint torques (base parameters, the payload from joint torques) is
+        kept back: while :attr:`effort_check` has not judged the efforts consistent (the first seconds of
+        motion), and for good once it has found them inconsistent (:class:`~robodyn_ros.estimation.effort_check.
+        EffortCheck`)."""
+        return self.effort_check is not None and self.effort_check.verdict != "consistent"
+
     def restart_time(self):
         """Forget the time-dependent state (filters, stamps, publishing schedule, saturation pauses); the
         estimate and its covariance are kept."""
         self.joint_filter.reset()
+        self.effort.restart()
         self.gate.restart()
         if self.wrench_payload is not None:
             self.wrench_payload.restart()
@@ -288,8 +309,10 @@ class OnlineEstimator:
     def step(self, t, q, v, tau):
         """One due joint state at time t: filters, then the estimates that the faults allow (module
         docstring). Returns True when an estimate is due for publishing (``publish_rate``)."""
+        if tau is not None:
+            tau = self.effort.torque(q, np.asarray(tau, dtype=float))
         settled = self.gate.step(t, tau)
-        q_f, v_f, a_f, tau_f = self.joint_filter.update(t, q, v, tau)
+        q_f, v_f, a_f, tau_f = self.joint_filter.update(t, *self.effort.lag(t, q, v), tau)
         self.filtered = (q_f, v_f, a_f, tau_f)   # what this step estimated from (a replay keeps them)
         self.base_updated, self.base_sample = False, None
         if self.wrench_payload is not None and self.gate.latest_wrench is not None:
@@ -311,6 +334,9 @@ class OnlineEstimator:
         Y_base = self.base.reduce(Y_full)
         beta_before = self.base_estimator.beta.copy() if self._referenced else None
         friction_variance = self.regressor.friction_variance(v_f)
+        if self.effort_check is not None and self.effort_check.verdict == "pending":
+            if self.effort_check.observe(t, Y_base @ self.beta_nominal, tau_f, v_f) == "mismatch":
+                self.report("effort_mismatch", self.effort_check.reason)
         result = self.base_estimator.update(t, Y_base, tau_f, friction_variance)
         self.base_updated, self.base_sample = result.accepted, (Y_base, tau_f)
         if self.base_started_at is None:
@@ -348,7 +374,9 @@ class OnlineEstimator:
         """The payload (10,) to publish now (:meth:`converged_payload` made physical by
         :func:`physical_payload`), or None while nothing has converged yet."""
         published = self.converged_payload()
-        return None if published is None else physical_payload(published)
+        if published is None or (self.wrench_payload is None and self.withheld):
+            return None
+        return physical_payload(published)
 
     def diagnostics_due(self):
         """Whether a diagnostics status is due at the last joint-state time (``diagnostics_rate``)."""

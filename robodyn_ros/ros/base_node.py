@@ -18,7 +18,7 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
 from .messages import MessageRejected, joint_state_to_arrays
 from .entities import destroy_entities, destroy_rclpy_entity, take_pending
-from .node_parameters import NODE_EXTRAS, SCHEMAS, load_robot, unknown_parameter_error
+from .node_parameters import NODE_EXTRAS, SCHEMAS, load_robot, node_schema, unknown_parameter_error
 from .parameters import declare_parameters, descriptor_for, install_live_update, read_config, validate
 
 WARN_PERIOD = 2.0  # s between two warnings about the same kind of rejected message
@@ -35,10 +35,13 @@ class RobodynNode(LifecycleNode):
         self._entities = []
         self.configure_error = None   # why the last configure failed (logged once), None after a success
         super().__init__(name or self.kind, **kwargs)
-        self.schema = SCHEMAS[self.kind]
         autostart = next(spec for spec in NODE_EXTRAS if spec.name == "autostart")
         self.declare_parameter(autostart.name, autostart.default, descriptor_for(autostart))
-        declare_parameters(self, self.schema)
+        # the driver first: its profile sets the other parameters' defaults (overrides still win)
+        driver = next(spec for spec in SCHEMAS[self.kind] if spec.name == "driver")
+        declare_parameters(self, (driver,))
+        self.schema = node_schema(self.kind, self.get_parameter("driver").value)
+        declare_parameters(self, tuple(spec for spec in self.schema if spec.name != "driver"))
         # a name no robodyn node has is a typing mistake (robodyn node and ros2 run refuse it earlier, also names
         # of other nodes in this node's own entry); rclpy would ignore it
         error = unknown_parameter_error(self.kind, list(self._parameter_overrides), shared=True)

@@ -197,7 +197,7 @@ class EstimatorNode(RobodynNode):
         elif published is not None:
             self.payload_pub.publish(rm.make_inertia_stamped(stamp, est.payload_frame, published[0], np.zeros(3),
                                                              np.zeros((3, 3))))
-        if est.base is not None:
+        if est.base is not None and not est.withheld:
             if self._base_msg is None:  # the labelled layout (one dimension per parameter) is serialized once
                 self._base_msg = rm.SerializedFloat64MultiArray(est.base_estimator.beta, labels=est.base.names)
             self.base_pub.publish(self._base_msg.serialize(est.base_estimator.beta))

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..estimation.estimator_parameters import ESTIMATION
+from ..estimation.estimator_parameters import EFFORT_KINDS, ESTIMATION
+from ..model.driver_profiles import DRIVERS, with_profile
 from .parameters import ParameterSpec, resolve_config
 
 P = ParameterSpec
@@ -44,6 +45,11 @@ ROBOT = (
       read_only=True),
     P("wrist_link", str, "", "Link of the wrist force/torque sensor and payload (empty: the bundled robot's "
       "flange link, else the last link).", read_only=True),
+    P("driver", str, "generic", "The robot's own driver: its profile sets the defaults of the parameters that say "
+      "what the robot adds to the commands and what its joint efforts are (franka: gravity added, tau_J; ur: "
+      "gravity and friction added, gravity-compensated efforts, /forward_effort_controller/commands; lbr: "
+      "gravity added, efforts filtered at 10 Hz; generic: none); each can still be set (docs/DRIVERS.md).",
+      choices=DRIVERS, read_only=True),
 )
 
 
@@ -150,6 +156,28 @@ SIMULATOR = ROBOT + TOPICS + (
     P("payload.size", list[float], [0.1, 0.1, 0.1], "Payload box edges, m.", range=(0.0, None), live=True),
     P("payload.attach_time", float, -1.0, "Simulated time at which the payload is attached (< 0: only "
       "by the ~/attach_payload service).", range=(None, None)),
+    # the robot's driver, as the simulator emulates it (driver profiles: robodyn_ros.model.driver_profiles)
+    P("robot_adds_gravity", bool, False, "Add gravity to every command received, as Franka's, UR's and KUKA's "
+      "drivers do: g(q) of the controllers' model (the URDF, and the payload set with ~/set_payload), not of "
+      "the plant.", read_only=True),
+    P("robot_friction_scale", float, 0.0, "Add this fraction of the URDF's joint friction at the measured "
+      "velocity to every command, as UR's friction compensation does (0: none).", range=(0.0, 2.0),
+      read_only=True),
+    P("effort.kind", str, "torque", "What /joint_states effort reports: torque (the joint torque, gravity "
+      "included), gravity_compensated (minus g(q) of the controllers' model and the set payload: 0 at rest), "
+      "current (torque / effort.torque_constants, A).", choices=EFFORT_KINDS, read_only=True),
+    P("effort.torque_constants", list[float], [], "effort.kind current: N m per A per joint (joint order); empty: "
+      "10 N m/A.", range=(1e-6, None), read_only=True),
+    P("effort.filter_cutoff", float, 0.0, "First-order low-pass filter of the reported effort, Hz (0: none; "
+      "lbr_fri_ros2_stack: 10).", range=(0.0, 10000.0), read_only=True),
+    P("receive_timeout", float, 0.0, "Simulated seconds without a command after which the robot "
+      "stops (UR: robot_receive_timeout 0.04 s, the program stops) and holds until the simulator is "
+      "reactivated (0: off; command_timeout still applies).", range=(0.0, 10.0), read_only=True),
+    P("missed_command_limit", int, 0, "Consecutive steps without a new command after which a "
+      "communication_constraints_violation reflex holds the robot until ~/error_recovery is called (Franka: "
+      "20; 0: off).", range=(0, 100000), read_only=True),
+    P("driver_max_torque_rate", float, 0.0, "The driver's own limit of the commanded torque rate, N m/s "
+      "(libfranka: 1000; 0: none).", range=(0.0, None), read_only=True),
 )
 
 # ------------------------------------------------------------------------------------ inverse dynamics
@@ -280,10 +308,20 @@ def unknown_parameter_error(node, names, shared=False):
     return None if error is None else f"{error} for node {node}"
 
 
+def node_schema(node, driver="generic"):
+    """The parameter specs of node ``node`` with the defaults of the ``driver`` profile
+    (:func:`~robodyn_ros.model.driver_profiles.with_profile`)."""
+    return with_profile(SCHEMAS[node], node, driver)
+
+
 def resolve_node_config(node, overrides):
     """Validated ``{name: value}`` of node ``node`` (a key of :data:`SCHEMAS`) from ``overrides`` (e.g.
-    :func:`load_params_yaml`), without ROS; ValueError naming every bad parameter."""
-    return resolve_config(SCHEMAS[node], overrides)
+    :func:`load_params_yaml`), without ROS: the defaults of the ``driver`` profile it names, then the
+    overrides; ValueError naming every bad parameter."""
+    driver = overrides.get("driver", "generic")
+    if driver not in DRIVERS:
+        raise ValueError(f"invalid parameters: driver: {driver!r} is not one of {', '.join(DRIVERS)}")
+    return resolve_config(node_schema(node, driver), overrides)
 
 
 # ------------------------------------------------------------------------------------------ the robot
