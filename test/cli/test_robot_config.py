@@ -400,3 +400,20 @@ def test_written_xarm7_file_simulates_finite_under_a_simple_controller():
         largest = max(largest, float(np.max(np.abs(sim.v) / model.velocity_limit)))
     assert sim.t == pytest.approx(2.0) and not failures, failures
     assert largest < 1.0
+
+
+def test_home_starting_with_a_negative_value_in_both_spellings(tmp_path, capsys):
+    """--home -0.16,... (argparse alone took the value for an option: "expected one argument") and
+    --home=-0.16,... write the same home; the file's header repeats the command as given, which runs too."""
+    home = "-0.1598,-1.571,1.571,-1.571,-1.571,0"
+    written = []
+    for name, spelling in (("space", ["--home", home]), ("equals", [f"--home={home}"])):
+        out = tmp_path / f"{name}.yaml"
+        assert main(["config", urdf_of("ur10"), "--output", str(out), *spelling]) == 0, capsys.readouterr().err
+        assert load_params_yaml(str(out), "simulator")["home"] == [float(x) for x in home.split(",")]
+        written.append(out.read_text().split("\n", 1)[1])
+    assert written[0] == written[1]
+    assert "--home -0.1598," in (tmp_path / "space.yaml").read_text().split("\n", 1)[0]
+    assert main(["config", urdf_of("ur10"), "--output", str(tmp_path / "x.yaml"), "--home", "-0.1,0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--home: 2 values for 6 joints" in err[0], err
