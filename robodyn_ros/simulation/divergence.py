@@ -124,20 +124,18 @@ class DivergenceCheck:
                           self.likely_cause(q_inertia, j))
 
     def _culprit(self, q, v, q_last, v_last):
-        """``(joint index, "position" or "velocity")``: the first non-finite entry when only some are, else
-        the largest excess over its bound (with every entry non-finite: the fastest joint, relative to its
-        bound, of the last sound state)."""
+        """``(joint index, "position" or "velocity")``: the first non-finite entry of a field only partly
+        non-finite; for a wholly non-finite field, the fastest joint (relative to its bound) of the last sound
+        state; else the largest excess over a bound."""
         bad_v, bad_q = ~np.isfinite(v), ~np.isfinite(q)
-        if (bad_v.any() or bad_q.any()) and not (bad_v.all() and bad_q.all()):
-            if bad_v.any() and not bad_v.all():
-                return int(np.argmax(bad_v)), "velocity"
-            if bad_q.any() and not bad_q.all():
-                return int(np.argmax(bad_q)), "position"
-            return (int(np.argmax(bad_v)), "velocity") if bad_v.any() else (int(np.argmax(bad_q)), "position")
-        if bad_v.all():
+        for bad, quantity in ((bad_v, "velocity"), (bad_q, "position")):
+            if bad.any() and not bad.all():
+                return int(np.argmax(bad)), quantity
+        if bad_v.any() or bad_q.any():      # a whole field non-finite
+            quantity = "velocity" if bad_v.any() else "position"
             if v_last is not None and np.all(np.isfinite(v_last)):
-                return int(np.argmax(np.abs(v_last) / self.velocity_bound)), "velocity"
-            return 0, "velocity"
+                return int(np.argmax(np.abs(v_last) / self.velocity_bound)), quantity
+            return 0, quantity
         over_v = np.abs(v) / self.velocity_bound
         over_q = np.abs(q - self._center) * self._inverse_half_span
         if over_v.max() >= over_q.max():
