@@ -1,13 +1,47 @@
-"""What the file commands (``identify``, ``replay``, ``excite``) read besides their own options: the
-``--lock-joint`` values, a bag's joint states repaired, and the progress bar they show while reading."""
+"""What the file commands (``identify``, ``replay``, ``excite``, ``config``) read besides their own options:
+vector options whose value starts with a negative number, the ``--lock-joint`` values, a bag's joint states
+repaired, and the progress bar they show while reading."""
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 import warnings
 
 import numpy as np
 
 from ..model.errors import ModelError
+
+NEGATIVE_VECTOR = re.compile(r"-\.?[0-9]")
+"""What a vector option's value looks like when its first component is negative (``-0.16,0.86``,
+``-.5,1``), which argparse would take for an option."""
+
+
+class VectorOptionParser(argparse.ArgumentParser):
+    """An ArgumentParser whose comma-separated vector options (:meth:`add_vector_argument`) take a value that
+    starts with a negative number in both spellings, ``--home -0.16,0.86,...`` and ``--home=-0.16,0.86,...``
+    (argparse alone reads ``-0.16,0.86`` as an unknown option and says ``expected one argument``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.vector_options = set()
+
+    def add_vector_argument(self, *names, **kwargs):
+        """``add_argument`` of a comma-separated vector option (one string value)."""
+        self.vector_options.update(name for name in names if name.startswith("--"))
+        return self.add_argument(*names, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        joined, k = [], 0
+        while k < len(args):
+            if args[k] in self.vector_options and k + 1 < len(args) and NEGATIVE_VECTOR.match(args[k + 1]):
+                joined.append(f"{args[k]}={args[k + 1]}")
+                k += 2
+            else:
+                joined.append(args[k])
+                k += 1
+        return super().parse_known_args(joined, namespace)
 
 
 class ProgressBar:

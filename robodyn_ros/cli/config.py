@@ -9,23 +9,22 @@ the arm lies flat in its base's plane, or reaches below its base, is reported: g
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import numpy as np
 
 from ..model.errors import ModelError
-from .command_inputs import parse_locks
+from .command_inputs import VectorOptionParser, parse_locks
 from .file_command import check_output_path, file_command_main
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="robodyn config", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    p = VectorOptionParser(prog="robodyn config", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     p.add_argument("urdf", help="URDF of the robot, or a bundled robot: panda, ur5, iiwa")
     p.add_argument("--output", required=True, help="parameter file (YAML) to write")
-    p.add_argument("--home", metavar="Q1,Q2,...",
-                   help="home configuration, rad, one value per joint in chain order (after --lock-joint); "
-                        "default: 0 inside the limits, else mid-range (a bundled robot: its home)")
+    p.add_vector_argument("--home", metavar="Q1,Q2,...",
+                          help="home configuration, rad, one value per joint in chain order (after --lock-joint); "
+                               "default: 0 inside the limits, else mid-range (a bundled robot: its home)")
     p.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE",
                    help="hold a joint fixed at VALUE (e.g. a gripper's fingers); repeatable")
     return p

@@ -16,7 +16,6 @@ and at rest there). Bad input ends with one line on stderr and exit code 2; noth
 """
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import sys
@@ -24,11 +23,12 @@ import sys
 import numpy as np
 
 from ..model.errors import ModelError
+from .command_inputs import VectorOptionParser
 from .file_command import file_command_main, png_bytes
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="robodyn excite", description=__doc__.split("\n\n")[0])
+    p = VectorOptionParser(prog="robodyn excite", description=__doc__.split("\n\n")[0])
     p.add_argument("--urdf", required=True, help="URDF path, or a bundled robot: panda, ur5, iiwa")
     p.add_argument("--output", required=True, help="CSV of joint positions to write (time,<joint>,...)")
     p.add_argument("--period", type=float, default=10.0, help="period T of the motion (s, default 10)")
@@ -43,9 +43,9 @@ def build_parser():
                    help="Coulomb friction column tanh(v / width) of the regressor, rad/s (as identify)")
     p.add_argument("--iterations", type=int, default=30, help="optimiser iterations (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random starting trajectory")
-    p.add_argument("--start", metavar="Q1,Q2,...|home",
-                   help="start (and end) at this configuration of the joints (rad or m, comma-separated), or at "
-                        "a bundled robot's home; default: wherever the optimiser puts it")
+    p.add_vector_argument("--start", metavar="Q1,Q2,...|home",
+                          help="start (and end) at this configuration of the joints (rad or m, comma-separated), "
+                               "or at a bundled robot's home; default: wherever the optimiser puts it")
     p.add_argument("--range", action="append", default=[], metavar="JOINT=LO:HI",
                    help="keep JOINT within [LO, HI] (rad or m, within the URDF's limits; needed for continuous "
                         "joints); repeatable")
@@ -54,9 +54,8 @@ def build_parser():
     p.add_argument("--table-height", type=float, default=0.0,
                    help="height of the floor or table plane in the base frame (m, default 0: the plane the base "
                         "stands on)")
-    p.add_argument("--workspace", metavar="XMIN,YMIN,ZMIN,XMAX,YMAX,ZMAX",
-                   help="also keep the moving links inside this box of the base frame (m; write --workspace=-0.5,... "
-                        "when the first value is negative)")
+    p.add_vector_argument("--workspace", metavar="XMIN,YMIN,ZMIN,XMAX,YMAX,ZMAX",
+                          help="also keep the moving links inside this box of the base frame (m)")
     p.add_argument("--self-clearance", type=float, default=0.02,
                    help="distance between links that are not parent and child (m, default 0.02)")
     p.add_argument("--link-radius", type=float, default=0.06,
@@ -247,7 +246,8 @@ def run(args):
                f"{100 * use(v, model.velocity_limit):.1f} % and peak |tau| {100 * use(tau, model.effort_limit):.1f} % "
                f"of the limits"]
     summary += _clearance_summary(clearance, capsules, notes, t, q)
-    summary.append("starts and ends at rest at q = " + " ".join(f"{x:.4f}" for x in q[0]))
+    summary.append("starts and ends at rest at q = " + ",".join(f"{x:.4f}" for x in q[0])
+                   + " (rad or m, as --start takes it)")
     return files, summary
 
 

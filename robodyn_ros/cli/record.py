@@ -5,6 +5,8 @@ Each topic is recorded with the type the ROS graph reports for it, as soon as a 
 recording stops on Ctrl-C (SIGINT) or SIGTERM, or after ``--duration`` seconds, and the bag then appears
 at BAG complete; on any failure (or when nothing was received) nothing is left at BAG (the bag is
 written in a hidden temporary folder and renamed at the end). Progress (messages per topic) on stderr.
+Joint states with a non-finite position, an infinite velocity or effort, or a value beyond 1e9 (a diverged
+simulator's) are not written: one warning line counts them per topic.
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def main(argv=None):
     try:
         if args.duration is not None and not args.duration > 0:
             raise ModelError(f"--duration {args.duration}: must be positive")
-        path, counts = record_topics(args.bag, args.topics, storage=args.storage, duration=args.duration,
+        path, counts, dropped = record_topics(args.bag, args.topics, storage=args.storage, duration=args.duration,
                                      use_sim_time=args.use_sim_time, stop=stop.requested,
                                      progress=progress)
     except ModelError as exc:
@@ -68,6 +70,9 @@ def main(argv=None):
     _say(sys.stdout, f"wrote {path}: " + ", ".join(f"{t} {n} messages" for t, n in counts.items()))
     if silent:
         _say(sys.stderr, f"warning: nothing was received on {', '.join(silent)}")
+    if dropped:
+        _say(sys.stderr, "warning: not recorded, joint states with non-finite or absurd values: " + "; ".join(
+            f"{t} {n} (the first: {reason})" for t, (n, reason) in dropped.items()))
     return 0
 
 

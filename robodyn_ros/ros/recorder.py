@@ -4,6 +4,8 @@
 reports for it (topics that have no publisher yet are subscribed as soon as one appears, see
 :meth:`TopicRecorder.discover`), receives the messages serialized (raw CDR, never decoded) and writes
 them with the node clock's time as the bag timestamp (so ``use_sim_time`` recordings carry sim time).
+Joint states with values no joint has (a non-finite position, an infinite or absurd value:
+:func:`robodyn_ros.bags.value_check.joint_state_problem`) are left out and counted per topic (``dropped``).
 
 QoS: reliable when every publisher of the topic offers reliable delivery (nothing is dropped between
 publisher and bag), else best effort (which connects to any publisher); volatile; a deep queue.
@@ -39,7 +41,8 @@ def message_class(type_name):
 class TopicRecorder:
     """Record ``topics`` seen by ``node`` into a new bag at ``path`` (module docstring).
 
-    storage: "mcap" or "sqlite3". ``counts``: messages written per topic. Call :meth:`discover` until every
+    storage: "mcap" or "sqlite3". ``counts``: messages written per topic; ``dropped``: {topic: [count, the
+    first one's reason]} of the joint states left out (module docstring). Call :meth:`discover` until every
     topic is subscribed (the command does it while spinning), then :meth:`finish` or :meth:`abort`.
     """
 
@@ -63,6 +66,7 @@ class TopicRecorder:
         self.node, self.depth = node, int(depth)
         self.topics = list(dict.fromkeys(topics))
         self.counts = {t: 0 for t in self.topics}
+        self.dropped = {}
         self.types = {}
         self._staging = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.", suffix=".partial", dir=parent)
         self._writer = Writer(os.path.join(self._staging, "bag"), version=9,
@@ -100,17 +104,27 @@ class TopicRecorder:
             except Exception as exc:   # rosbags knows only the standard message definitions
                 raise ModelError(f"topic {topic}: rosbags has no definition of {type_name} ({exc})") from None
             self._subscriptions.append(self.node.create_subscription(
-                cls, topic, self._writer_for(topic, connection), self._qos(topic), raw=True))
+                cls, topic, self._writer_for(topic, connection, type_name), self._qos(topic), raw=True))
             self.types[topic] = type_name
         return self.pending
 
-    def _writer_for(self, topic, connection):
+    def _writer_for(self, topic, connection, type_name):
+        from ..bags.cdr import JOINT_STATE_TYPE
+        from ..bags.value_check import joint_state_problem
+
         clock = self.node.get_clock()
+        check = joint_state_problem if type_name == JOINT_STATE_TYPE else None
 
         def write(raw):
-            if self._writer is not None:
-                self._writer.write(connection, clock.now().nanoseconds, raw)
-                self.counts[topic] += 1
+            if self._writer is None:
+                return
+            problem = check(raw) if check is not None else None
+            if problem is not None:
+                dropped = self.dropped.setdefault(topic, [0, problem])
+                dropped[0] += 1
+                return
+            self._writer.write(connection, clock.now().nanoseconds, raw)
+            self.counts[topic] += 1
         return write
 
     def _stop(self):
@@ -150,8 +164,9 @@ class TopicRecorder:
 def record_topics(bag, topics, *, storage="mcap", duration=None, use_sim_time=False, stop=lambda: False,
                   progress=None):
     """Record ``topics`` into the bag directory ``bag`` until ``stop()`` is true or ``duration`` seconds pass
-    (in a context of its own); returns ``(path, {topic: message count})``. On any failure nothing is left at
-    ``bag``. ``progress(recorder, elapsed)`` is called about once a second."""
+    (in a context of its own); returns ``(path, {topic: message count}, {topic: (joint states dropped, the
+    first one's reason)})``. On any failure nothing is left at ``bag``. ``progress(recorder, elapsed)`` is
+    called about once a second."""
     import rclpy
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
@@ -180,7 +195,7 @@ def record_topics(bag, topics, *, storage="mcap", duration=None, use_sim_time=Fa
         executor.spin_once(timeout_sec=0.0)
         executor.remove_node(node)
         path = recorder.finish()
-        return path, dict(recorder.counts)
+        return path, dict(recorder.counts), {t: tuple(d) for t, d in recorder.dropped.items()}
     except BaseException:
         if recorder is not None:
             recorder.abort()

@@ -23,6 +23,11 @@ What is derived, and from what (nothing here is a number the user must know abou
 - the estimator learns the joint torque noise from the data (``effort_noise: 0``), and the controllers' gate
   judges estimates by how they predict the joint states they control from, so no noise level is written.
 
+Every other setting is the node's own default, read from its schema (the simulator's ``integrator``
+``rk4_implicit``, the controllers' ``state_timeout``, ``max_torque_rate``, rates, ...), so that the file never
+runs a node less safely than the node runs without it; the one exception is the simulator's sensor noise
+(``noise.*``, none by default), which makes the simulated measurements look like a robot's.
+
 Settings that depend on hardware the URDF does not describe are marked ``CHECK`` in the file: the F/T
 sensor's noise and range, the wrist link.
 """
@@ -214,55 +219,74 @@ def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd,
     if locks:
         robot.append(("locked_joints", [f"{name}={value:g}" for name, value in locks.items()], None))
     generator = [("generator.amplitude", amplitude, "rad: within the limits and velocity limits around home"),
-                 ("generator.period", GENERATOR_PERIOD, None), ("generator.harmonics", GENERATOR_HARMONICS, None)]
-    tracking = [("tracking_error.threshold", 0.1, "rad RMS per joint over tracking_error.window: WARN above"),
-                ("tracking_error.window", 1.0, None)]
+                 _default("inverse_dynamics", "generator.period"), _default("inverse_dynamics", "generator.harmonics")]
+    tracking = [_default("inverse_dynamics", "tracking_error.threshold",
+                         "rad RMS per joint over tracking_error.window: WARN above"),
+                _default("inverse_dynamics", "tracking_error.window")]
     base_parameters = [
-        ("use_base_parameters", False, "true: control from the estimator's base parameters (its "
-                                       "publish_covariance: true)"),
-        ("base_parameters.coulomb_width", 0.02, "the estimator's coulomb_width"),
-        ("base_parameters.cutoff", 20.0, "the estimator's filter.cutoff")]
-    blend = [("base_parameters.blend_time", 0.5, "s: a newly applied set enters the law over a ramp this long")]
-    adaptation = [("adaptation_timeout", 30.0, "s: WARN while no estimate has been applied this long")]
+        _default("inverse_dynamics", "use_base_parameters", "true: control from the estimator's base parameters "
+                                                            "(its publish_covariance: true)"),
+        _default("inverse_dynamics", "base_parameters.coulomb_width", "the estimator's coulomb_width"),
+        _default("inverse_dynamics", "base_parameters.cutoff", "the estimator's filter.cutoff")]
+    blend = [_default("inverse_dynamics", "base_parameters.blend_time",
+                      "s: a newly applied set enters the law over a ramp this long")]
+    adaptation = [_default("inverse_dynamics", "adaptation_timeout",
+                           "s: WARN while no estimate has been applied this long")]
+
+    def defaults(node, names):
+        return [_default(node, name) for name in names]
+
     sections = {
-        "simulator": robot + [
-            ("rate", 1000.0, None), ("real_time_factor", 1.0, None), ("command_timeout", 0.1, None),
-            ("integrator", "rk4", None), ("friction", True, None),
-            ("noise.position", 1e-5, None), ("noise.velocity", 1e-3, None), ("noise.effort", 0.01, None),
-            ("noise.force", 0.1, None), ("noise.torque", 0.01, None), ("noise.seed", 0, None),
-            ("payload.mass", 0.0, "kg, attached by ~/attach_payload or at payload.attach_time (< 0: never)"),
-            ("payload.com", [0.0, 0.0, 0.05], None), ("payload.size", [0.1, 0.1, 0.1], None),
-            ("payload.attach_time", -1.0, None)],
-        "estimator": robot + [
-            ("decimation", 1, None), ("use_wrench", True, "false without a wrist F/T sensor"),
-            ("estimate_bias", True, None), ("base_parameters", True, None),
-            ("filter.cutoff", 20.0, None), ("filter.order", 2, None),
-            ("force_noise", 0.5, "CHECK: the F/T sensor's force noise, N"),
-            ("torque_noise", 0.05, "CHECK: the F/T sensor's torque noise, N m"),
-            ("effort_noise", 0.0, "N m; 0: the joint torque noise is learnt from the data, per joint"),
-            ("coulomb_width", 0.02, "rad/s: tanh(v / width) of the Coulomb friction column"),
-            ("publish_covariance", False, "true for controllers with use_base_parameters"),
-            ("publish_rate", 100.0, None),
-            ("wrench_saturation.force", 0.0, "CHECK: the F/T sensor's range, N (0: not checked)"),
-            ("wrench_saturation.torque", 0.0, "CHECK: the F/T sensor's range, N m (0: not checked)"),
-            ("effort_saturation", 1.0, None), ("time_jump_threshold", 0.5, None),
-            ("change_alarms.count", 3, None), ("change_alarms.window", 10.0, None)],
-        "inverse_dynamics": robot + [
-            ("mode", "computed_torque", None), ("kp", 400.0, "1/s^2: acts on accelerations, any robot"),
-            ("kd", 40.0, "1/s"), ("slotine_li.lambda", 10.0, None),
-            ("slotine_li.kd", -1.0, "< 0: 40 M_jj(home) per joint, here " + _numbers(slotine_kd) + " N m s/rad"),
-            ("reference", "generator", "or file with trajectory_file (robodyn excite's CSV)")] + generator + [
-            ("state_timeout", 0.05, None), ("stale_action", "gravity_hold", None),
-            ("max_torque_rate", -1.0, "< 0: each joint's effort limit per 10 ms"),
-            ("use_estimates", True, None)] + tracking + base_parameters + blend + adaptation,
-        "mpc": robot + [
-            ("rate", 100.0, None), ("output", "feedforward", "feedforward: for inverse_dynamics in mode mpc"),
-            ("horizon", 20, None), ("dt", 0.01, None), ("solver", "rti", None),
-            ("q_weight", 1000.0, None), ("v_weight", 1.0, None),
+        "simulator": robot + defaults("simulator", ("rate", "real_time_factor", "command_timeout")) + [
+            _default("simulator", "integrator", "stable for any URDF damping; rk4 and semi_implicit_euler (explicit) "
+                                                "diverge on light joints with stiff damping or friction"),
+            _default("simulator", "friction"),
+            ("noise.position", 1e-5, "simulated sensor noise (the node's default: none)"),
+            ("noise.velocity", 1e-3, None), ("noise.effort", 0.01, None),
+            ("noise.force", 0.1, None), ("noise.torque", 0.01, None), _default("simulator", "noise.seed"),
+            _default("simulator", "payload.mass",
+                     "kg, attached by ~/attach_payload or at payload.attach_time (< 0: never)")]
+            + defaults("simulator", ("payload.com", "payload.size", "payload.attach_time")),
+        "estimator": robot + defaults("estimator", ("decimation",)) + [
+            _default("estimator", "use_wrench", "false without a wrist F/T sensor")]
+            + defaults("estimator", ("estimate_bias", "base_parameters", "filter.cutoff", "filter.order")) + [
+            _default("estimator", "force_noise", "CHECK: the F/T sensor's force noise, N"),
+            _default("estimator", "torque_noise", "CHECK: the F/T sensor's torque noise, N m"),
+            _default("estimator", "effort_noise", "N m; 0: the joint torque noise is learnt from the data, per "
+                                                  "joint"),
+            _default("estimator", "coulomb_width", "rad/s: tanh(v / width) of the Coulomb friction column"),
+            _default("estimator", "publish_covariance", "true for controllers with use_base_parameters"),
+            _default("estimator", "publish_rate"),
+            _default("estimator", "wrench_saturation.force", "CHECK: the F/T sensor's range, N (0: not checked)"),
+            _default("estimator", "wrench_saturation.torque",
+                     "CHECK: the F/T sensor's range, N m (0: not checked)")]
+            + defaults("estimator", ("effort_saturation", "time_jump_threshold", "change_alarms.count",
+                                     "change_alarms.window")),
+        "inverse_dynamics": robot + defaults("inverse_dynamics", ("mode",)) + [
+            _default("inverse_dynamics", "kp", "1/s^2: acts on accelerations, any robot"),
+            _default("inverse_dynamics", "kd", "1/s"), _default("inverse_dynamics", "slotine_li.lambda"),
+            _default("inverse_dynamics", "slotine_li.kd",
+                     "< 0: 40 M_jj(home) per joint, here " + _numbers(slotine_kd) + " N m s/rad"),
+            _default("inverse_dynamics", "reference", "or file with trajectory_file (robodyn excite's CSV)")]
+            + generator + defaults("inverse_dynamics", ("state_timeout", "stale_action")) + [
+            _default("inverse_dynamics", "max_torque_rate", "< 0: each joint's effort limit per 10 ms"),
+            _default("inverse_dynamics", "use_estimates")] + tracking + base_parameters + blend + adaptation,
+        "mpc": robot + defaults("mpc", ("rate",)) + [
+            _default("mpc", "output", "feedforward: for inverse_dynamics in mode mpc")]
+            + defaults("mpc", ("horizon", "dt", "solver", "q_weight", "v_weight")) + [
             ("r_weight", _round(r_weight), "1e-3 (Panda's mean M_jj(home) / this robot's)^2")] + generator
             + tracking + base_parameters + adaptation,
     }
     return sections
+
+
+def _default(node, name, comment=None):
+    """``(name, node's default, comment)``: a setting written at the node's own default (its schema,
+    :data:`robodyn_ros.ros.node_parameters.SCHEMAS`), so that the file never runs a node less safely than the
+    node runs without it."""
+    from .node_parameters import SCHEMAS
+    default = next(spec.default for spec in SCHEMAS[node] if spec.name == name)
+    return name, list(default) if isinstance(default, (list, tuple)) else default, comment
 
 
 def _round(x, digits=3):

@@ -10,9 +10,10 @@ attach the box of the ``payload.*`` parameters, which are live (set ``payload.ma
 a load attached when they change is replaced at once).
 
 Timing and stepping (real time, as fast as possible, lockstep, ``publish_decimation``, the stepping thread
-of ``step_thread``): see :mod:`robodyn_ros.simulation.runtime`. Without ``step_thread`` (and always in
-lockstep) the executor's timers step: real time on a timer of one step's wall period, as fast as possible in
-bursts on a ``FREE_RUN_PERIOD`` timer. Stamps are simulated time (plus the wall time at activation when
+of ``step_thread``), and the stop on a diverged step (no more joint states, one error line naming the joint
+and the likely cause, until the node is configured again): see :mod:`robodyn_ros.simulation.runtime`.
+Without ``step_thread`` (and always in lockstep) the executor's timers step: real time on a timer of one
+step's wall period, as fast as possible in bursts on a ``FREE_RUN_PERIOD`` timer. Stamps are simulated time (plus the wall time at activation when
 ``/clock`` is not published).
 
 Speed: the JointState, wrench and clock messages are built once and refilled in place, the joint fields
@@ -50,7 +51,7 @@ class SimulatorNode(RobodynNode):
 
     def setup(self):
         c = self.config
-        self.runtime = SimulationRuntime(self.robot, c, self.publish_state, self._log)
+        self.runtime = SimulationRuntime(self.robot, c, self.publish_state, self._log, self._on_runtime_stop)
         self.sim, self.kernels = self.runtime.sim, self.runtime.kernels
         self._wrench_listeners = self._clock_listeners = 1
         self.stamp_offset = 0.0
@@ -110,6 +111,9 @@ class SimulatorNode(RobodynNode):
         c, runtime = self.config, self.runtime
         self.stamp_offset = 0.0 if c["publish_clock"] else self.get_clock().now().nanoseconds * 1e-9
         runtime.start()
+        if runtime.fault is not None:       # a diverged simulation stays stopped until configured again
+            self.get_logger().error(f"not stepping: {runtime.fault.message()}; configure the simulator again")
+            return
         runtime.publish_state()
         if runtime.threaded():
             runtime.start_thread(self.context.ok)
@@ -120,6 +124,11 @@ class SimulatorNode(RobodynNode):
             self._timer = self.timer(max(c["lockstep_timeout"], 1e-3) / 2.0, runtime.on_lockstep_tick, steady=True)
         else:
             self._timer = self.timer(FREE_RUN_PERIOD, runtime.on_free_run_tick, steady=True)
+
+    def _on_runtime_stop(self):
+        """The runtime stopped on a diverged step: its timer has nothing left to do."""
+        if self._timer is not None:
+            self._timer.cancel()
 
     def stop(self):
         if getattr(self, "runtime", None) is not None:     # None: never configured

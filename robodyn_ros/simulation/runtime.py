@@ -9,7 +9,13 @@ Timing: ``real_time_factor > 0`` steps to the wall clock, catching up whole step
 when more than ``MAX_CATCH_UP_STEPS`` behind; ``0`` runs as fast as possible, in ``lockstep`` stepping as
 soon as a command answers the last published state (or after ``lockstep_timeout`` wall seconds). A command
 older than ``command_timeout`` simulated seconds is replaced by zero torque. ``publish_decimation`` k > 1
-publishes after every k-th step only. The stepping thread (real time: sleeps until the absolute wall time of
+publishes after every k-th step only.
+
+Divergence: after every step the state is checked (:class:`~robodyn_ros.simulation.divergence.DivergenceCheck`);
+a step whose result is not finite or absurd (a velocity or position no simulated arm reaches) stops the
+runtime for good: that state is never published, one error line names the joint and the likely cause,
+stepping and publishing end (``fault`` holds the :class:`~robodyn_ros.simulation.divergence.Divergence`,
+``on_stop()`` is called once) and stay stopped; a new runtime (the node configured again) starts afresh. The stepping thread (real time: sleeps until the absolute wall time of
 the next step; as fast as possible: back to back, offering the GIL every ``FREE_RUN_BURST`` wall seconds)
 and the callbacks are serialised by one lock (``lock``): steps, payload changes and stopping.
 """
@@ -25,9 +31,10 @@ from ..dynamics.aba import aba
 from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..kernels import compile_kernels
 from ..model.errors import ModelError
+from .divergence import DivergenceCheck
 from .simulation_step import engine_step
 from .plant import Plant, load_plant
-from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
+from .simulator import DivergedStep, Payload, SensorNoise, Simulator, SimulatorConfig
 
 MAX_CATCH_UP_STEPS = 50
 FREE_RUN_BURST = 1e-3    # s of stepping per free-running tick (timer) or between two GIL offers (thread)
@@ -63,11 +70,12 @@ class SimulationRuntime:
     """robot: the node's robot (``model``, ``home``, ``wrist_link``, ``from_command``); config: the
     simulator node's parameters (a mapping read live); publish(): publishes the current state (called after
     every ``publish_decimation``-th step); log(level, kind, text): ``level`` one of ``"info"``,
-    ``"warning"``, ``"throttled"`` (at most one per kind and period), ``"error"``."""
+    ``"warning"``, ``"throttled"`` (at most one per kind and period), ``"error"``; on_stop(): called once
+    when a diverged step stops the runtime (module docstring), e.g. to cancel the caller's timers."""
 
-    def __init__(self, robot, config, publish, log):
+    def __init__(self, robot, config, publish, log, on_stop=lambda: None):
         c = self.config = config
-        self.robot, self.publish, self.log = robot, publish, log
+        self.robot, self.publish, self.log, self.on_stop = robot, publish, log, on_stop
         plant = load_plant(c["plant"], robot.model, locked_joints=robot_locked_joints(robot, c["plant"])) \
             if c.get("plant") else None
         model = plant.model if plant is not None else robot.model
@@ -100,6 +108,11 @@ class SimulationRuntime:
         if self.payload is not None:
             self.sim.attach_payload(self.payload)      # validates the link (nothing to compile: pi is an input)
             self.sim.detach_payload()
+        self.divergence = DivergenceCheck(self.sim.model, self.sim.config, q0)
+        unstable = self.divergence.explicit_instability(q0)
+        if unstable is not None:
+            log("warning", "integrator", f"the simulation will likely diverge: {unstable}")
+        self.fault = None               # the Divergence that stopped the runtime
         self.command = np.zeros(model.nv)
         self._zero_command = np.zeros(model.nv)
         self._auto_attached = False
@@ -175,7 +188,7 @@ class SimulationRuntime:
         """Real time in the stepping thread: :meth:`on_real_time_tick`, then a sleep until the absolute
         wall time at which the next step is due."""
         dt, factor = self.sim.config.dt, self.config["real_time_factor"]
-        while self._running:
+        while self._running and self.fault is None:
             with self.lock:
                 if not self._running:
                     break
@@ -190,7 +203,7 @@ class SimulationRuntime:
         thread every ``FREE_RUN_BURST`` wall seconds (else it waits for Python's 5 ms switch interval)."""
         lock, step = self.lock, self.step_and_publish
         end = time.monotonic() + FREE_RUN_BURST
-        while self._running:
+        while self._running and self.fault is None:
             with lock:
                 if not self._running:
                     break
@@ -200,6 +213,8 @@ class SimulationRuntime:
                 end = self.last_step_wall + FREE_RUN_BURST
 
     def on_real_time_tick(self):
+        if self.fault is not None:
+            return
         target = self._sim_start + (time.monotonic() - self._wall_start) * self.config["real_time_factor"]
         steps = int((target - self.sim.t) / self.sim.config.dt + 1e-9)
         if steps > MAX_CATCH_UP_STEPS:  # too slow for real time: drop wall time instead of bursting
@@ -215,7 +230,7 @@ class SimulationRuntime:
 
     def on_free_run_tick(self):
         end = time.monotonic() + FREE_RUN_BURST
-        while self.active:
+        while self.active and self.fault is None:
             self.step_and_publish()
             if self.last_step_wall >= end:
                 break
@@ -227,8 +242,9 @@ class SimulationRuntime:
                 return
 
     def step_and_publish(self):
-        """One step; publishes the state after every ``publish_decimation``-th. Returns whether it did."""
-        if not self.active:
+        """One step; publishes the state after every ``publish_decimation``-th. Returns whether it did. A
+        diverged step stops the runtime instead (module docstring)."""
+        if not self.active or self.fault is not None:
             return False
         sim, c = self.sim, self.config
         if c["payload.attach_time"] >= 0.0 and self.payload is not None and sim.payload is None \
@@ -242,10 +258,15 @@ class SimulationRuntime:
                                                        f"(timeout {c['command_timeout']} s): applying zero torque")
             self.command_timed_out = True
             tau = self._zero_command
+        q_last, v_last = sim.q, sim.v         # the step replaces the arrays, never writes into them
         try:
             sim.step_validated(tau)
-        except ModelError as exc:
-            self.log("throttled", "diverged", f"simulation step failed: {exc}")
+        except DivergedStep as exc:
+            self._stop_diverged(self.divergence.diagnose(exc.q, exc.v, sim.t + sim.config.dt, q_last, v_last))
+            return False
+        if not self.divergence.within(sim.q, sim.v):
+            self._stop_diverged(self.divergence.diagnose(sim.q, sim.v, sim.t, q_last, v_last))
+            return False
         self.steps += 1
         self.last_step_wall = time.monotonic()
         if self.steps % c["publish_decimation"]:
@@ -253,8 +274,19 @@ class SimulationRuntime:
         self.publish_state()
         return True
 
+    def _stop_diverged(self, divergence):
+        """Stop for good after a diverged step (module docstring): one error line, no more steps or publishing."""
+        self.fault = divergence
+        self._running = False
+        self.log("error", "diverged", f"{divergence.message()}. Stopped: no more steps and no more joint states "
+                                      "until the simulator is configured again")
+        self.on_stop()
+
     def publish_state(self):
-        """Publish the current state (the ``publish`` callback); in lockstep the next step waits for its command."""
+        """Publish the current state (the ``publish`` callback); in lockstep the next step waits for its command.
+        Nothing once a diverged step stopped the runtime."""
+        if self.fault is not None:
+            return
         self.publish()
         self.awaiting_command = True
 

@@ -40,6 +40,15 @@ ENGINES = ("robodyn", "mujoco")
 (MuJoCo on the plant written as MJCF, :mod:`robodyn_ros.simulation.mujoco_engine`)."""
 
 
+class DivergedStep(ModelError):
+    """A step whose result is not finite; ``q``, ``v`` (nv,): that result (the simulator keeps the state it
+    had before the step)."""
+
+    def __init__(self, q, v):
+        super().__init__("simulation diverged (non-finite state); state kept at the previous step")
+        self.q, self.v = q, v
+
+
 @dataclass(frozen=True)
 class SensorNoise:
     """Standard deviations of white measurement noise, and the encoder resolution (rad per count).
@@ -247,14 +256,15 @@ class Simulator:
 
     def step_validated(self, tau):
         """:meth:`step` with ``tau`` (nv,) float64 already known to be finite and in range (validated once
-        on receipt, as the simulator node does with each command): the per-step check costs a few µs."""
+        on receipt, as the simulator node does with each command): the per-step check costs a few µs.
+        :class:`DivergedStep` when the step's result is not finite (the state is unchanged)."""
         if self.step_function is not None:
             q, v, n = self.q, self.v, self.config.substeps
             config = self.config if n == 1 else replace(self.config, dt=self.config.dt / n)
             for _ in range(self.config.substeps):
                 q, v, a, self.tau_command, finite = self.step_function.step(q, v, tau, self._pi, config)
                 if not finite:
-                    raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+                    raise DivergedStep(q, v)
             self.q, self.v, self.a = q, v, a
             self.t += self.config.dt
             return
@@ -263,8 +273,9 @@ class Simulator:
         for _ in range(self.config.substeps):
             self._integrate(self.config.dt / self.config.substeps)
             if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v))):
+                diverged = DivergedStep(self.q, self.v)
                 self.q, self.v = q0, v0
-                raise ModelError("simulation diverged (non-finite state); state kept at the previous step")
+                raise diverged
         self.a = self._acceleration(self.q, self.v)
         self.t += self.config.dt
 

@@ -273,3 +273,25 @@ def test_read_speed_100k_messages(tmp_path, storage):
     print(f"\n{storage}: wrote 100k JointState (7 joints) in {written:.2f} s, read in {seconds:.2f} s")
     np.testing.assert_array_equal(series.tau, q)
     shutil.rmtree(path)
+
+
+def test_joint_state_value_check():
+    """What robodyn record leaves out: a non-finite position, an infinite velocity or effort, a value beyond
+    1e9; a NaN velocity or effort (a missing interface), empty fields and unparsable bytes are not judged
+    unsound."""
+    from robodyn_ros.bags.value_check import joint_state_problem
+
+    names = ["a", "b", "c"]
+
+    def problem(q, v=(0.0, 0.0, 0.0), tau=(0.0, 0.0, 0.0)):
+        return joint_state_problem(encode_joint_state(5, "", names, [np.asarray(x, dtype=float) for x in (q, v, tau)]))
+
+    assert problem([0.1, -2.0, 3e8], [1e3, 0.0, -5.0], [80.0, 0.0, 1.0]) is None
+    assert problem([0.0] * 3, [np.nan] * 3, [np.nan] * 3) is None
+    assert joint_state_problem(encode_joint_state(5, "", names, [np.zeros(3), [], []])) is None
+    assert joint_state_problem(b"\x00\x01\x00\x00garbage") is None
+    assert problem([0.0, np.nan, 0.0]) == "position of b is nan"
+    assert problem([0.0, 0.0, -np.inf]) == "position of c is -inf"
+    assert problem([0.0, 0.0, 2e9]) == "position of c is 2e+09"
+    assert problem([0.0] * 3, [0.0, 1e35, 0.0]) == "velocity of b is 1e+35"
+    assert problem([0.0] * 3, [0.0] * 3, [np.inf, 0.0, 0.0]) == "effort of a is inf"

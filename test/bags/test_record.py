@@ -79,6 +79,37 @@ def test_recorded_stream_identifies_like_a_directly_written_bag(motion, tmp_path
     assert sorted(os.listdir(tmp_path)) == ["d.yaml", "direct", "r.yaml", "recorded"]   # no staging left
 
 
+def test_joint_states_no_joint_has_are_left_out_and_counted(motion, tmp_path):
+    """A stream with a NaN position, an infinite velocity and a velocity of 1e35 rad/s (a diverged simulator's)
+    among sound states: those three are not recorded but counted with the first one's reason; a NaN effort
+    (ros2_control's missing interface) is recorded."""
+    urdf, names, t, Q, V, tau = motion
+    bad = {10: ("q", 0, np.nan), 20: ("v", 3, np.inf), 30: ("v", 5, 1e35)}
+    with ros_session() as ros:
+        talker, listener = ros.node("talker"), ros.node("recorder")
+        publisher = talker.create_publisher(JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS)
+        recorder = TopicRecorder(listener, tmp_path / "recorded", ["/joint_states"])
+        assert spin_until(ros.executor, lambda: not recorder.discover(), 10.0)
+        assert spin_until(ros.executor, lambda: publisher.get_subscription_count() > 0, 10.0)
+        for k in range(50):
+            q, v, effort = Q[k].copy(), V[k].copy(), tau[k].copy()
+            if k in bad:
+                field, j, value = bad[k]
+                (q if field == "q" else v)[j] = value
+            if k == 40:
+                effort[:] = np.nan
+            publisher.publish(_message(names, t[k], q, v, effort))
+        assert spin_until(ros.executor, lambda: recorder.counts["/joint_states"]
+                          + recorder.dropped.get("/joint_states", [0])[0] >= 50, 10.0)
+        recorder.finish()
+    assert recorder.counts["/joint_states"] == 47
+    assert recorder.dropped == {"/joint_states": [3, "position of panda_joint1 is nan"]}
+    series = read_joint_states(tmp_path / "recorded", joint_names=names)
+    kept = [k for k in range(50) if k not in bad and k != 40]       # the NaN effort is recorded, the reader drops it
+    np.testing.assert_array_equal(series.q, Q[kept])
+    assert series.report.messages == 47 and np.isfinite(series.v).all()
+
+
 def _command(bag, *extra):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen([sys.executable, "-m", "robodyn_ros.cli", "record", str(bag), "--topics",
@@ -102,6 +133,9 @@ def test_command_stops_on_sigint_with_a_complete_bag(motion, tmp_path):
                 assert publisher.get_subscription_count() > 0, "the recorder never subscribed"
                 for k in range(200):
                     publisher.publish(_message(names, t[k], Q[k], V[k], tau[k]))
+                    if k in (50, 60):      # a diverged simulator's states: not recorded, counted
+                        value = np.nan if k == 50 else 1e35
+                        publisher.publish(_message(names, t[k] + 5e-4, np.full(7, value), np.full(7, value), tau[k]))
                     time.sleep(0.002)
                 time.sleep(0.5)
                 node.destroy_node()
@@ -114,6 +148,9 @@ def test_command_stops_on_sigint_with_a_complete_bag(motion, tmp_path):
                 process.kill()
     assert process.returncode == 0, err
     assert "/joint_states 200 messages" in out and "nothing was received on /ft" in err
+    warnings = [line for line in err.splitlines() if "not recorded" in line]
+    assert warnings == ["warning: not recorded, joint states with non-finite or absurd values: /joint_states 2 "
+                        "(the first: position of panda_joint1 is nan)"], err
     series = read_joint_states(tmp_path / "bag", joint_names=names)
     np.testing.assert_array_equal(series.q, Q[:200])
     assert os.listdir(tmp_path) == ["bag"]

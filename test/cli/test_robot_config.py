@@ -316,3 +316,104 @@ def test_robot_description_and_unknown_robots_on_the_command_line(tmp_path):
     with pytest.raises(ModelError, match=r"unknown robot 'ur10': not a bundled robot \(panda, ur5, iiwa\) nor a "
                                          r"file; give robot:=PATH of a URDF or of a parameter file"):
         prepare_arguments("simulator", ["--ros-args", "-p", "robot:=ur10"], str(tmp_path))
+
+
+# ------------------------------------------------------------------------- never less safe than the nodes
+SAFETY_ROBOTS = {"panda": "panda", "ur5": "ur5", "iiwa": "iiwa", "xarm7": "xarm_description/urdf/xarm7.urdf",
+                 "z1": "z1_description/urdf/z1.urdf", "ur10": "ur_description/urdf/ur10_robot.urdf"}
+ROBOT_ITSELF = {"urdf_path", "joints", "home", "wrist_link", "locked_joints"}
+SENSOR_NOISE = {"noise.position", "noise.velocity", "noise.effort", "noise.force", "noise.torque"}
+"""The simulator's measurement noise: how robot-like the simulated sensors are, not a safety setting."""
+
+
+def safety_robot(name):
+    source = SAFETY_ROBOTS[name]
+    if "/" not in source:
+        return source
+    path = erd_path(source)
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} missing from example-robot-data")
+    return path
+
+
+def _at_least_as_safe(name, value, default, config):
+    """Whether ``value`` of setting ``name`` (not the node default ``default``) is explicitly safer: a smaller
+    generator motion, or an MPC torque weight no smaller per unit of the robot's inertia than the default on
+    the robot it was tuned on (the Panda)."""
+    from robodyn_ros.dynamics.crba import crba
+
+    if name == "generator.amplitude":
+        return value <= default
+    if name == "r_weight":
+        model = Model.from_urdf(config.urdf_path, locked_joints=config.locked_joints or None)
+        inertia = float(np.mean(np.diag(crba(model, config.home))))
+        return value * inertia ** 2 >= default * reference_inertia() ** 2 * (1 - 5e-3)   # 3 digits written
+    return False
+
+
+@pytest.mark.parametrize("robot", list(SAFETY_ROBOTS))
+def test_config_never_writes_a_setting_less_safe_than_the_node_default(robot):
+    """Every setting robodyn config writes for every node is the node's default or explicitly safer (the robot's
+    own description and the simulator's sensor noise aside): e.g. the simulator's integrator is rk4_implicit,
+    the controllers' state_timeout and max_torque_rate the nodes' own."""
+    from robodyn_ros.ros.node_parameters import SCHEMAS
+
+    config = robot_configuration(safety_robot(robot))
+    assert config.parameters("simulator")["integrator"] == "rk4_implicit"
+    unsafe = []
+    for node in NODE_NAMES:
+        defaults = {spec.name: spec.default for spec in SCHEMAS[node]}
+        for name, value in config.parameters(node).items():
+            default = defaults[name]
+            if name in ROBOT_ITSELF or (node == "simulator" and name in SENSOR_NOISE) or value == default \
+                    or (isinstance(default, (list, tuple)) and list(value) == list(default)):
+                continue
+            if not _at_least_as_safe(name, value, default, config):
+                unsafe.append(f"{node}.{name} = {value!r} (node default {default!r})")
+    assert not unsafe, unsafe
+
+
+def test_written_xarm7_file_simulates_finite_under_a_simple_controller():
+    """The xArm7's file (joint 7: 2 N m s/rad of damping and 1 N m of Coulomb friction on 1.4e-4 kg m²) as the
+    simulator node builds it, 2 s at 1 kHz under a PD law with gravity compensation tracking 0.2 rad around
+    home: the state stays finite and within the velocity limits (with the explicit rk4 it diverged within 5
+    ms)."""
+    from robodyn_ros.simulation.runtime import SimulationRuntime
+
+    config = robot_configuration(safety_robot("xarm7"))
+    settings = resolve_node_config("simulator", config.parameters("simulator"))
+    robot = load_robot(settings)
+    failures = []
+    runtime = SimulationRuntime(robot, settings, lambda: None, lambda level, kind, text: failures.append(text))
+    runtime.start()
+    model, kernels, sim = robot.model, runtime.kernels, runtime.sim
+    from robodyn_ros.dynamics.crba import crba
+    m = np.diag(crba(model, robot.home))
+    zero = np.zeros(model.nv)
+    largest = 0.0
+    for _ in range(2000):
+        target = robot.home + 0.2 * np.sin(2 * np.pi * 0.5 * sim.t)
+        tau = kernels.rnea(sim.q, zero, zero) + m * (100.0 * (target - sim.q) - 20.0 * sim.v)
+        runtime.set_command(robot.to_command(tau))
+        runtime.step_and_publish()
+        assert np.all(np.isfinite(sim.q)) and np.all(np.isfinite(sim.v))
+        largest = max(largest, float(np.max(np.abs(sim.v) / model.velocity_limit)))
+    assert sim.t == pytest.approx(2.0) and not failures, failures
+    assert largest < 1.0
+
+
+def test_home_starting_with_a_negative_value_in_both_spellings(tmp_path, capsys):
+    """--home -0.16,... (argparse alone took the value for an option: "expected one argument") and
+    --home=-0.16,... write the same home; the file's header repeats the command as given, which runs too."""
+    home = "-0.1598,-1.571,1.571,-1.571,-1.571,0"
+    written = []
+    for name, spelling in (("space", ["--home", home]), ("equals", [f"--home={home}"])):
+        out = tmp_path / f"{name}.yaml"
+        assert main(["config", urdf_of("ur10"), "--output", str(out), *spelling]) == 0, capsys.readouterr().err
+        assert load_params_yaml(str(out), "simulator")["home"] == [float(x) for x in home.split(",")]
+        written.append(out.read_text().split("\n", 1)[1])
+    assert written[0] == written[1]
+    assert "--home -0.1598," in (tmp_path / "space.yaml").read_text().split("\n", 1)[0]
+    assert main(["config", urdf_of("ur10"), "--output", str(tmp_path / "x.yaml"), "--home", "-0.1,0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--home: 2 values for 6 joints" in err[0], err

@@ -97,3 +97,56 @@ def test_simulation_runtime_lockstep_and_command_timeout(panda):
     runtime.set_command(robot.to_command(gravity))
     assert not runtime.command_timed_out and logs[-1] == "commands_back"
     runtime.stop()
+
+
+def test_simulation_runtime_stops_for_good_on_a_diverged_step():
+    """The xArm7 simulated with the explicit rk4 (its light wrist's damping is far beyond rk4's stability):
+    a warning at construction names the joint; the first diverged step stops the runtime: nothing it published
+    is absurd or non-finite, one error line names joint 7 and the cure, on_stop is called once, and no timer
+    tick, command or publish steps or publishes again. A stepping thread ends by itself when its state
+    diverges."""
+    import os
+
+    from conftest import erd_path
+    from robodyn_ros.simulation.divergence import DivergenceCheck
+
+    urdf = erd_path("xarm_description/urdf/xarm7.urdf")
+    if not os.path.isfile(urdf):
+        pytest.skip(f"{urdf} missing from example-robot-data")
+    config = resolve_node_config("simulator", {"urdf_path": urdf, "integrator": "rk4", "real_time_factor": 0.0,
+                                               "lockstep": False})
+    robot = load_robot(config)
+    published, logs, stops = [], [], []
+    runtime = SimulationRuntime(robot, config, lambda: published.append((runtime.sim.q, runtime.sim.v)),
+                                lambda level, kind, text: logs.append((level, text)), lambda: stops.append(1))
+    assert [level for level, _ in logs] == ["warning"] and "joint joint7's damping" in logs[0][1]
+    check = DivergenceCheck(runtime.sim.model, runtime.sim.config, runtime.sim.q)
+    runtime.start()
+    runtime.publish_state()
+    zero = np.zeros(robot.model.nv)
+    for _ in range(100):
+        runtime.set_command(robot.to_command(runtime.kernels.rnea(runtime.sim.q, zero, zero)))
+        runtime.step_and_publish()
+    assert runtime.fault is not None and runtime.fault.joint == "joint7" and runtime.steps < 10
+    assert all(check.within(q, v) for q, v in published) and len(published) == runtime.steps + 1
+    errors = [text for level, text in logs if level == "error"]
+    assert len(errors) == 1 and "joint joint7's velocity" in errors[0] and "rk4_implicit" in errors[0]
+    assert stops == [1]
+    steps, count = runtime.steps, len(published)
+    runtime.on_free_run_tick()
+    runtime.on_real_time_tick()
+    runtime.step_to_next_publish()
+    runtime.publish_state()
+    assert (runtime.steps, len(published), len(logs), stops) == (steps, count, 2, [1])
+    runtime.stop()
+
+    panda = SimulationRuntime(load_robot(resolve_node_config("simulator", {"real_time_factor": 0.0,
+                                                                           "lockstep": False})),
+                              resolve_node_config("simulator", {"real_time_factor": 0.0, "lockstep": False}),
+                              lambda: None, lambda level, kind, text: None)
+    panda.sim.v = np.full(panda.sim.model.nv, 1e35)
+    panda.start()
+    panda.start_thread()
+    panda.thread.join(timeout=30.0)
+    assert not panda.thread.is_alive() and panda.fault is not None
+    panda.stop()

@@ -98,3 +98,22 @@ def test_start_at_home(tmp_path, capsys):
     assert main(["--urdf", "panda", "--output", str(tmp_path / "u.csv"), "--start", "0,0"]) == 2
     assert "--start has 2 values for 7 joints" in capsys.readouterr().err
     assert not (tmp_path / "u.csv").exists()
+
+
+def test_start_starting_with_a_negative_value_and_the_printed_start(tmp_path, capsys):
+    """--start -0.1,... (argparse alone took the value for an option) starts there; the start excite prints is
+    comma-separated, and given back as --start=PRINTED it starts the same motion at the same place."""
+    start = "-0.1,-0.785,0,-2.356,0,1.571,0.785"
+    fast = ["--urdf", "panda", "--period", "4", "--harmonics", "2", "--iterations", "1"]
+    assert main([*fast, "--output", str(tmp_path / "a.csv"), "--start", start]) == 0, capsys.readouterr().err
+    first = np.loadtxt(tmp_path / "a.csv", delimiter=",", skiprows=1)
+    np.testing.assert_allclose(first[0, 1:], [float(x) for x in start.split(",")], atol=1e-9)
+    out = capsys.readouterr().out
+    printed = [line.split(" = ", 1)[1].split()[0] for line in out.splitlines() if "starts and ends at rest at q" in line]
+    assert printed == ["-0.1000,-0.7850,0.0000,-2.3560,0.0000,1.5710,0.7850"], out
+    assert main([*fast, "--output", str(tmp_path / "b.csv"), f"--start={printed[0]}"]) == 0, capsys.readouterr().err
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "b.csv", delimiter=",", skiprows=1), first)
+    from robodyn_ros.cli.excite import build_parser
+    for spelling in (["--workspace", "-0.5,-0.5,0,0.5,0.5,1"], ["--workspace=-0.5,-0.5,0,0.5,0.5,1"]):
+        args = build_parser().parse_args(["--urdf", "panda", "--output", "c.csv", *spelling])
+        assert args.workspace == "-0.5,-0.5,0,0.5,0.5,1"

@@ -193,3 +193,63 @@ def test_engine_parameter_runs_the_node_on_mujoco():
     steps = assert_messages_match_offline_steps(node, q0, command, messages)
     assert len(steps) > 50
     assert np.abs(np.array(messages[-1].position) - q0).max() > 1e-4
+
+
+def test_diverged_simulation_stops_publishing_and_says_why_once():
+    """A state forced absurd mid-run (panda_joint6's velocity at 1e35 rad/s, what a recorder kept from a
+    diverged simulator): the node stops stepping and publishing, every JointState that reached a listener is
+    finite and sound, one error line names the joint and the likely cause; it stays stopped across a
+    deactivate/activate and publishes again, from its start, once configured again."""
+    from robodyn_ros.simulation.divergence import DivergenceCheck
+
+    overrides = {**QUIET, "real_time_factor": 0.0, "lockstep": False}
+    with ros_context() as context, Bringup([NodeEntry("simulator", "simulator", "simulator")], context,
+                                           config_file("panda"), overrides={"simulator": overrides}) as up:
+        node = up.nodes["simulator"]
+        node.trigger_configure()
+        logged = []
+        log = node.runtime.log
+        node.runtime.log = lambda level, kind, text: (logged.append((level, text)), log(level, kind, text))
+        check = DivergenceCheck(node.sim.model, node.sim.config, node.sim.q)
+        messages, absurd = [], []
+
+        def on_state(m):
+            messages.append(m)
+            if not check.within(np.array(m.position), np.array(m.velocity)):
+                absurd.append(m)
+
+        listener = rclpy.create_node("listener", context=context)
+        reliable_deep = rclpy.qos.QoSProfile(depth=100_000, reliability=rclpy.qos.ReliabilityPolicy.RELIABLE)
+        listener.create_subscription(JointState, "/joint_states", on_state, reliable_deep)
+        up.add_node(listener)
+        assert up.spin_until(lambda: listener.count_publishers("/joint_states") > 0, 10.0)
+        assert bring_up(node)
+        assert up.spin_until(lambda: len(messages) >= 20, 60.0)
+        with node.runtime.lock:
+            v = node.sim.v.copy()
+            v[5] = 1e35
+            node.sim.v = v
+        assert up.spin_until(lambda: absurd or any(level == "error" for level, _ in logged), 60.0)
+        steps = node.steps
+        up.spin_until(lambda: absurd or node.steps != steps, 1.0)   # no more steps; what is in flight arrives
+        assert not absurd, f"{len(absurd)} absurd joint states published, e.g. velocity {list(absurd[0].velocity)}"
+        assert node.steps == steps
+        assert node.runtime.thread is None or not node.runtime.thread.is_alive()
+        errors = [text for level, text in logged if level == "error"]
+        assert len(errors) == 1, errors
+        assert "joint panda_joint6's velocity" in errors[0] and "likely cause" in errors[0] and "Stopped" in errors[0]
+        # deactivate / activate: still stopped
+        node.trigger_deactivate()
+        node.trigger_activate()
+        count = len(messages)
+        assert not up.spin_until(lambda: len(messages) > count, 0.5)
+        # configured again: a new simulation from the start pose
+        node.trigger_deactivate()
+        node.trigger_cleanup()
+        assert bring_up(node)
+        count = len(messages)
+        assert up.spin_until(lambda: len(messages) > count + 10, 60.0)
+        assert not absurd
+        node.trigger_deactivate()
+        up.executor.remove_node(listener)
+        listener.destroy_node()
