@@ -15,7 +15,9 @@ with the correlation ``ρ`` of ``τ_m`` and ``τ_n``, and per joint the scale ``
 torque is at least ``JOINT_SHARE`` of the largest joint's. The efforts are judged consistent when
 ``SCALE[0] <= s <= SCALE[1]``, ``ρ >= MIN_CORRELATION``, every judged ``s_j`` within ``JOINT_SCALE`` and
 ``|d| <= MAX_LAG``; otherwise :attr:`EffortCheck.verdict` is ``"mismatch"`` and :attr:`EffortCheck.reason`
-names the likely cause and the parameter to set. Bounds: a URDF off by a factor of two in its masses (further
+names the likely cause and the parameter to set. Gravity-compensated efforts are also judged as reported, before
+the gravity is added back: whole joint torques there (correlation at least ``REPORTED_CORRELATION`` at a scale
+within ``SCALE``) would get their gravity twice. Bounds: a URDF off by a factor of two in its masses (further
 than any vendor's URDF from its robot) keeps ``s`` within them; currents (torque constants of 5-15 N m/A at the
 joint), gravity-compensated torques (``ρ`` 0-0.4 in a slow motion) and a 10-Hz filter (16 ms) do not.
 """
@@ -29,6 +31,8 @@ JOINT_SCALE = (0.4, 2.5)
 JOINT_SHARE = 0.25
 MIN_CORRELATION = 0.7
 MAX_LAG = 0.008          # s: half the lag of a 10-Hz first-order filter
+REPORTED_CORRELATION = 0.9
+FRICTION_WIDTH = 0.02    # rad/s: the Coulomb sign tanh(v / width) of the friction the URDF may lack
 
 
 class EffortCheck:
@@ -42,18 +46,21 @@ class EffortCheck:
         self.joint_names, self.kind, self.filter_cutoff = tuple(joint_names), kind, float(filter_cutoff)
         self.duration = float(duration)
         nv = len(self.joint_names)
-        self.A = np.zeros((2, 2))                 # normal equations of [τ_n, τ̇_n] -> τ_m, all joints
-        self.b = np.zeros(2)
+        n = 2 + 3 * nv                            # normal equations of [τ_n, τ̇_n, friction per joint] -> τ_m
+        self.A, self.b = np.zeros((n, n)), np.zeros(n)
+        self._X = np.zeros((nv, n))
         self.S_mn, self.S_nn, self.S_mm = np.zeros(nv), np.zeros(nv), np.zeros(nv)
+        self.S_rn = self.S_rr = 0.0               # the efforts as reported (before adding gravity back)
         self.motion_time = 0.0
         self._previous = None                     # (t, τ_n)
         self.verdict, self.reason = "pending", ""
         self.scale = self.correlation = self.lag = float("nan")
         self.joint_scale = np.full(nv, np.nan)
 
-    def observe(self, t, tau_nominal, tau_measured, v):
+    def observe(self, t, tau_nominal, tau_measured, v, as_reported=None):
         """One filtered sample at time t: the nominal model's torques, the measured ones and the velocities (nv,)
-        each. Returns :attr:`verdict`."""
+        each; ``as_reported`` (nv,): for gravity-compensated efforts, the efforts before the gravity was added
+        back (which must not look like whole joint torques). Returns :attr:`verdict`."""
         if self.verdict != "pending":
             return self.verdict
         previous, self._previous = self._previous, (t, np.array(tau_nominal, dtype=float))
@@ -61,12 +68,17 @@ class EffortCheck:
             return self.verdict
         dt = t - previous[0]
         rate = (tau_nominal - previous[1]) / dt
-        X = np.stack([tau_nominal, rate], axis=1)
+        X, j = self._X, np.arange(len(v))
+        X[:, 0], X[:, 1] = tau_nominal, rate
+        X[j, 2 + 3 * j], X[j, 3 + 3 * j], X[j, 4 + 3 * j] = v, np.tanh(v / FRICTION_WIDTH), 1.0
         self.A += X.T @ X
         self.b += X.T @ tau_measured
         self.S_mn += tau_measured * tau_nominal
         self.S_nn += tau_nominal ** 2
         self.S_mm += tau_measured ** 2
+        if as_reported is not None:
+            self.S_rn += float(as_reported @ tau_nominal)
+            self.S_rr += float(as_reported @ as_reported)
         self.motion_time += dt
         if self.motion_time >= self.duration:
             self._judge()
@@ -74,7 +86,8 @@ class EffortCheck:
 
     def _judge(self):
         try:
-            a, b = np.linalg.solve(self.A, self.b)
+            x = np.linalg.lstsq(self.A, self.b, rcond=1e-12)[0]
+            a, b = x[0], x[1]
         except np.linalg.LinAlgError:
             a, b = 0.0, 0.0
         self.scale = float(a)
@@ -90,6 +103,13 @@ class EffortCheck:
         s, rho, d = self.scale, self.correlation, self.lag
         seen = (f"over {self.motion_time:.1f} s of motion the joint efforts are {s:.3g} times the URDF's joint "
                 f"torques (correlation {rho:.2f}, lag {1e3 * d:.0f} ms)")
+        if self.S_rr > 0.0:
+            s_r = self.S_rn / self.S_nn.sum()
+            rho_r = self.S_rn / np.sqrt(self.S_rr * self.S_nn.sum())
+            if rho_r >= REPORTED_CORRELATION and SCALE[0] <= s_r <= SCALE[1]:
+                return (f"over {self.motion_time:.1f} s of motion the efforts as reported are already {s_r:.3g} times "
+                        f"the URDF's whole joint torques (correlation {rho_r:.2f}): gravity added back to efforts that "
+                        f"include it? set effort.kind: torque (Franka's tau_J, KUKA's measured torque)")
         if rho < MIN_CORRELATION:
             if self.kind == "torque":
                 return (f"{seen}: they do not follow the URDF's gravity, as gravity-compensated efforts do (UR "
@@ -97,6 +117,12 @@ class EffortCheck:
                         f"that the URDF and the joint names are the robot's")
             return (f"{seen}: they do not follow the URDF's torques with effort.kind {self.kind}: check effort.kind "
                     f"(torque for Franka's tau_J), the URDF and the joint names")
+        off = [j for j in np.flatnonzero(np.isfinite(self.joint_scale))
+               if not JOINT_SCALE[0] <= self.joint_scale[j] <= JOINT_SCALE[1]]
+        joints = ", ".join(f"{self.joint_names[j]} {self.joint_scale[j]:.3g}" for j in off)
+        if self.kind == "current" and off and len(off) < np.count_nonzero(np.isfinite(self.joint_scale)):
+            return (f"{seen}, per joint {joints} times: the torque constants of effort.torque_constants for those "
+                    f"joints are off (N m/A per joint, gear ratio included)")
         if not SCALE[0] <= s <= SCALE[1]:
             if self.kind == "torque" and 0.0 < s < SCALE[0]:
                 return (f"{seen}: motor currents read as torques? (UR drivers report currents by default) set "
@@ -108,13 +134,7 @@ class EffortCheck:
                 return (f"{seen}: gravity added back to efforts that already include it? set effort.kind: torque "
                         f"(Franka's tau_J, KUKA's measured torque)")
             return f"{seen}: check effort.kind ({self.kind}) and that the URDF is the robot's"
-        off = [j for j in np.flatnonzero(np.isfinite(self.joint_scale))
-               if not JOINT_SCALE[0] <= self.joint_scale[j] <= JOINT_SCALE[1]]
         if off:
-            joints = ", ".join(f"{self.joint_names[j]} {self.joint_scale[j]:.3g}" for j in off)
-            if self.kind == "current":
-                return (f"{seen}, but per joint {joints} times: the torque constants of effort.torque_constants "
-                        f"for those joints are off")
             return f"{seen}, but per joint {joints} times: check those joints' effort sign and scale"
         if abs(d) > MAX_LAG:
             if d > 0 and self.filter_cutoff <= 0.0:

@@ -59,9 +59,14 @@ class EffortMeasurement:
         if self.kind == "current":
             return self.torque_constants * effort
         if self.kind == "gravity_compensated":
-            z = np.zeros(self.model.nv)
-            return effort + np.asarray(self._regressor(q, z, z)) @ self.pi_robot
+            return effort + self.compensation(q)
         return effort
+
+    def compensation(self, q):
+        """``effort.kind: gravity_compensated``: the gravity the robot removed from its efforts at ``q`` (nv,),
+        of the URDF and the set payload."""
+        z = np.zeros(self.model.nv)
+        return np.asarray(self._regressor(q, z, z)) @ self.pi_robot
 
     def lag(self, t, q, v):
         """``(q, v)`` through the driver's first-order filter (as they are without ``effort.filter_cutoff``); the

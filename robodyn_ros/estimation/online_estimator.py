@@ -335,7 +335,8 @@ class OnlineEstimator:
         beta_before = self.base_estimator.beta.copy() if self._referenced else None
         friction_variance = self.regressor.friction_variance(v_f)
         if self.effort_check is not None and self.effort_check.verdict == "pending":
-            if self.effort_check.observe(t, Y_base @ self.beta_nominal, tau_f, v_f) == "mismatch":
+            as_reported = tau_f - self.effort.compensation(q_f) if self.effort.kind == "gravity_compensated" else None
+            if self.effort_check.observe(t, Y_base @ self.beta_nominal, tau_f, v_f, as_reported) == "mismatch":
                 self.report("effort_mismatch", self.effort_check.reason)
         result = self.base_estimator.update(t, Y_base, tau_f, friction_variance)
         self.base_updated, self.base_sample = result.accepted, (Y_base, tau_f)
