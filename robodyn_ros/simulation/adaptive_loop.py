@@ -299,7 +299,7 @@ class AdaptiveLoop:
                     self.base, self.model.inertial_parameters(), gate.applied, gate.applied_tag)
                 gate.clear_window(nominal=True, fallback=fallback)
                 observe_from = meas.t + est.settle_time
-            if k % every or est.base_started_at is None:
+            if k % every or est.base_started_at is None or est.withheld:   # as the node: nothing before the check
                 continue
             estimator = est.base_estimator
             if fit is None or k % consistent_every == 0:
