@@ -9,6 +9,15 @@ attach the box of the ``payload.*`` parameters, which are live (set ``payload.ma
 ``payload.com``, ``payload.size``, then call ``~/attach_payload``: any load on any link, nothing rebuilt;
 a load attached when they change is replaced at once).
 
+The robot's driver (``driver``: franka, ur, lbr, and the driver parameters its profile sets;
+:mod:`robodyn_ros.simulation.driver_emulation`): gravity and friction compensation added to the commands,
+efforts as the driver reports them, its rate limit and watchdogs, logged on one line at configure. Services
+``~/error_recovery`` (std_srvs/Trigger): clears a Franka reflex (Franka's ``error_recovery`` action); a UR
+stop after ``receive_timeout`` lasts until the node is deactivated and activated again. ``~/set_payload``
+(Trigger): the robot is told the load of the ``payload.*`` parameters (mass 0: none), whose gravity it then
+adds and leaves out of gravity-compensated efforts; until then the robot's set payload is none. The counts
+``driver_stops`` and ``driver_reflexes`` are attributes of the node (and in the services' replies).
+
 Timing and stepping (real time, as fast as possible, lockstep, ``publish_decimation``, the stepping thread
 of ``step_thread``), and the stop on a diverged step (no more joint states, one error line naming the joint
 and the likely cause, until the node is configured again): see :mod:`robodyn_ros.simulation.runtime`.
@@ -62,6 +71,8 @@ class SimulatorNode(RobodynNode):
         self.sub(Float64MultiArray, c["command_topic"], self._on_command, qos.COMMAND_QOS)
         self.srv(Trigger, "~/attach_payload", self._on_attach)
         self.srv(Trigger, "~/detach_payload", self._on_detach)
+        self.srv(Trigger, "~/error_recovery", self._on_error_recovery)
+        self.srv(Trigger, "~/set_payload", self._on_set_payload)
         self._next_clock = 0.0
         self._make_messages()
 
@@ -69,6 +80,8 @@ class SimulatorNode(RobodynNode):
     steps = property(lambda self: self.runtime.steps)
     commands_received = property(lambda self: self.runtime.commands_received)
     command_timed_out = property(lambda self: self.runtime.command_timed_out)
+    driver_stops = property(lambda self: self.runtime.driver.stops)
+    driver_reflexes = property(lambda self: self.runtime.driver.reflexes)
 
     def _log(self, level, kind, text):
         if level == "throttled":
@@ -147,7 +160,7 @@ class SimulatorNode(RobodynNode):
         sim = self.sim
         self._stamp.sec, self._stamp.nanosec = divmod(round((sim.t + self.stamp_offset) * 1e9), 1_000_000_000)
         q, v, tau = self._measured
-        sim.measure_joints_into(q, v, tau)
+        self.runtime.measure_joints_into(q, v, tau)
         if not self._identity_order:
             order = self.robot.command_order
             np.take(q, order, out=self._joint_q)
@@ -188,4 +201,16 @@ class SimulatorNode(RobodynNode):
         with self.runtime.lock:
             self.runtime.detach()
         response.success, response.message = True, f"detached at t = {self.sim.t:.3f} s"
+        return response
+
+    def _on_error_recovery(self, request, response):
+        response.success, message = self.runtime.error_recovery()
+        driver = self.runtime.driver
+        response.message = f"{message} (stops {driver.stops}, reflexes {driver.reflexes})"
+        return response
+
+    def _on_set_payload(self, request, response):
+        payload = self.runtime.set_robot_payload()
+        response.success = True
+        response.message = "robot payload: " + ("none" if payload is None else f"{payload.mass} kg on {payload.link}")
         return response

@@ -8,7 +8,10 @@ pacing (real time, or as fast as possible). The node converts commands, publishe
 Timing: ``real_time_factor > 0`` steps to the wall clock, catching up whole steps and dropping wall time
 when more than ``MAX_CATCH_UP_STEPS`` behind; ``0`` runs as fast as possible, in ``lockstep`` stepping as
 soon as a command answers the last published state (or after ``lockstep_timeout`` wall seconds). A command
-older than ``command_timeout`` simulated seconds is replaced by zero torque. ``publish_decimation`` k > 1
+older than ``command_timeout`` simulated seconds is replaced by zero torque. The robot's driver (``driver`` and the
+driver parameters: :class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`, ``self.driver``) then
+turns the command into the applied torque (gravity and friction compensation added, its rate limit, its
+watchdogs' stop and hold) and the applied torque into the reported effort. ``publish_decimation`` k > 1
 publishes after every k-th step only.
 
 Divergence: after every step the state is checked (:class:`~robodyn_ros.simulation.divergence.DivergenceCheck`);
@@ -32,6 +35,7 @@ from ..identification.sensor_wrench import SensorWrenchRegressor
 from ..kernels import compile_kernels
 from ..model.errors import ModelError
 from .divergence import DivergenceCheck
+from .driver_emulation import DriverEmulation
 from .simulation_step import engine_step
 from .plant import Plant, load_plant
 from .simulator import DivergedStep, Payload, SensorNoise, Simulator, SimulatorConfig
@@ -113,7 +117,11 @@ class SimulationRuntime:
         if unstable is not None:
             log("warning", "integrator", f"the simulation will likely diverge: {unstable}")
         self.fault = None               # the Divergence that stopped the runtime
+        self.driver = DriverEmulation(robot.model, c, 1.0 / c["rate"], log)
+        if self.driver.emulating:
+            log("info", "driver", self.driver.describe())
         self.command = np.zeros(model.nv)
+        self._fresh_command = False
         self._zero_command = np.zeros(model.nv)
         self._auto_attached = False
         self.lock = threading.Lock()     # one step, a payload change or a stop at a time
@@ -137,6 +145,7 @@ class SimulationRuntime:
         """Activation: time references from now (the caller publishes the first state)."""
         self.active = True
         self.last_command_time = self.sim.t
+        self.driver.reset()
         self._wall_start, self._sim_start = time.monotonic(), self.sim.t
 
     def threaded(self):
@@ -258,6 +267,8 @@ class SimulationRuntime:
                                                        f"(timeout {c['command_timeout']} s): applying zero torque")
             self.command_timed_out = True
             tau = self._zero_command
+        tau = self.driver.applied(sim.t, sim.q, sim.v, tau, self._fresh_command)
+        self._fresh_command = False
         q_last, v_last = sim.q, sim.v         # the step replaces the arrays, never writes into them
         try:
             sim.step_validated(tau)
@@ -290,10 +301,32 @@ class SimulationRuntime:
         self.publish()
         self.awaiting_command = True
 
+    def measure_joints_into(self, q, v, tau):
+        """The joint state the robot's driver publishes, written into ``q`` (nq,), ``v``, ``tau`` (nv,), model
+        order: positions, velocities, and the applied torque with its noise as the driver reports it
+        (``effort.kind``, ``effort.filter_cutoff``); returns the time."""
+        t = self.sim.measure_joints_into(q, v, tau)
+        if self.driver.kind != "torque" or self.driver.cutoff > 0.0:
+            self.driver.effort_into(t, q, tau)
+        return t
+
+    def error_recovery(self):
+        """Franka's error recovery (:meth:`DriverEmulation.error_recovery`): ``(success, message)``."""
+        with self.lock:
+            return self.driver.error_recovery()
+
+    def set_robot_payload(self):
+        """Tell the robot's driver about the payload of the ``payload.*`` parameters (mass 0: none), as
+        Franka's ``set_load`` and UR's ``set_payload`` do; returns it."""
+        with self.lock:
+            self.driver.set_payload(self.payload)
+        return self.payload
+
     def set_command(self, command):
         """A command (nv,) in command order, validated by the caller; in lockstep it answers the last
         published state, so the next steps are taken now."""
         self.command = self.robot.from_command(command)
+        self._fresh_command = True
         self.last_command_time = self.sim.t
         self.commands_received += 1
         if self.command_timed_out:

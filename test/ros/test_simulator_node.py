@@ -253,3 +253,49 @@ def test_diverged_simulation_stops_publishing_and_says_why_once():
         node.trigger_deactivate()
         up.executor.remove_node(listener)
         listener.destroy_node()
+
+
+def test_franka_profile_holds_the_panda_under_zero_commands_and_recovers_from_a_reflex():
+    """``driver: franka``: zero-torque commands answered to every joint state hold the Panda at home (the robot
+    adds gravity); when the answers stop, 20 missed steps trip the reflex, which holds the robot and ignores
+    commands until ``~/error_recovery`` is called, after which commands are applied again."""
+    from std_msgs.msg import Float64MultiArray
+    with ros_context() as context:
+        with Bringup([NodeEntry("simulator", "simulator", "simulator")], context, config_file("panda"),
+                     overrides={"simulator": {**QUIET, "driver": "franka", "real_time_factor": 0.0, "lockstep": True,
+                                              "lockstep_timeout": 0.05, "publish_clock": False}}) as up:
+            node = up.nodes["simulator"]
+            controller = rclpy.create_node("zero_controller", context=context)
+            up.add_node(controller)
+            answer = {"torque": 0.0, "on": True}
+            publisher = controller.create_publisher(Float64MultiArray, "/effort_controller/commands", qos.COMMAND_QOS)
+            controller.create_subscription(JointState, "/joint_states", lambda msg: answer["on"] and publisher.publish(
+                Float64MultiArray(data=[answer["torque"]] * 7)), qos.SENSOR_INPUT_QOS)
+            recovery = controller.create_client(Trigger, "/simulator/error_recovery")
+            node.trigger_configure()
+            assert up.spin_until(lambda: publisher.get_subscription_count() > 0
+                                 and controller.count_publishers("/joint_states") > 0, 30.0)
+            home = node.sim.q.copy()
+            assert bring_up(node)
+            assert up.spin_until(lambda: node.sim.t >= 0.5, 120.0)
+            assert node.commands_received > 400 and node.driver_reflexes == 0
+            assert np.abs(node.sim.q - home).max() < 1e-5               # held by the gravity the robot adds
+
+            answer["on"] = False                                        # the commands stop: the reflex
+            assert up.spin_until(lambda: node.driver_reflexes == 1, 60.0)
+            assert node.runtime.driver.stopped == "reflex"
+            answer.update(on=True, torque=3.0)                         # commands are ignored while it holds
+            held_at, t_held = node.sim.q.copy(), node.sim.t
+            assert up.spin_until(lambda: node.sim.t >= t_held + 0.3, 120.0)
+            assert np.abs(node.sim.q - held_at).max() < 1e-4 and node.runtime.driver.stopped == "reflex"
+
+            assert recovery.wait_for_service(timeout_sec=30.0)
+            future = recovery.call_async(Trigger.Request())
+            assert up.spin_until(future.done, 30.0)
+            assert future.result().success and future.result().message == "reflex cleared (stops 0, reflexes 1)"
+            t_recovered = node.sim.t                                    # 3 N m on every joint now moves the arm
+            assert up.spin_until(lambda: node.sim.t >= t_recovered + 0.2, 120.0)
+            assert np.abs(node.sim.q - held_at).max() > 1e-3 and node.runtime.driver.stopped is None
+            node.trigger_deactivate()
+            up.executor.remove_node(controller)
+            controller.destroy_node()
