@@ -88,7 +88,8 @@ def _talker(node):
 
 def test_polled_inputs_arrive_over_dds_without_executor_subscriptions(estimator_factory):
     """Every joint state of a 1 kHz stream is taken although the node does not spin for 200 ms at a time (a
-    process waiting for a core): nothing is lost, whatever the load, and the waits are for conditions."""
+    process waiting for a core): the talker is in this process (no transport that could lose one), so nothing
+    may be lost; the waits are for conditions, with deadlines that only a broken intake reaches."""
     node = estimator_factory(base_parameters=False, decimation=2, input_poll_rate=100.0)
     topics = {s.topic_name for s in node.subscriptions}
     assert "/joint_states" not in topics and "/force_torque_sensor_broadcaster/wrench" not in topics
