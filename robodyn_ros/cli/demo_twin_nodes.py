@@ -10,8 +10,8 @@ a ``robodyn config`` file, or the one written for a URDF; private domain, as fas
   ``lockstep_timeout`` (the controller may wait for a consistent-parameter fit, below);
 * estimator: joint torques only (``use_wrench: false``), ``publish_covariance: true``, and one callback per
   joint state (``input_poll_rate: 0``): the simulation runs faster than real time, and a wall-clock poll at
-  200 Hz would find more states waiting than its 50-deep queue keeps; a callback that finds several states
-  waiting estimates from all of them in order;
+  200 Hz would see them in wall-clock bursts (its queue, 50 deep when this was chosen, overflowed); a callback
+  that finds several states waiting estimates from all of them in order;
 * inverse_dynamics: the nominal model and the base-parameter law (``use_base_parameters``) with
   ``base_parameters.deterministic`` (each consistent-parameter fit takes effect at its due simulated time,
   waited for if need be, so the same command gives the same report); in the paired nominal run the same law

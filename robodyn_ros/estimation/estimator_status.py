@@ -4,8 +4,9 @@
 ``level`` is ``OK`` or ``WARN``; WARN when the configured torque noise is far below what the data show,
 when the payload-change detector alarms again and again (:func:`repeated_change_note`), while an estimate is
 paused (saturation, updates too sparse) and when the caller dropped malformed messages. ``values`` holds
-the counters of every part (updates, dropped stamps, time jumps, saturations, gaps, outliers), the payload
-and its standard deviations, and the covariance traces.
+the counters of every part (updates, dropped stamps, time jumps, saturations, gaps, outliers), the caller's
+count of messages lost before it took them (``lost_<input>``, where it counts them), the payload and its
+standard deviations, and the covariance traces.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ class UpdateRate:
             self._window = (now, updates)
 
 
-def status_values(est, pi, rejected, skipped_overload):
+def status_values(est, pi, rejected, skipped_overload, lost=None):
     """The ``values`` of :func:`estimator_status` (module docstring) for ``est``, an
     :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` whose live payload is pi (10,)."""
     gate = est.gate
@@ -59,6 +60,8 @@ def status_values(est, pi, rejected, skipped_overload):
               "dropped_stamps": gate.dropped_stamps, "time_jumps": gate.time_jumps,
               "wrench_saturated": gate.wrench_saturated, "effort_saturated": gate.effort_saturated,
               "sparse_gaps": gate.sparse_gaps}
+    for kind, count in (lost or {}).items():
+        values[f"lost_{kind}"] = count
     if est.wrench_rls is not None:
         std, converged = est.wrench_rls.std, est.publishing.last_converged
         values["payload_mass_std"] = float(std[0])
@@ -82,14 +85,15 @@ def status_values(est, pi, rejected, skipped_overload):
     return values
 
 
-def estimator_status(est, t, rejected=None, skipped_overload=0):
+def estimator_status(est, t, rejected=None, skipped_overload=0, lost=None):
     """``(level, message, values)`` of ``est`` (an :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator`)
     at joint-state time t (module docstring); ``rejected``: the caller's ``{message kind: count}`` of dropped
     messages (kinds ending in ``_stamp`` are dropped stamps, the others malformed messages),
-    ``skipped_overload``: due samples it skipped."""
+    ``skipped_overload``: due samples it skipped, ``lost``: ``{input: count}`` of messages lost before it took
+    them (``lost_<input>`` in ``values``; None: not counted)."""
     rejected = rejected or {}
     pi = est.payload_parameters()
-    values = status_values(est, pi, rejected, skipped_overload)
+    values = status_values(est, pi, rejected, skipped_overload, lost)
     level, notes = "OK", []
     if est.payload_events:
         t_change, mass_before = est.payload_events[-1]

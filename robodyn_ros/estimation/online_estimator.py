@@ -409,8 +409,9 @@ class OnlineEstimator:
             payload_std=payload_std, payload_frame=self.payload_frame, status=self.status(t),
             base_parameters_covariance=self.base_estimator.P.copy() if base and published else None)
 
-    def status(self, t, rejected=None, skipped_overload=0):
+    def status(self, t, rejected=None, skipped_overload=0, lost=None):
         """``(level, message, values)`` of the estimator's diagnostics at joint-state time t
         (:func:`~robodyn_ros.estimation.estimator_status.estimator_status`); ``rejected``: the caller's
-        ``{message kind: count}`` of dropped messages, ``skipped_overload``: due samples it skipped."""
-        return estimator_status(self, t, rejected, skipped_overload)
+        ``{message kind: count}`` of dropped messages, ``skipped_overload``: due samples it skipped, ``lost``:
+        ``{input: count}`` of messages lost before it took them (None: not counted)."""
+        return estimator_status(self, t, rejected, skipped_overload, lost)

@@ -2,8 +2,10 @@
 subscription's queue, and destroying what a node created."""
 
 
-def take_pending(subscription, limit):
-    """The messages waiting in ``subscription``'s queue (oldest first, at most ``limit``), taken now.
+def take_pending(subscription, limit, sequences=None):
+    """The messages waiting in ``subscription``'s queue (oldest first, at most ``limit``), taken now;
+    ``sequences``: a list that gets ``(publisher GID bytes, publication sequence number or None)`` of each,
+    for :class:`~robodyn_ros.estimation.message_loss.PublicationGaps`.
 
     For a node slower than its input: rclpy's EventsExecutor queues one event per arriving message
     without bound (measured: ~230 kB/s of native memory at 2 kHz input with a 5-ms callback; flat with
@@ -17,6 +19,11 @@ def take_pending(subscription, limit):
             if got is None:
                 break
             taken.append(got[0])
+            if sequences is not None:
+                info = got[1]
+                gid = info.get("publisher_gid")
+                # 0 is the RMW's "unsupported"; DDS numbers from 1
+                sequences.append((bytes(gid["data"]) if gid else None, info.get("publication_sequence_number") or None))
     return taken
 
 

@@ -24,8 +24,9 @@ def _profile(reliability, depth, durability=DurabilityPolicy.VOLATILE):
 SENSOR_INPUT_QOS = _profile(ReliabilityPolicy.BEST_EFFORT, 10)
 
 # The same inputs read by polling (RobodynNode.polled_sub, the estimator's input_poll_rate): the queue is all the
-# buffering there is between two polls, so it holds 50 ms of a 1 kHz stream (10 polls at 200 Hz).
-POLLED_SENSOR_INPUT_QOS = _profile(ReliabilityPolicy.BEST_EFFORT, 50)
+# buffering there is between two polls, so it holds 1 s of a 1 kHz stream: a Python process on busy cores
+# waits far longer than 50 ms for one (docs/PERFORMANCE.md, "Estimator intake under load").
+POLLED_SENSOR_INPUT_QOS = _profile(ReliabilityPolicy.BEST_EFFORT, 1000)
 
 # Publishing joint states (the simulator standing in for joint_state_broadcaster): reliable keep-last 10,
 # the broadcaster's own (system-default) profile, so any subscriber profile connects.

@@ -252,7 +252,12 @@ def _nlp_controllers(panda, solver, **options):
 
 @pytest.mark.parametrize("solver", ["fatrop", "ipopt"])
 def test_adjoint_nlp_derivatives_give_the_solution_of_automatic_jacobians(panda, solver):
-    # viscous friction on, a reference the plan cannot follow exactly: several iterations; same iterates
+    # viscous friction on, a reference the plan cannot follow exactly: several iterations. The two derivatives
+    # are equal in exact arithmetic, not in rounding, so the iterates may part: the same solution is what
+    # holds. At tol=1e-8 either lies within 5e-8 N m of the optimum (measured against tol=1e-11 and 1e-12),
+    # so 1e-6 holds on any machine, while a Jacobian 1 % off moves the solution by 1e-2 N m. The iteration
+    # counts are a bound, not an equality: rounding alone moved fatrop's from 11 to 9 on one machine, and
+    # tolerances from 1e-8 to 1e-11 move them by up to 3 here.
     model = panda.with_friction(viscous=0.2)
     ref = QuinticTrajectory(HOME, HOME + np.array([0.3, 0.2, -0.2, 0.3, 0.2, -0.2, 0.4]), 0.4)
     sols = {}
@@ -260,7 +265,7 @@ def test_adjoint_nlp_derivatives_give_the_solution_of_automatic_jacobians(panda,
         sols[d] = [mpc.solve(HOME + 0.02 * k, np.full(7, 0.05), ref, 0.02 * k) for k in range(3)]  # warm starts too
     for new, old in zip(sols["adjoint"], sols["automatic"]):
         assert new.status == old.status == "solved", (new.solver_status, old.solver_status)
-        assert new.iterations == old.iterations
+        assert abs(new.iterations - old.iterations) <= 4, (new.iterations, old.iterations)
         assert_close(new.tau_ff, old.tau_ff, atol=1e-6)
         assert_close(new.x_pred, old.x_pred, atol=1e-6)
 

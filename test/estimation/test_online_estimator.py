@@ -97,7 +97,7 @@ def _feed(node, pairs, polled):
     for start in range(0, len(pairs), 7):
         part = pairs[start:start + 7]
         queues = {id(node.wrench_sub): [w for w, _ in part], id(node.state_sub): [s for _, s in part]}
-        node.take_pending = lambda sub, limit, queues=queues: queues.pop(id(sub), [])
+        node.take_pending = lambda sub, limit, sequences=None, queues=queues: queues.pop(id(sub), [])
         node._poll_inputs()
 
 

@@ -201,8 +201,8 @@ def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate, budget, m
     (``input_poll_rate`` 0): the subscription keeps the newest 10; the first wake-up takes them all
     (take_pending on the real rclpy subscription) and estimates from each in order (an unlimited
     ``CALLBACK_BUDGET``) or, its budget spent (0), once from the newest; the executor's remaining events
-    find nothing to take. Polled: the 50-deep queue keeps the newest 50, one poll takes them, estimates in
-    order while its time budget lasts and then from the newest."""
+    find nothing to take. Polled: the queue (1000 deep) keeps all 300, polls take them, estimate in order
+    while their time budget lasts and then from the newest, and count none lost."""
     monkeypatch.setattr(estimator_node, "CALLBACK_BUDGET", budget)
     node, up = bringup("estimator", decimation=1, base_parameters=False, input_poll_rate=poll_rate)
     from rclpy.node import Node
@@ -215,11 +215,14 @@ def test_estimator_takes_waiting_messages_over_dds(bringup, poll_rate, budget, m
     stamps = 1.0 + np.arange(300) * 1e-3
     for t in stamps:
         pub.publish(make_joint_state(float(t), names, node.robot.home, np.zeros(7), np.zeros(7)))
-    up.spin_until(lambda: False, timeout=1.0)     # deliver, then drain the executor's events
+    assert up.spin_until(lambda: node.estimator.last_update_t is not None
+                         and node.estimator.last_update_t >= stamps[-1] - 1e-9, timeout=30.0)
+    up.spin_until(lambda: False, timeout=0.2)     # the executor's remaining events: nothing left to take
     assert node.estimator.last_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be used"
     assert node.estimator.last_update_t == pytest.approx(stamps[-1], abs=1e-9), "the newest sample must be estimated from"
     if poll_rate:
-        assert node.estimator.samples == qos.POLLED_SENSOR_INPUT_QOS.depth
+        assert node.estimator.samples == len(stamps) <= qos.POLLED_SENSOR_INPUT_QOS.depth
+        assert node.lost["joint_states"].lost == 0 and node.lost["joint_states"].taken == len(stamps)
     else:
         assert 2 <= node.estimator.samples <= qos.SENSOR_INPUT_QOS.depth + PENDING_LIMIT
         if budget > 0:
