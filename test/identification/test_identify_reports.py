@@ -77,3 +77,31 @@ def test_a_urdf_of_another_robot_is_questioned(tmp_path, capsys, ur10_bag):
     out = tmp_path / "quiet.yaml"
     assert identify([str(bag), "--urdf", "ur5", "--output", str(out), "--quiet", "--nominal-warning", "0"]) == 0
     assert "warning:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("efforts", ["currents", "gravity_compensated"])
+def test_efforts_that_are_not_joint_torques_are_refused_by_identify_and_replay(tmp_path, capsys, ur10_bag, efforts):
+    """The UR10 bag with its efforts as a UR driver reports them (motor currents at 10 N m/A, or torques minus the
+    URDF's gravity): identify and replay refuse it in one line naming the likely cause, write nothing, and
+    identify with --no-effort-check fits it (into a wrong robot: the check is what stands between)."""
+    from robodyn_ros.bags import read_joint_states
+    from robodyn_ros.cli.replay import main as replay
+    bag, urdf = ur10_bag
+    model = rd.Model.from_urdf(urdf)
+    series = read_joint_states(str(bag), joint_names=model.joint_names)
+    if efforts == "currents":
+        tau = series.tau / 10.0
+    else:
+        tau = series.tau - np.array([rd.gravity_torque(model, q) for q in series.q])
+    other = write_joint_states_bag(tmp_path / "driver_bag", series.t, model.joint_names, series.q, series.v, tau,
+                                   storage="mcap")
+    advice = "effort.kind: current" if efforts == "currents" else "effort.kind: gravity_compensated"
+    for command, argv in ((identify, ["--holdout", "0.3"]), (replay, [])):
+        out = tmp_path / "params.yaml"
+        code = command([str(other), "--urdf", urdf, "--output", str(out), "--quiet", *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and advice in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()
+    code = identify([str(other), "--urdf", urdf, "--output", str(tmp_path / "p.yaml"), "--quiet",
+                     "--no-effort-check"])
+    assert code == 0, capsys.readouterr().err
