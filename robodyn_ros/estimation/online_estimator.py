@@ -128,7 +128,9 @@ class OnlineEstimate:
     payload_estimate and payload_std (10,): the live estimate (std None without the wrench, except with
     payload_reference before_change after a change); status: ``(level, message, values)`` as in the node's
     /diagnostics; base_parameters_covariance (r, r): the base-parameter RLS covariance P, on published
-    estimates only (None otherwise and without base parameters)."""
+    estimates only (None otherwise and without base parameters); withheld: what is learned from the joint
+    torques is not published (the node publishes no base parameters) until the effort check has found the
+    efforts consistent (:attr:`OnlineEstimator.withheld`)."""
 
     t: float
     updated: bool
@@ -144,6 +146,7 @@ class OnlineEstimate:
     payload_frame: str
     status: tuple
     base_parameters_covariance: np.ndarray | None = None
+    withheld: bool = False
 
 
 def fixed_effort_std(config, model):
@@ -407,7 +410,8 @@ class OnlineEstimator:
             friction_std=self.friction(std=True),
             payload=None if last is None else physical_payload(last), payload_estimate=self.payload_parameters(),
             payload_std=payload_std, payload_frame=self.payload_frame, status=self.status(t),
-            base_parameters_covariance=self.base_estimator.P.copy() if base and published else None)
+            base_parameters_covariance=self.base_estimator.P.copy() if base and published else None,
+            withheld=self.withheld)
 
     def status(self, t, rejected=None, skipped_overload=0, lost=None):
         """``(level, message, values)`` of the estimator's diagnostics at joint-state time t
