@@ -75,6 +75,10 @@ def _parse(argv):
     p.add_argument("--engine", choices=("robodyn", "mujoco"), default="robodyn",
                    help="what integrates the plant: robodyn (this package's dynamics, default) or mujoco (MuJoCo "
                         "on the plant written as MJCF; pip install \"robodyn_ros[mujoco]\")")
+    p.add_argument("--driver", choices=("generic", "franka", "ur", "lbr"), default="generic",
+                   help="the robot's driver the simulator emulates (gravity and friction compensation added, efforts as "
+                        "it reports them, its rate and watchdogs); every node gets the same driver profile "
+                        "(default generic: full torques)")
     p.add_argument("--duration", type=float, default=15.0, help="simulated seconds (default 15)")
     p.add_argument("--headless", action="store_true", help="no window (the plot is only written with --plot)")
     p.add_argument("--report", help="write the JSON report here")
@@ -90,9 +94,27 @@ def _parse(argv):
     return p.parse_args(argv)
 
 
-def demo_overrides(attach_time, payload_mass, engine="robodyn"):
+def driver_overrides(driver, nodes=("simulator", "estimator", "inverse_dynamics", "mpc")):
+    """``{node: {parameter: value}}``: ``driver`` on every node and its profile's values, which replace those
+    of the robot's parameter file (config/*.yaml sets e.g. the simulator's rate and the controllers'
+    max_torque_rate explicitly)."""
+    from ..model.driver_profiles import profile_defaults
+    return {node: {"driver": driver, **profile_defaults(node, driver)} for node in nodes}
+
+
+def with_driver(overrides, driver):
+    """The demo's ``overrides`` on top of :func:`driver_overrides` (the scenario's own settings win)."""
+    base = driver_overrides(driver)
+    return {node: {**base.get(node, {}), **overrides.get(node, {})} for node in set(base) | set(overrides)}
+
+
+def demo_overrides(attach_time, payload_mass, engine="robodyn", driver="generic"):
     """Parameters the demo changes on top of the robot's YAML (as fast as possible, the payload event, the
-    plant's engine)."""
+    plant's engine, the driver profile on every node)."""
+    return with_driver(_demo_overrides(attach_time, payload_mass, engine), driver)
+
+
+def _demo_overrides(attach_time, payload_mass, engine):
     return {
         "simulator": {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": 0.2,
                       "payload.mass": float(payload_mass), "payload.attach_time": float(attach_time),
@@ -141,22 +163,22 @@ def realtime_scheduling(enabled=True, priority=REALTIME_PRIORITY):
 
 
 def run_demo(duration=15.0, robot="panda", attach_time=5.0, payload_mass=2.0, timeout=600.0, executor="events",
-             realtime=True, engine="robodyn"):
+             realtime=True, engine="robodyn", driver="generic"):
     """Run the scenario; returns ``(report dict, recorded series dict)``."""
     with realtime_scheduling(realtime) as granted:
-        report, series = _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, engine)
+        report, series = _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, engine, driver)
     report["realtime_scheduling"] = granted
     return report, series
 
 
-def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, engine="robodyn"):
+def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, engine="robodyn", driver="generic"):
     from ..ros.bringup import Bringup
     from ..ros.testing import ros_context
 
     wall_start = time.monotonic()
     with ros_context() as context:
         with Bringup.from_launch("simulation", context, robot=robot, use_sim_time=True, executor=executor,
-                                 overrides=demo_overrides(attach_time, payload_mass, engine)) as up:
+                                 overrides=demo_overrides(attach_time, payload_mass, engine, driver)) as up:
             setup_start = time.monotonic()
             recorder_node = up.plain_node("demo_recorder")
             sim_node = up.nodes["simulator"]
@@ -170,6 +192,7 @@ def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, eng
             steps = sim_node.steps
             rejected = {name: dict(node.rejected) for name, node in up.nodes.items()}
             controller_non_finite = up.nodes["inverse_dynamics"].non_finite_commands
+            driver_events = {"stops": sim_node.driver_stops, "reflexes": sim_node.driver_reflexes}
     errors = np.array(recorder.errors) if recorder.errors else np.zeros((0, 1 + recorder.nv))
     t_e, e = errors[:, 0], errors[:, 1:]
     payload = np.array(recorder.payload) if recorder.payload else np.zeros((0, 2))
@@ -178,6 +201,8 @@ def _run_demo(duration, robot, attach_time, payload_mass, timeout, executor, eng
     report = {
         "robot": robot,
         "engine": engine,
+        "driver": driver,
+        "driver_events": driver_events,
         "duration": float(duration),
         "simulated_time": float(recorder.t),
         "completed": bool(finished),
@@ -252,7 +277,7 @@ def summary(report):
 
 
 def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0, progress=None,
-             robot="panda", plant="twin", engine="robodyn"):
+             robot="panda", plant="twin", engine="robodyn", driver="generic"):
     """The adaptive scenario (module docstring) on the library loop for ``robot`` (a bundled name, a URDF or a
     ``robodyn config`` file) simulated as ``plant`` (``--plant``), integrated by ``engine``; returns
     ``(report, series)``."""
@@ -268,11 +293,11 @@ def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="comp
     attach_time = duration / 2.0 if attach_time is None else attach_time
     config = AdaptiveLoopConfig(controller=controller, duration=duration, attach_time=attach_time,
                                 payload_mass=payload_mass, payload_link=setup.robot.wrist_link,
-                                kp=setup.config["kp"], kd=setup.config["kd"], seed=seed, engine=engine)
+                                kp=setup.config["kp"], kd=setup.config["kd"], seed=seed, engine=engine, driver=driver)
     report, adapted, nominal = twin_experiment(setup.model, plant_model, setup.reference, config, progress=progress)
     report = {"scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
               "model": f"nominal {os.path.basename(setup.model.name or robot)}", "runtime": "library loop (no ROS)",
-              "engine": engine, **report}
+              "engine": engine, "driver": driver, **report}
     report["simulated_time"] = float(duration)
     report["acceptance"] = twin_acceptance(report)
     return report, {"adapted": adapted, "nominal": nominal}
@@ -334,7 +359,8 @@ def plot_twin(series, report, path):
 def summary_twin(report):
     settle = report["payload_time_to_5_percent"]
     return "\n".join([
-        f"robodyn demo --scenario twin: {report['robot']} simulated as {report['plant']}, under "
+        f"robodyn demo --scenario twin: {report['robot']} simulated as {report['plant']} (driver "
+        f"{report.get('driver', 'generic')}), under "
         f"{report['controller']} with the nominal model, {report['simulated_time']:.1f} s simulated twice (nominal, adapted) in {report['wall_seconds']:.1f} s wall, "
         f"{report['runtime']}",
         f"  tracking RMS {report['tracking_window'][0]:.1f}-{report['tracking_window'][1]:.1f} s: nominal model "
@@ -373,12 +399,13 @@ def main(argv=None):
         try:
             if args.library:
                 report, series = run_twin(args.duration, args.attach_time, args.payload_mass, args.controller,
-                                          args.seed, robot=args.robot, plant=plant, engine=args.engine)
+                                          args.seed, robot=args.robot, plant=plant, engine=args.engine,
+                                          driver=args.driver)
             else:
                 from .demo_twin_nodes import run_twin_nodes
                 report, series = run_twin_nodes(args.duration, args.attach_time, args.payload_mass, args.controller,
                                                 args.seed, max(args.timeout, 1200.0), robot=args.robot, plant=plant,
-                                                engine=args.engine)
+                                                engine=args.engine, driver=args.driver)
                 report["acceptance"] = twin_acceptance(report)
         except ModelError as exc:
             print(f"robodyn demo: {exc}", file=sys.stderr)
@@ -395,7 +422,7 @@ def main(argv=None):
         print("robodyn demo: --attach-time must be before the end (--duration)", file=sys.stderr)
         return 2
     report, series = run_demo(args.duration, args.robot, args.attach_time, args.payload_mass, args.timeout,
-                              realtime=not args.no_realtime, engine=args.engine)
+                              realtime=not args.no_realtime, engine=args.engine, driver=args.driver)
     _print_and_write(report, series, args, summary, plot)
     return 0 if report["completed"] else 1
 

@@ -37,8 +37,15 @@ import numpy as np
 LOCKSTEP_TIMEOUT = 30.0
 
 
-def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin", engine="robodyn"):
-    """Per-node parameter overrides of one run (module docstring)."""
+def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin", engine="robodyn",
+                   driver="generic"):
+    """Per-node parameter overrides of one run (module docstring), on the ``driver`` profile of every node
+    (:func:`robodyn_ros.cli.demo.with_driver`)."""
+    from .demo import with_driver
+    return with_driver(_twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine), driver)
+
+
+def _twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine):
     simulator = {"real_time_factor": 0.0, "lockstep": True, "lockstep_timeout": LOCKSTEP_TIMEOUT, "clock_rate": 100.0,
                  "plant": plant, "noise.seed": int(seed), "engine": engine}
     if attach_time is not None:
@@ -56,7 +63,7 @@ def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="
 
 
 def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, params_file, plant="panda_twin", seed=0,
-                   timeout=1200.0, engine="robodyn"):
+                   timeout=1200.0, engine="robodyn", driver="generic"):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
     "non_finite_commands", "diagnostics", "wall_seconds", "completed", "first_parameter_update"}`` (the
     simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
@@ -71,7 +78,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
     from ..ros.testing import ros_context
     from .demo_recorder import DemoRecorder
 
-    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine)
+    overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine, driver)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
@@ -110,6 +117,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
             diagnostics = loop.diagnostic_values(loop.solution[1]) if controller == "mpc" else loop.diagnostic_values()
             non_finite = loop.output.non_finite
             est = estimator.estimator
+            driver_events = {"stops": sim.driver_stops, "reflexes": sim.driver_reflexes}
             estimator_counts = {"samples": est.samples, "updates": est.updates,
                                 "skipped_overload": estimator.skipped_overload,
                                 "payload_events": [round(t, 3) for t, _ in est.payload_events]}
@@ -119,7 +127,8 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
             "t_coulomb": np.array([c[0] for c in coulomb]), "coulomb": np.array([c[1] for c in coulomb]).reshape(-1, nv),
             "non_finite_commands": int(non_finite + recorder.non_finite_commands),
             "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed),
-            "first_parameter_update": first_update[0] if first_update else None, "estimator": estimator_counts}
+            "first_parameter_update": first_update[0] if first_update else None, "estimator": estimator_counts,
+            "driver_events": driver_events}
 
 
 def _record_mpc_tracking(node, loop, robot, errors):
@@ -141,7 +150,7 @@ def _record_mpc_tracking(node, loop, robot, errors):
 
 
 def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
-                   timeout=1200.0, robot="panda", plant="twin", engine="robodyn"):
+                   timeout=1200.0, robot="panda", plant="twin", engine="robodyn", driver="generic"):
     """The paired runs (nominal, adapted) over DDS for ``robot`` simulated as ``plant`` by ``engine`` (as
     :func:`robodyn_ros.cli.demo.run_twin`); returns ``(report, {"adapted", "nominal"})``."""
     from ..simulation.adaptive_loop import rms, time_to_within, window_report
@@ -156,7 +165,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     plant_model = load_plant(source, setup.model)
     attach_time = duration / 2.0 if attach_time is None else attach_time
     runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, setup.params_file, source,
-                                 seed, timeout, engine) for name, adapt in (("nominal", False), ("adapted", True))}
+                                 seed, timeout, engine, driver) for name, adapt in (("nominal", False), ("adapted", True))}
     nominal, adapted = runs["nominal"], runs["adapted"]
     lo = attach_time * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
@@ -165,7 +174,8 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     report = {
         "scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
         "model": f"nominal {setup.model.name or robot}", "runtime": "ROS nodes over DDS (in-process bringup)",
-        "engine": engine,
+        "engine": engine, "driver": driver,
+        "driver_events": {name: run["driver_events"] for name, run in runs.items()},
         "controller": controller, "duration": float(duration), "simulated_time": float(duration),
         "tracking_window": [float(lo), float(attach_time)],
         "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,

@@ -180,7 +180,9 @@ class BaseParameterComputedTorque:
     ``beta`` (r,): the parameters used (the nominal model's by default; :meth:`set_parameters` for a new
     estimate); ``kp``, ``kd``: scalar or (nv,) gains; ``hold``: the time each command is held, s (the
     control period; 0: the law at the sampled state); ``dynamics``: a shared :class:`BaseParameterDynamics`;
-    ``gravity_compensated_by_robot``: leave ``g(q)`` of ``β`` out of the command (the robot adds its own);
+    ``gravity_compensated_by_robot``: leave out of the command the gravity the robot adds, ``g(q)`` of its own
+    model (the nominal parameters: the URDF), not of ``β``: what was learned about gravity (the links' and a
+    payload's) is still sent, as the difference to the robot's model;
     ``friction_compensation``: add the friction of ``β`` (False: the robot compensates its friction, or none)."""
 
     def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, hold=0.0, limit_margin=0.0, dynamics=None,
@@ -194,7 +196,8 @@ class BaseParameterComputedTorque:
             raise ValueError(f"hold must be in [0, {MAX_HOLD}] s (the control period), got {hold!r}")
         self.hold = float(hold)
         self.dynamics = dynamics or BaseParameterDynamics(model, base)
-        self.beta = _check_beta(base.from_full(full_parameters(model)) if beta is None else beta, base.count)
+        self.beta_robot = base.from_full(full_parameters(model))     # the gravity the robot adds
+        self.beta = _check_beta(self.beta_robot if beta is None else beta, base.count)
         self.limit_margin = float(limit_margin)
         self.guard = CommandGuard(effort_bounds(model))
 
@@ -226,7 +229,7 @@ class BaseParameterComputedTorque:
         if not self.friction_compensation:
             tau = tau - self.dynamics.friction(v_r, v_f, self.beta)
         if self.gravity_compensated_by_robot:
-            tau = tau - self.dynamics.gravity(q_m, self.beta)
+            tau = tau - self.dynamics.gravity(q_m, self.beta_robot)
         return self.guard.accept(tau, status), status
 
 
@@ -238,7 +241,8 @@ class BaseParameterSlotineLi:
     estimate comes from the estimator), a scalar, (r,) diagonal or (r, r); ``functions``: a
     :class:`~robodyn_ros.kernels.compiled_functions.DynamicsFunctions` of ``model`` (its ``slotine_li``);
     ``gravity_compensated_by_robot``, ``friction_compensation``: as for :class:`BaseParameterComputedTorque`
-    (the adaptation still uses the whole regressor: the terms are left out of the command only)."""
+    (the robot's gravity, of the nominal parameters, is left out; the adaptation still uses the whole regressor:
+    the terms are left out of the command only)."""
 
     def __init__(self, model, base, beta=None, *, Lambda=10.0, kd=40.0, gamma=0.0, limit_margin=0.0,
                  functions=None, compiled=False, gravity_compensated_by_robot=False, friction_compensation=True):
@@ -248,7 +252,8 @@ class BaseParameterSlotineLi:
         self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
         self.friction_compensation = bool(friction_compensation)
         self.Lambda, self.kd = _gain(Lambda, model.nv, "Lambda"), _gain(kd, model.nv, "kd")
-        self.beta = _check_beta(base.from_full(full_parameters(model)) if beta is None else beta, base.count)
+        self.beta_robot = base.from_full(full_parameters(model))     # the gravity the robot adds
+        self.beta = _check_beta(self.beta_robot if beta is None else beta, base.count)
         g = np.asarray(gamma, dtype=float)
         self.Gamma = np.diag(np.broadcast_to(g, (base.count,))) if g.ndim <= 1 else g.copy()
         if self.Gamma.shape != (base.count,) * 2 or not np.all(np.isfinite(self.Gamma)):
@@ -285,7 +290,7 @@ class BaseParameterSlotineLi:
             tau = tau - self.joint.friction(v_r, v_d, self.beta)
         if self.gravity_compensated_by_robot:
             z = np.zeros(self.model.nv)
-            tau = tau - self.joint.gravity(q, self.beta, Y_rigid=self.functions.slotine_li(q, z, z, z))
+            tau = tau - self.joint.gravity(q, self.beta_robot, Y_rigid=self.functions.slotine_li(q, z, z, z))
         tau = self.guard.accept(tau, status)
         if status.ok and dt > 0.0 and self.Gamma.any():
             beta = self.beta - dt * (self.Gamma @ (Y.T @ s))

@@ -22,6 +22,13 @@ explains the torque residual of the estimate from just before the change detecto
 ``CONVERGED_AFTER`` s of the first update are the estimate converging, not a payload); the controller gets the
 parameters applied before the change plus the payload, through the gate, once the payload mass is known to
 0.05 kg. With ``adapt=False`` the same loop (same noise) runs on the nominal model.
+
+``driver`` (franka, ur, lbr; :mod:`robodyn_ros.model.driver_profiles`): the plant is driven through the robot's
+driver as the simulator node emulates it (:class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`:
+gravity and friction compensation added, the rate limit, efforts as the driver reports them, at the driver's
+rate; the robot's set payload is none), and the controller and the estimator take the profile's settings
+(gravity and friction left out of the commands, the efforts turned back into joint torques), as the nodes do
+with the same ``driver`` parameter. The MPC runs with the generic driver only.
 """
 from __future__ import annotations
 
@@ -39,7 +46,9 @@ from ..control.parameter_gate import ParameterGate, friction_from_base, friction
 from ..estimation.estimator_parameters import COULOMB_WIDTH
 from ..estimation.online_estimator import OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters
+from ..model.driver_profiles import DRIVERS, profile_defaults
 from ..model.errors import ModelError
+from .driver_emulation import DriverEmulation, driver_config
 from .simulation_step import engine_step
 from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
 
@@ -83,6 +92,7 @@ class AdaptiveLoopConfig:
     seed: int = 0
     substeps: int = 1
     engine: str = "robodyn"
+    driver: str = "generic"
     options: dict = field(default_factory=dict)
 
     def validate(self):
@@ -94,21 +104,28 @@ class AdaptiveLoopConfig:
             raise ModelError(f"blend_time must be >= 0 s, got {self.blend_time}")
         if self.attach_time is not None and not 0 < self.attach_time < self.duration:
             raise ModelError(f"attach_time must be inside (0, duration = {self.duration}), got {self.attach_time}")
+        if self.driver not in DRIVERS:
+            raise ModelError(f"driver must be one of {', '.join(DRIVERS)}, got {self.driver!r}")
+        if self.driver != "generic" and self.controller == "mpc":
+            raise ModelError(f"the library loop runs the mpc with the generic driver only (driver {self.driver}: "
+                             f"use the nodes)")
 
 
-def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=None, coulomb_width=None, holdoff=0.0):
+def joint_torque_estimator(model, cutoff=20.0, order=2, effort_std=None, coulomb_width=None, holdoff=0.0, effort=None):
     """The estimator node's :class:`~robodyn_ros.estimation.online_estimator.OnlineEstimator` on joint torques
     only (``use_wrench`` false): causal filter (``cutoff``, ``order``), base regressor with the Coulomb sign
     ``tanh(v / coulomb_width)``, RLS with σ ``effort_std`` (scalar or (nv,)), payload referenced to the
     estimate held just before a detected change (``payload_reference`` before_change; changes within
-    ``holdoff`` s of the first update are convergence)."""
+    ``holdoff`` s of the first update are convergence); ``effort``: the ``effort.*`` parameters of the robot's
+    driver (what its efforts are)."""
     std = np.broadcast_to(np.asarray(effort_std if effort_std is not None else 0.0, dtype=float), (model.nv,))
     return OnlineEstimator(model, {"use_wrench": False, "base_parameters": True, "filter.cutoff": float(cutoff),
                                    "filter.order": int(order),
                                    "effort_noise_per_joint": [float(x) for x in std] if np.all(std > 0) else [],
                                    **({} if coulomb_width is None else {"coulomb_width": float(coulomb_width)}),
                                    "payload_reference": "before_change",
-                                   "payload_change_holdoff": float(holdoff), "effort_saturation": 0.0})
+                                   "payload_change_holdoff": float(holdoff), "effort_saturation": 0.0,
+                                   **(effort or {})})
 
 
 def payload_candidate(estimator, beta_before, mass_std_limit=0.05):
@@ -184,10 +201,16 @@ class AdaptiveLoop:
                                                effort=c.effort_noise))
         q0 = np.asarray(reference.evaluate(0.0)[0], dtype=float)
         v0 = np.asarray(reference.evaluate(0.0)[1], dtype=float)
-        sim_config = SimulatorConfig(noise=noise, seed=c.seed, substeps=c.substeps, engine=c.engine,
+        emulated = driver_config(c.driver)
+        sim_config = SimulatorConfig(dt=1.0 / emulated["rate"], noise=noise, seed=c.seed, substeps=c.substeps,
+                                     engine=c.engine,
                                      coulomb_smoothing=plant.coulomb_width if plant.coulomb_width else 1e-3)
         self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=engine_step(plant, sim_config))
-        self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width)
+        self.driver = DriverEmulation(model, emulated, sim_config.dt)
+        self.convention = {k: v for k, v in profile_defaults("inverse_dynamics", c.driver).items()
+                           if k in ("gravity_compensated_by_robot", "friction_compensation")}
+        self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width,
+                                                effort=profile_defaults("estimator", c.driver))
         if not np.array_equal(self.estimator.base.independent, self.base.independent):
             raise ModelError("the estimator's base parameters differ from the controllers'")
         self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window,
@@ -203,7 +226,7 @@ class AdaptiveLoop:
         c, beta = self.config, self.estimator.beta_nominal
         if c.controller == "computed_torque":
             return BaseParameterComputedTorque(self.model, self.base, beta, c.kp, c.kd, hold=self.sim.config.dt,
-                                               dynamics=self.dynamics)
+                                               dynamics=self.dynamics, **self.convention)
         if c.controller == "slotine_li":
             # the computed-torque gains as Slotine-Li's: Λ = kp / kd and K_D = kd M_nom(q0) (diagonal), so that
             # near q0 both give ë + (Λ + kd) ė + Λ kd e = 0 (K_D in N m s/rad must scale with each joint's
@@ -211,7 +234,7 @@ class AdaptiveLoop:
             from ..dynamics.crba import crba
             q0 = np.asarray(self.reference.evaluate(0.0)[0], dtype=float)
             return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd,
-                                          kd=c.kd * np.diag(crba(self.model, q0)), compiled=True)
+                                          kd=c.kd * np.diag(crba(self.model, q0)), compiled=True, **self.convention)
         from ..control.adaptive_mpc import AdaptiveMPC
         # simulated time, not wall time: the solve's time limit must not depend on the machine's load
         return AdaptiveMPC(self.model, self.reference, rate=c.mpc_rate, beta=beta, time_limit=10.0,
@@ -270,6 +293,8 @@ class AdaptiveLoop:
                 sim.attach_payload(Payload.box(c.payload_link, c.payload_mass, c.payload_com))
                 attached = True
             meas = sim.measure_joints()
+            if self.driver.kind != "torque" or self.driver.cutoff > 0.0:
+                self.driver.effort_into(meas.t, meas.q, meas.tau)
             blended = self.blend.due(t) if self.blend is not None else None
             if blended is not None:
                 self.controller.set_parameters(blended)
@@ -278,7 +303,7 @@ class AdaptiveLoop:
                 non_finite += 1
                 tau = np.zeros(nv)
             T[k], E[k] = t, sim.q - q_d
-            sim.step(tau)
+            sim.step(self.driver.applied(t, sim.q, sim.v, tau, True))
             if progress is not None and k % 1000 == 0:
                 progress(t)
             if not c.adapt:
