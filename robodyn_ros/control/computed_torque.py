@@ -14,7 +14,9 @@ that gave 5e-2 rad error spikes at every reversal of the iiwa's wrist (tracking 
 rad with ``sign(v_d)``, same gains).
 
 Robots that compensate gravity themselves (Franka's torque interface expects torques without gravity)
-take the same law minus ``g(q)``: set ``gravity_compensated_by_robot=True``.
+take the same law minus the gravity the robot adds, ``g(q)`` of its own model (the model's nominal parameters,
+the URDF): set ``gravity_compensated_by_robot=True``. What the law knows beyond it (a payload, an estimate) is
+still sent, as the difference to the robot's model.
 
 Both controllers clip the reference to the joint limits (with a warning), hold the last safe command on
 a non-finite state and clamp to the effort limits (:mod:`robodyn_ros.control.command_guard`).
@@ -39,8 +41,9 @@ class ComputedTorqueController:
     """Inverse-dynamics feedforward plus PD on the tracking error (module docstring).
 
     ``kp``, ``kd``: scalar or (nv,) gains; ``pi``: inertial parameters (10 nb,) used by the law (the
-    model's by default; change with :meth:`set_parameters`); ``gravity_compensated_by_robot``: omit
-    ``g(q)`` from the command; ``friction_compensation``: add the model's friction (Coulomb on ``v_d``);
+    model's by default; change with :meth:`set_parameters`); ``gravity_compensated_by_robot``: leave the
+    robot's own gravity (``g(q)`` of the model's nominal parameters) out of the command;
+    ``friction_compensation``: add the model's friction (Coulomb on ``v_d``);
     ``limit_margin``: rad kept from the joint limits when clipping references; ``functions``: a shared
     :class:`DynamicsFunctions` (built here, ``compiled`` or not, when None)."""
 
@@ -53,6 +56,7 @@ class ComputedTorqueController:
         self.limit_margin = float(limit_margin)
         self.functions = functions or DynamicsFunctions(model, compiled=compiled)
         self.pi = model.inertial_parameters() if pi is None else np.asarray(pi, dtype=float).copy()
+        self.pi_robot = model.inertial_parameters()        # the gravity the robot adds (its own model)
         self.guard = CommandGuard(effort_bounds(model))
         self._friction = tuple(np.asarray(x, dtype=float) for x in (model.viscous, model.coulomb, model.friction_offset))
 
@@ -80,7 +84,7 @@ class ComputedTorqueController:
         a_cmd = a_d - self.kd * (v - v_d) - self.kp * (q - q_d)
         tau = self.functions.rnea(q, v, a_cmd, self.pi)
         if self.gravity_compensated_by_robot:
-            tau = tau - self.functions.gravity(q, self.pi)
+            tau = tau - self.functions.gravity(q, self.pi_robot)
         if self.friction_compensation:   # Coulomb on the reference velocity (module docstring)
             viscous, coulomb, offset = self._friction
             tau = tau + viscous * v + coulomb * np.sign(v_d) + offset
@@ -90,7 +94,8 @@ class ComputedTorqueController:
 class GravityCompensation:
     """``τ = g(q) + K_P (q_d - q) - K_D v`` (the PD part is zero with the default gains): holds the arm
     still, or lets it be moved by hand when the gains are zero. With ``gravity_compensated_by_robot``
-    the ``g(q)`` term is omitted (the robot adds it)."""
+    the robot's own gravity (``g(q)`` of the model's nominal parameters) is left out: only the difference of
+    ``pi``'s gravity to it (a payload) is sent."""
 
     def __init__(self, model, kp=0.0, kd=0.0, *, pi=None, gravity_compensated_by_robot=False, limit_margin=0.0,
                  functions=None, compiled=False):
@@ -100,6 +105,7 @@ class GravityCompensation:
         self.limit_margin = float(limit_margin)
         self.functions = functions or DynamicsFunctions(model, compiled=compiled)
         self.pi = model.inertial_parameters() if pi is None else np.asarray(pi, dtype=float).copy()
+        self.pi_robot = model.inertial_parameters()        # the gravity the robot adds (its own model)
         self.guard = CommandGuard(effort_bounds(model))
 
     def set_parameters(self, pi):
@@ -118,9 +124,9 @@ class GravityCompensation:
             return self.guard.hold(), status
         zero = np.zeros(self.model.nv)
         q_d, _, _, status.reference_clipped = clip_reference(self.model, q_d, zero, zero, self.limit_margin)
-        tau = self.kp * (q_d - q) - self.kd * v
-        if not self.gravity_compensated_by_robot:
-            tau = tau + self.functions.gravity(q, self.pi)
+        tau = self.kp * (q_d - q) - self.kd * v + self.functions.gravity(q, self.pi)
+        if self.gravity_compensated_by_robot:
+            tau = tau - self.functions.gravity(q, self.pi_robot)
         return self.guard.accept(tau, status), status
 
 

@@ -15,8 +15,9 @@ the joint-state rate, ``+ f_c tanh(v_d / coulomb_width)`` at the reference veloc
 AdaptiveMPC`: a light wrist's smoothed Coulomb term is too stiff for the 10-ms intervals); with
 ``output: feedforward`` it stays in the NLP.
 
-``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the MPC model's gravity and
-friction out of every solution's feed-forward at its planned states
+``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the robot's own gravity (of the
+nominal parameters, the URDF: what its driver adds; what the MPC's model knows beyond it is still sent) and the
+MPC model's friction out of every solution's feed-forward at its planned states
 (:func:`~robodyn_ros.control.mpc.solution.without_robot_terms`), in both outputs, and out of the stale hold
 and the Coulomb compensation of ``output: commands``; the published solution says what it left out, so the
 inverse_dynamics node can refuse a plan whose convention is not its own.
@@ -29,7 +30,7 @@ from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
-from .mpc.config import split_parameters
+from .mpc.config import parameter_vector, split_parameters
 from .mpc.solution import omitted_terms, without_robot_terms
 from .mpc.stage import prediction_model
 from .payload_update import payload_body_parameters
@@ -61,6 +62,7 @@ class MpcLoop:
         self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial
         self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
         self.omitted = omitted_terms(c["gravity_compensated_by_robot"], c["friction_compensation"])
+        self.theta_robot = parameter_vector(robot.model)      # the robot's own model, whose gravity its driver adds
         hold = None if c["gravity_compensated_by_robot"] else self.gravity
         self.output = TorqueOutput(self.mpc.tau_max, hold, config, publish, robot.command_order, report) \
             if c["output"] == "commands" else None
@@ -135,9 +137,10 @@ class MpcLoop:
         """Gravity hold of the MPC's model (nv,) at ``q`` (with its friction offset)."""
         return self.mpc.gravity(q)
 
-    def _gravity_only(self, q):
-        """``g(q)`` (nv,) of the MPC's model, without its friction offset."""
-        return self.gravity(q) - split_parameters(self.mpc.theta, self.model.nbodies, self.model.nv).offset
+    def _robot_gravity(self, q):
+        """``g(q)`` (nv,) the robot's driver adds: of the nominal parameters (the URDF), without friction offset."""
+        return self.mpc.gravity(q, self.theta_robot) - split_parameters(self.theta_robot, self.model.nbodies,
+                                                                          self.model.nv).offset
 
     def _friction(self, v):
         """The MPC model's joint friction ``f_v v + f_c tanh(v / ε) + f_o`` (nv,) at ``v`` (its NLP's law)."""
@@ -188,7 +191,7 @@ class MpcLoop:
                 solution = self.mpc.solve(q, v, self.reference, t - self.t0)
             self._trial = None
         self.tracking.update(t, q - self.reference.evaluate(t - self.t0)[0])
-        solution = without_robot_terms(solution, self._gravity_only, self._friction, self.omitted)
+        solution = without_robot_terms(solution, self._robot_gravity, self._friction, self.omitted)
         self.solution = (t, solution)
         self.solves += 1
         self.fallbacks += solution.status.startswith("fallback")

@@ -92,6 +92,7 @@ class SlotineLiController:
         self.projection, self.projection_eps = bool(projection), float(projection_eps)
         self.friction_compensation = bool(friction_compensation)
         self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
+        self.pi_robot = model.inertial_parameters()        # the gravity the robot adds (its own model)
         self.limit_margin = float(limit_margin)
         self.functions = functions or DynamicsFunctions(model, compiled=compiled)
         self.guard = CommandGuard(effort_bounds(model))
@@ -109,8 +110,8 @@ class SlotineLiController:
         if self.friction_compensation:   # Coulomb on the reference velocity (module docstring)
             m = self.model
             tau = tau + m.viscous * v + m.coulomb * np.sign(v_d) + m.friction_offset
-        if self.gravity_compensated_by_robot:
-            tau = tau - self.functions.gravity(q, self.pi_hat)
+        if self.gravity_compensated_by_robot:    # the robot adds its own model's: the estimate's difference is sent
+            tau = tau - self.functions.gravity(q, self.pi_robot)
         return tau, s, Y
 
     def adaptation_rate(self, s, Y, prediction_error=None, prediction_regressor=None):

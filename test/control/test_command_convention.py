@@ -102,9 +102,9 @@ KINDS = ["computed_torque", "slotine_li", "gravity_compensation", "base_computed
 @pytest.mark.parametrize("friction", [True, False])
 def test_gravity_left_out_is_the_robots_or_the_learned(panda, twin, base, kind, friction):
     """Moving, off the reference, with the parameters of another robot learned: the two commands differ by
-    exactly ``g(q)`` of the robot's own model for the base-parameter laws (the learned gravity's difference to
-    it is still sent: a driver adds its own model's gravity, not the truth), of the learned parameters for the
-    others (at the middle of the hold for the held computed torque)."""
+    exactly ``g(q)`` of the robot's own model, the URDF (the learned gravity's difference to it is still sent: a
+    driver adds its own model's gravity, not the truth), at the middle of the hold for the held computed
+    torque."""
     rng = np.random.default_rng(3)
     nv = panda.model.nv
     q, v = panda.home + rng.uniform(-0.02, 0.02, nv), rng.uniform(-0.5, 0.5, nv)
@@ -119,9 +119,8 @@ def test_gravity_left_out_is_the_robots_or_the_learned(panda, twin, base, kind, 
         h = law.hold
         a_cmd = a_d - law.kd * (v - v_d) - law.kp * (q - q_d)
         q_g = q + 0.5 * h * v + 0.125 * h * h * a_cmd
-    # the base-parameter laws leave out the gravity the robot adds (its own model, the URDF's) and send what they
-    # learned beyond it; the others (still) the learned gravity
-    g = rd.gravity_torque(panda.model if kind.startswith("base_") else twin, q_g)
+    # every law leaves out the gravity the robot adds (its own model, the URDF's) and sends what it learned beyond
+    g = rd.gravity_torque(panda.model, q_g)
     np.testing.assert_allclose(sent[False] - sent[True], g, atol=1e-6 * np.abs(g).max())
     assert np.abs(rd.gravity_torque(twin, q_g) - rd.gravity_torque(panda.model, q_g)).max() > 0.5
 

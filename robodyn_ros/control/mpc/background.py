@@ -68,12 +68,13 @@ class BackgroundController:
     def set_inertial_parameters(self, pi):
         self.set_parameters(replace_inertial_parameters(self.theta, pi, self.model.nbodies))
 
-    def gravity(self, q):
-        """``g(q; π) + f_o`` (nv,) of the current parameters (the fallback torque)."""
+    def gravity(self, q, theta=None):
+        """``g(q; π) + f_o`` (nv,) of the current parameters (the fallback torque), or of ``theta``."""
         if self.controller is not None:
             x = np.concatenate([q, np.zeros_like(q)])
-            return np.asarray(self.controller.ocp.gravity(x, self.controller.theta), dtype=float).reshape(-1)
-        p = split_parameters(self.theta, self.model.nbodies, self.model.nv)
+            theta = self.controller.theta if theta is None else theta
+            return np.asarray(self.controller.ocp.gravity(x, theta), dtype=float).reshape(-1)
+        p = split_parameters(self.theta if theta is None else theta, self.model.nbodies, self.model.nv)
         zero = np.zeros(self.model.nv)
         return np.asarray(rnea(self.model, np.asarray(q, dtype=float), zero, zero, pi=p.pi),
                           dtype=float).reshape(-1) + p.offset

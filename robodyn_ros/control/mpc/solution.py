@@ -59,7 +59,8 @@ class MPCSolution:
 
 
 OMIT_GRAVITY = 1
-"""Bit of :attr:`MPCSolution.omitted`: ``g(q)`` of the plan's model is left out of ``tau_ff``."""
+"""Bit of :attr:`MPCSolution.omitted`: ``g(q)`` of the robot's own model (what its driver adds) is left out of
+``tau_ff``."""
 OMIT_FRICTION = 2
 """Bit of :attr:`MPCSolution.omitted`: the model's joint friction is left out of ``tau_ff``."""
 
@@ -78,8 +79,8 @@ def describe_omitted(omitted):
 
 def without_robot_terms(solution, gravity, friction, omitted):
     """``solution`` with the terms of ``omitted`` subtracted from its feed-forward at the planned states:
-    ``τ_ff,k - g(q_k) - τ_f(v_k)`` for :data:`OMIT_GRAVITY` and :data:`OMIT_FRICTION` (``gravity(q)``,
-    ``friction(v)`` (nv,) of the plan's model, ``(q_k, v_k)`` its predicted state at the start of interval
+    ``τ_ff,k - g(q_k) - τ_f(v_k)`` for :data:`OMIT_GRAVITY` and :data:`OMIT_FRICTION` (``gravity(q)``: what the
+    robot adds, ``friction(v)`` (nv,): the plan's model's, ``(q_k, v_k)`` its predicted state at the start of interval
     ``k``). The feedback gains are unchanged: the robot adds the omitted terms at its measured state."""
     if not omitted:
         return solution
