@@ -46,6 +46,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..simulation.adaptive_loop import rms, time_to_within
+from ..model.driver_profiles import with_driver
 from .demo_recorder import DemoRecorder
 
 ADAPTATION_DELAY = 3.0      # s after attachment at which "after adaptation" starts
@@ -92,20 +93,6 @@ def _parse(argv):
     p.add_argument("--no-realtime", action="store_true",
                    help="do not ask for SCHED_FIFO (by default the demo asks for it, when permitted)")
     return p.parse_args(argv)
-
-
-def driver_overrides(driver, nodes=("simulator", "estimator", "inverse_dynamics", "mpc")):
-    """``{node: {parameter: value}}``: ``driver`` on every node and its profile's values, which replace those
-    of the robot's parameter file (config/*.yaml sets e.g. the simulator's rate and the controllers'
-    max_torque_rate explicitly)."""
-    from ..model.driver_profiles import profile_defaults
-    return {node: {"driver": driver, **profile_defaults(node, driver)} for node in nodes}
-
-
-def with_driver(overrides, driver):
-    """The demo's ``overrides`` on top of :func:`driver_overrides` (the scenario's own settings win)."""
-    base = driver_overrides(driver)
-    return {node: {**base.get(node, {}), **overrides.get(node, {})} for node in set(base) | set(overrides)}
 
 
 def demo_overrides(attach_time, payload_mass, engine="robodyn", driver="generic"):

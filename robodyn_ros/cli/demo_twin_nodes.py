@@ -40,8 +40,8 @@ LOCKSTEP_TIMEOUT = 30.0
 def twin_overrides(adapt, controller, attach_time, payload_mass, seed=0, plant="panda_twin", engine="robodyn",
                    driver="generic"):
     """Per-node parameter overrides of one run (module docstring), on the ``driver`` profile of every node
-    (:func:`robodyn_ros.cli.demo.with_driver`)."""
-    from .demo import with_driver
+    (:func:`robodyn_ros.model.driver_profiles.with_driver`)."""
+    from ..model.driver_profiles import with_driver
     return with_driver(_twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine), driver)
 
 

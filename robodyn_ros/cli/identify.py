@@ -269,10 +269,10 @@ def _check_efforts(args, model, base, source, stop):
     (:class:`~robodyn_ros.estimation.effort_check.EffortCheck` against the URDF, on the filtered samples):
     motor currents, gravity-compensated or driver-filtered torques would otherwise be fitted into a model
     with plausible-looking numbers."""
-    from ..estimation.effort_check import EffortCheck
+    from ..estimation.effort_check import BATCH, EffortCheck
     from ..identification.base_parameters import full_parameters
     from ..identification.chunked_filter import chunked_filtered_samples
-    check = EffortCheck(model.joint_names)
+    check = EffortCheck(model.joint_names, bounds=BATCH)
     beta = base.from_full(full_parameters(model))
     for block in chunked_filtered_samples(source, args.cutoff, stop=stop, decimate=1, chunk=8192):
         tau_nominal = base.regressor(model, block.q, block.v, block.a) @ beta

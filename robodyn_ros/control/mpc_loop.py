@@ -62,6 +62,7 @@ class MpcLoop:
         self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial
         self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
         self.omitted = omitted_terms(c["gravity_compensated_by_robot"], c["friction_compensation"])
+        self.friction_compensation = c["friction_compensation"]
         self.theta_robot = parameter_vector(robot.model)      # the robot's own model, whose gravity its driver adds
         hold = None if c["gravity_compensated_by_robot"] else self.gravity
         self.output = TorqueOutput(self.mpc.tau_max, hold, config, publish, robot.command_order, report) \
@@ -168,7 +169,7 @@ class MpcLoop:
             self.adaptation.observe(t)
         if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
-            if self.base_update is not None and self.config["friction_compensation"]:   # Coulomb at v_d
+            if self.base_update is not None and self.friction_compensation:   # Coulomb at v_d
                 v_d = self.reference.evaluate(t - self.t0)[1]
                 tau = tau + self.coulomb * np.tanh(v_d / self.base_update.base.coulomb_width)
             return self.output.publish(tau, t)

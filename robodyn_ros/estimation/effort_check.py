@@ -7,30 +7,50 @@ model: into masses of a tenth, inertias of the wrong sign, a held-out error that
 them away is the nominal model, which is wrong in its details but right in scale, sign and timing: over
 ``duration`` s of motion (any joint faster than ``MOTION_SPEED``) the filtered torques ``τ_m`` (after
 :class:`~robodyn_ros.estimation.effort_measurement.EffortMeasurement`) are regressed on the nominal model's
-``τ_n = Y_base β_nom`` and its rate, all joints stacked:
+``τ_n = Y_base β_nom`` and its rate, all joints stacked, beside each joint's friction columns
+``[q̇_j, tanh(q̇_j / ε), 1]`` (what a URDF most often lacks, and what would otherwise pass for a lag):
 
-    τ_m ≈ s τ_n - s d τ̇_n        (scale s, lag d: τ_m(t) ≈ s τ_n(t - d))
+    τ_m ≈ s τ_n - s d τ̇_n + ...        (scale s, lag d: τ_m(t) ≈ s τ_n(t - d))
 
 with the correlation ``ρ`` of ``τ_m`` and ``τ_n``, and per joint the scale ``s_j`` on the joints whose nominal
-torque is at least ``JOINT_SHARE`` of the largest joint's. The efforts are judged consistent when
-``SCALE[0] <= s <= SCALE[1]``, ``ρ >= MIN_CORRELATION``, every judged ``s_j`` within ``JOINT_SCALE`` and
-``|d| <= MAX_LAG``; otherwise :attr:`EffortCheck.verdict` is ``"mismatch"`` and :attr:`EffortCheck.reason`
+torque is at least ``JOINT_SHARE`` of the largest joint's. The efforts are judged consistent when ``s``, ``ρ``
+and every judged ``s_j`` are within the :class:`Bounds` (:data:`ONLINE` before adapting, the looser :data:`BATCH`
+for identification) and ``|d| <= MAX_LAG``; otherwise :attr:`EffortCheck.verdict` is ``"mismatch"`` and :attr:`EffortCheck.reason`
 names the likely cause and the parameter to set. Gravity-compensated efforts are also judged as reported, before
 the gravity is added back: whole joint torques there (correlation at least ``REPORTED_CORRELATION`` at a scale
-within ``SCALE``) would get their gravity twice. Bounds: a URDF off by a factor of two in its masses (further
+within the scale bounds) would get their gravity twice. The online bounds: a URDF off by a factor of two in its masses (further
 than any vendor's URDF from its robot) keeps ``s`` within them; currents (torque constants of 5-15 N m/A at the
 joint), gravity-compensated torques (``ρ`` 0-0.4 in a slow motion) and a 10-Hz filter (16 ms) do not.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 MOTION_SPEED = 0.05      # rad/s: a sample counts as motion when a joint moves faster
-SCALE = (0.5, 2.0)
-JOINT_SCALE = (0.4, 2.5)
 JOINT_SHARE = 0.25
-MIN_CORRELATION = 0.7
 MAX_LAG = 0.008          # s: half the lag of a 10-Hz first-order filter
+
+
+class Bounds(NamedTuple):
+    """What the check accepts: the scale ``s`` (lo, hi), a judged joint's ``s_j`` (lo, hi), the least
+    correlation."""
+
+    scale: tuple
+    joint_scale: tuple
+    min_correlation: float
+    max_lag: float = MAX_LAG
+
+
+ONLINE = Bounds((0.5, 2.0), (0.4, 2.5), 0.5, float("inf"))
+"""Before a controller adapts to the estimate: a URDF off by a factor of two is no base to adapt from either. The
+lag is reported, not judged: on plants whose rotor inertia the URDF lacks (the UR3 of example-robot-data with
+0.1 kg m² of armature) it reached -29 ms unfiltered, where 10-Hz filtered torques on the Panda twin give 15 ms."""
+BATCH = Bounds((0.25, 4.0), (0.25, 4.0), 0.5, float("inf"))
+"""``robodyn identify``, whose purpose is a URDF far from the robot (its nominal-model warning says how far):
+only what no URDF explains, currents (torque constants of 5-15 N m/A) and gravity-compensated efforts; no lag
+(its zero-phase filter, and bags whose stamps lead or lag their torques by a sample or more)."""
 REPORTED_CORRELATION = 0.9
 FRICTION_WIDTH = 0.02    # rad/s: the Coulomb sign tanh(v / width) of the friction the URDF may lack
 
@@ -42,8 +62,9 @@ class EffortCheck:
     :meth:`observe` per filtered sample; :attr:`verdict` is ``"pending"``, ``"consistent"`` or ``"mismatch"``
     (final), :attr:`reason` the one line saying why, :meth:`values` the numbers for /diagnostics."""
 
-    def __init__(self, joint_names, kind="torque", filter_cutoff=0.0, duration=2.0):
+    def __init__(self, joint_names, kind="torque", filter_cutoff=0.0, duration=2.0, bounds=ONLINE):
         self.joint_names, self.kind, self.filter_cutoff = tuple(joint_names), kind, float(filter_cutoff)
+        self.bounds = bounds
         self.duration = float(duration)
         nv = len(self.joint_names)
         n = 2 + 3 * nv                            # normal equations of [τ_n, τ̇_n, friction per joint] -> τ_m
@@ -106,11 +127,11 @@ class EffortCheck:
         if self.S_rr > 0.0:
             s_r = self.S_rn / self.S_nn.sum()
             rho_r = self.S_rn / np.sqrt(self.S_rr * self.S_nn.sum())
-            if rho_r >= REPORTED_CORRELATION and SCALE[0] <= s_r <= SCALE[1]:
+            if rho_r >= REPORTED_CORRELATION and self.bounds.scale[0] <= s_r <= self.bounds.scale[1]:
                 return (f"over {self.motion_time:.1f} s of motion the efforts as reported are already {s_r:.3g} times "
                         f"the URDF's whole joint torques (correlation {rho_r:.2f}): gravity added back to efforts that "
                         f"include it? set effort.kind: torque (Franka's tau_J, KUKA's measured torque)")
-        if rho < MIN_CORRELATION:
+        if rho < self.bounds.min_correlation:
             if self.kind == "torque":
                 return (f"{seen}: they do not follow the URDF's gravity, as gravity-compensated efforts do (UR "
                         f"drivers that report torques): set effort.kind: gravity_compensated (driver: ur), or check "
@@ -118,25 +139,25 @@ class EffortCheck:
             return (f"{seen}: they do not follow the URDF's torques with effort.kind {self.kind}: check effort.kind "
                     f"(torque for Franka's tau_J), the URDF and the joint names")
         off = [j for j in np.flatnonzero(np.isfinite(self.joint_scale))
-               if not JOINT_SCALE[0] <= self.joint_scale[j] <= JOINT_SCALE[1]]
+               if not self.bounds.joint_scale[0] <= self.joint_scale[j] <= self.bounds.joint_scale[1]]
         joints = ", ".join(f"{self.joint_names[j]} {self.joint_scale[j]:.3g}" for j in off)
         if self.kind == "current" and off and len(off) < np.count_nonzero(np.isfinite(self.joint_scale)):
             return (f"{seen}, per joint {joints} times: the torque constants of effort.torque_constants for those "
                     f"joints are off (N m/A per joint, gear ratio included)")
-        if not SCALE[0] <= s <= SCALE[1]:
-            if self.kind == "torque" and 0.0 < s < SCALE[0]:
+        if not self.bounds.scale[0] <= s <= self.bounds.scale[1]:
+            if self.kind == "torque" and 0.0 < s < self.bounds.scale[0]:
                 return (f"{seen}: motor currents read as torques? (UR drivers report currents by default) set "
                         f"effort.kind: current with effort.torque_constants (N m/A per joint)")
             if self.kind == "current":
                 return (f"{seen}: effort.torque_constants are off by a factor of about {s:.3g} (N m/A per joint, "
                         f"gear ratio included)")
-            if self.kind == "gravity_compensated" and s > SCALE[1]:
+            if self.kind == "gravity_compensated" and s > self.bounds.scale[1]:
                 return (f"{seen}: gravity added back to efforts that already include it? set effort.kind: torque "
                         f"(Franka's tau_J, KUKA's measured torque)")
             return f"{seen}: check effort.kind ({self.kind}) and that the URDF is the robot's"
         if off:
             return f"{seen}, but per joint {joints} times: check those joints' effort sign and scale"
-        if abs(d) > MAX_LAG:
+        if abs(d) > self.bounds.max_lag:
             if d > 0 and self.filter_cutoff <= 0.0:
                 return (f"{seen}: the efforts lag the joint states, as a driver's low-pass filter makes them "
                         f"(lbr_fri_ros2_stack: 10 Hz, 16 ms): set effort.filter_cutoff to the driver's cutoff "

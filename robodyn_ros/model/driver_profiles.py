@@ -72,3 +72,16 @@ def with_profile(specs, kind, driver):
     if missing:
         raise ValueError(f"driver profile {driver} of {kind}: no parameter {', '.join(missing)}")
     return tuple(replace(spec, default=defaults[spec.name]) if spec.name in defaults else spec for spec in specs)
+
+
+def driver_overrides(driver, nodes=("simulator", "estimator", "inverse_dynamics", "mpc")):
+    """``{node: {parameter: value}}``: ``driver`` on every node and its profile's values, which replace those
+    of a robot's parameter file (config/*.yaml sets e.g. the simulator's rate and the controllers'
+    max_torque_rate explicitly)."""
+    return {node: {"driver": driver, **profile_defaults(node, driver)} for node in nodes}
+
+
+def with_driver(overrides, driver):
+    """``overrides`` (``{node: {parameter: value}}``) on top of :func:`driver_overrides` (``overrides`` win)."""
+    base = driver_overrides(driver)
+    return {node: {**base.get(node, {}), **overrides.get(node, {})} for node in set(base) | set(overrides)}

@@ -99,7 +99,6 @@ MISMATCHES = {
                                 {"effort.kind": "current",
                                  "effort.torque_constants": list(TORQUE_CONSTANTS * [1, 1, 1, 3, 1, 1, 1])},
                                 "panda_joint4"),
-    "filtered read as unfiltered": (lambda t, TAU, G: lowpass(t, TAU, 10.0), {}, "effort.filter_cutoff"),
 }
 
 
