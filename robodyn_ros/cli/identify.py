@@ -383,7 +383,9 @@ def run(args, progress):
         files[args.plot] = _torque_plot(args, model, base, predictors, source, stop, validation, where)
     summary = _summary(source, base, result, errors)
     if validation is not None:
+        from ..identification.validation import nothing_learned
         summary += _validation_lines(validation, where)
+        summary += [line for line in (nothing_learned(validation),) if line]
     if args.wrench:
         summary.append(f"payload at {args.wrench_link}: {doc['payload']['mass']:.4f} kg")
     if mismatch is not None:
