@@ -37,12 +37,17 @@ BAXTER_LOCKS = " ".join(f"--lock-joint {name}=0" for name in (
     "head_pan", "right_s0", "right_s1", "right_e0", "right_e1", "right_w0", "right_w1", "right_w2",
     "r_gripper_l_finger_joint", "r_gripper_r_finger_joint", "l_gripper_l_finger_joint", "l_gripper_r_finger_joint"))
 
-ARMS = {   # URDF, HOME_Q, RANGES, LOCKS (None: the block's own), the floor's height in the base frame
-    "ur10": ("ur_description/urdf/ur10_robot.urdf", None, None, None, 0.0),
+ARMS = {   # URDF, HOME_Q, RANGES, LOCKS (None: the block's own), the floor's height in the base frame, the SRDF
+    "ur10": ("ur_description/urdf/ur10_robot.urdf", None, None, None, 0.0, None),
     "kinova": ("kinova_description/robots/kinova.urdf", "0,3.1416,3.1416,0,3.1416,0",
-               "--range j2s6s200_joint_1=-3:3 --range j2s6s200_joint_4=-3:3 --range j2s6s200_joint_6=-3:3", None, 0.0),
-    "baxter": ("baxter_description/urdf/baxter.urdf", "0,0,0,1.284,0,0,0", None, BAXTER_LOCKS, -0.92418),
-    "xarm7": ("xarm_description/urdf/xarm7.urdf", "0,0,0,1.8675,0,0,0", None, None, 0.0),
+               "--range j2s6s200_joint_1=-3:3 --range j2s6s200_joint_4=-3:3 --range j2s6s200_joint_6=-3:3", None,
+               0.0, None),
+    # Baxter's vendor SRDF disables the pairs across its short shoulder and forearm links (upper shoulder and
+    # upper elbow, wrist and upper forearm), whose meshes meet when the joint between them turns; excite
+    # reports them as in contact in most configurations and does not check them
+    "baxter": ("baxter_description/urdf/baxter.urdf", "0,0,0,1.284,0,0,0", None, BAXTER_LOCKS, -0.92418,
+               "baxter_description/srdf/baxter_manipulation.srdf"),
+    "xarm7": ("xarm_description/urdf/xarm7.urdf", "0,0,0,1.8675,0,0,0", None, None, 0.0, None),
 }
 
 
@@ -100,7 +105,7 @@ def trajectory(path):
 @pytest.mark.xdist_group("processes")
 @pytest.mark.parametrize("arm", sorted(ARMS))
 def test_the_readme_block_on_an_arm_that_is_not_bundled(arm, tmp_path):
-    relative, home, ranges, locks, floor = ARMS[arm]
+    relative, home, ranges, locks, floor, srdf = ARMS[arm]
     urdf = erd_path(relative)
     with isolated_ros_domain():
         code, output = run_block(script_for(urdf, home, ranges, locks), tmp_path)
@@ -109,15 +114,15 @@ def test_the_readme_block_on_an_arm_that_is_not_bundled(arm, tmp_path):
         assert (tmp_path / name).is_file(), name
     # the motion: clear of the floor and of itself at every 10 ms, by the URDF's own collision geometry
     names, Q = trajectory(tmp_path / "ur10_traj.csv")
-    clearance = MeshClearance(urdf).check(names, Q[::10])
+    clearance = MeshClearance(urdf, srdf=srdf and erd_path(srdf)).check(names, Q[::10])
     print(f"\n{arm}: lowest checked point {clearance['floor']:.3f} m ({clearance['floor_what']}; floor at "
           f"{floor:.3f} m), samples with a self-collision {clearance['collisions']}")
     assert clearance["floor"] - floor >= CLEARANCE, (clearance["floor_what"], clearance["floor"], floor)
-    assert "diverg" not in output.lower(), output[-3000:]
+    assert "simulation diverged" not in output, output[-3000:]
     assert clearance["collisions"] == 0, clearance["collision_pairs"]
     # the simulated robot followed the plan: the recorded motion excites the model as the planned one does
-    planned = float(re.search(r"^regressor condition number ([\d.]+) \(start", output, re.M).group(1))
-    recorded = float(re.search(r"^fit: .*regressor condition number ([\d.]+)", output, re.M).group(1))
+    planned = float(re.search(r"^regressor condition number ([\d.e+]+) \(start", output, re.M).group(1))
+    recorded = float(re.search(r"^fit: .*regressor condition number ([\d.e+]+)", output, re.M).group(1))
     print(f"{arm}: condition number planned {planned}, recorded {recorded}")
     assert recorded <= KAPPA_RATIO * planned, (planned, recorded)
     # identified, validated on the held-out 30 %
