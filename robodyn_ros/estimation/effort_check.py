@@ -15,7 +15,7 @@ them away is the nominal model, which is wrong in its details but right in scale
 with the correlation ``ρ`` of ``τ_m`` and ``τ_n``, and per joint the scale ``s_j`` on the joints whose nominal
 torque is at least ``JOINT_SHARE`` of the largest joint's. The efforts are judged consistent when ``s``, ``ρ``
 and every judged ``s_j`` are within the :class:`Bounds` (:data:`ONLINE` before adapting, the looser :data:`BATCH`
-for identification) and ``|d| <= MAX_LAG``; otherwise :attr:`EffortCheck.verdict` is ``"mismatch"`` and :attr:`EffortCheck.reason`
+for identification), and ``|d|`` within their ``max_lag`` where one is set; otherwise :attr:`EffortCheck.verdict` is ``"mismatch"`` and :attr:`EffortCheck.reason`
 names the likely cause and the parameter to set. Gravity-compensated efforts are also judged as reported, before
 the gravity is added back: whole joint torques there (correlation at least ``REPORTED_CORRELATION`` at a scale
 within the scale bounds) would get their gravity twice. The online bounds: a URDF off by a factor of two in its masses (further
