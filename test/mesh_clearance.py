@@ -11,8 +11,11 @@ within ``HOUSING`` of that axis, whose height is fixed), reported separately.
 Self-collision: coal's exact collision test between the geometries of links that are not parent and
 child (after Pinocchio's own fixed-joint merging), except the pairs already in contact at the reference
 configuration (zero clipped into the joint limits; ``permanent``): vendor meshes that interpenetrate by
-design, the pairs MoveIt's setup assistant disables with reason "Default".
+design, the pairs MoveIt's setup assistant disables with reason "Default"; and, given the robot's SRDF, the
+pairs it disables (``disabled``; Baxter's upper shoulder and upper elbow, whose meshes meet when the elbow
+turns, disabled by its vendor's configuration).
 """
+import xml.etree.ElementTree as ET
 import os
 
 import numpy as np
@@ -33,7 +36,7 @@ class MeshClearance:
     """Pinocchio model and collision geometry of ``urdf``; ``check(names, Q)`` evaluates configurations
     given as (N, n) arrays in the order of joint ``names`` (other joints at 0)."""
 
-    def __init__(self, urdf):
+    def __init__(self, urdf, srdf=None):
         import pinocchio as pin
         self.pin = pin
         self.model = pin.buildModelFromUrdf(urdf)
@@ -45,12 +48,21 @@ class MeshClearance:
         self.exempt = [self._fixed_height(g.parentJoint) for g in self.geometry.geometryObjects]
         self.frames = [f for f in self.model.frames if f.parentJoint > 0 and not self._fixed_height(f.parentJoint)]
         parent = self.model.parents
+        disabled = set()
+        if srdf is not None:
+            for item in ET.parse(srdf).getroot().iter("disable_collisions"):
+                disabled.add(frozenset((item.get("link1"), item.get("link2"))))
+        link = lambda g: g.name.rsplit("_", 1)[0]  # noqa: E731  (pinocchio names geometry LINK_k)
+        self.disabled = []
         pairs = []
         for i, a in enumerate(self.geometry.geometryObjects):
             for j, b in enumerate(self.geometry.geometryObjects[:i]):
                 ja, jb = a.parentJoint, b.parentJoint
                 if ja != jb and parent[ja] != jb and parent[jb] != ja:
-                    pairs.append((j, i))
+                    if frozenset((link(a), link(b))) in disabled:
+                        self.disabled.append((b.name, a.name))
+                    else:
+                        pairs.append((j, i))
         for j, i in pairs:
             self.geometry.addCollisionPair(pin.CollisionPair(j, i))
         self.geometry_data = self.geometry.createData()

@@ -1,12 +1,15 @@
-"""What the file commands (``identify``, ``replay``, ``excite``, ``config``) read besides their own options:
-vector options whose value starts with a negative number, the ``--lock-joint`` values, a bag's joint states
-repaired, and the progress bar they show while reading."""
+"""What the file commands (``identify``, ``replay``, ``excite``, ``config``, ``info``) read besides their own
+options: the robot (``--urdf``: a URDF, a bundled robot or a parameter file of ``robodyn config``), vector
+options whose value starts with a negative number, the ``--lock-joint`` values, a bag's joint states repaired,
+and the progress bar they show while reading."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -85,6 +88,52 @@ def parse_locks(items):
         except ValueError:
             raise ModelError(f"--lock-joint {name}: '{value}' is not a number") from None
     return locks
+
+
+@dataclass(frozen=True)
+class RobotInputs:
+    """The robot a command's ``--urdf`` names: ``urdf`` (a path), ``locks`` ({joint: value}: the file's or
+    the bundled robot's, then the ``--lock-joint`` options), ``bundled`` (the bundled robot's name or None),
+    ``robot_file`` (a :class:`~robodyn_ros.ros.robot_config.RobotFile` or None): its ``home`` and
+    ``table_height`` stand in for the options that were not given."""
+
+    urdf: str
+    locks: dict
+    bundled: str | None = None
+    robot_file: object = None
+
+    @property
+    def home(self):
+        return None if self.robot_file is None or self.robot_file.home is None else np.asarray(self.robot_file.home)
+
+    @property
+    def table_height(self):
+        return None if self.robot_file is None else self.robot_file.table_height
+
+
+def robot_inputs(value, lock_options=(), option="--urdf"):
+    """:class:`RobotInputs` of ``value``: a bundled robot's name (its URDF and usual locks), a parameter file
+    of ``robodyn config`` (its URDF, locks, home and table height: the same as giving them as options) or
+    a URDF. ``--lock-joint`` options are added to the file's or bundled robot's locks. ModelError in one
+    line naming the option and the file."""
+    from ..model.robot_names import BUNDLED_ROBOTS
+    from ..robots import bundled_robot_info
+    from ..ros.robot_config import is_robot_file, read_robot_file
+
+    given = parse_locks(lock_options)
+    if value in BUNDLED_ROBOTS and not os.path.exists(value):
+        info = bundled_robot_info(value)
+        return RobotInputs(info["urdf"], given or dict(info.get("locked_joints") or {}), bundled=value)
+    if not os.path.isfile(value):
+        label = f"{option} {value}" if option else value
+        raise ModelError(f"{label}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
+    if is_robot_file(value):
+        robot_file = read_robot_file(value, option)
+        if set(given) & set(robot_file.joints):   # fewer joints than the file's: its home no longer fits
+            from dataclasses import replace
+            robot_file = replace(robot_file, home=None)
+        return RobotInputs(robot_file.urdf_path, {**robot_file.locked_joints, **given}, robot_file=robot_file)
+    return RobotInputs(value, given)
 
 
 def read_repaired_joint_states(args, model, bag, progress):

@@ -332,15 +332,25 @@ def plot_twin(series, report, path):
              "k--", label="true")
     ax2.set_ylabel("payload mass (kg)")
     ax2.legend(loc="lower right", fontsize=8)
-    if len(ad["coulomb"]):
-        lines = ax3.plot(ad.get("t_coulomb", ad["t_estimate"]), ad["coulomb"], lw=0.8)
-        for line, true in zip(lines, report["coulomb_true"]):
-            ax3.axhline(true, color=line.get_color(), ls=":", lw=0.8)
-    ax3.set_ylabel("Coulomb friction (N m)\nestimate (solid), twin (dotted)")
+    plot_friction(ax3, ad, report)
     ax3.set_xlabel("simulated time (s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_friction(ax, adapted, report):
+    """The applied Coulomb friction per joint over time (solid) and the simulated robot's (dotted, the same
+    colour), one legend entry per joint; the dotted lines are called the twin's only on the Panda twin."""
+    if len(adapted["coulomb"]):
+        names = report.get("joints") or [f"joint {j + 1}" for j in range(len(report["coulomb_true"]))]
+        lines = ax.plot(adapted.get("t_coulomb", adapted["t_estimate"]), adapted["coulomb"], lw=0.8)
+        for line, true, name in zip(lines, report["coulomb_true"], names):
+            line.set_label(name)
+            ax.axhline(true, color=line.get_color(), ls=":", lw=0.8)
+        ax.legend(loc="upper right", fontsize=6, ncol=min(4, len(lines)))
+    plant = "twin" if str(report.get("plant", "")).startswith("panda_twin") else "simulated robot"
+    ax.set_ylabel(f"Coulomb friction (N m)\nestimate (solid), {plant} (dotted)")
 
 
 def summary_twin(report):

@@ -196,6 +196,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "estimator": adapted["estimator"],
         "completed": bool(nominal["completed"] and adapted["completed"]),
         "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
+        "joints": list(plant_model.model.joint_names),
         "coulomb_true": [float(x) for x in plant_model.model.coulomb],
         "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }

@@ -17,19 +17,19 @@ and at rest there). Bad input ends with one line on stderr and exit code 2; noth
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 import numpy as np
 
 from ..model.errors import ModelError
-from .command_inputs import VectorOptionParser
+from .command_inputs import ProgressBar, VectorOptionParser
 from .file_command import file_command_main, png_bytes
 
 
 def build_parser():
     p = VectorOptionParser(prog="robodyn excite", description=__doc__.split("\n\n")[0])
-    p.add_argument("--urdf", required=True, help="URDF path, or a bundled robot: panda, ur5, iiwa")
+    p.add_argument("--urdf", required=True, help="URDF path, a bundled robot (panda, ur5, iiwa) or a parameter file "
+                                                 "of robodyn config (its URDF, locked joints, home and table height)")
     p.add_argument("--output", required=True, help="CSV of joint positions to write (time,<joint>,...)")
     p.add_argument("--period", type=float, default=10.0, help="period T of the motion (s, default 10)")
     p.add_argument("--harmonics", type=int, default=5, help="harmonics K of the Fourier series (default 5)")
@@ -45,15 +45,17 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the random starting trajectory")
     p.add_vector_argument("--start", metavar="Q1,Q2,...|home",
                           help="start (and end) at this configuration of the joints (rad or m, comma-separated), "
-                               "or at a bundled robot's home; default: wherever the optimiser puts it")
+                               "or 'home': a bundled robot's or the --urdf parameter file's; default: wherever the "
+                               "optimiser puts it")
     p.add_argument("--range", action="append", default=[], metavar="JOINT=LO:HI",
                    help="keep JOINT within [LO, HI] (rad or m, within the URDF's limits; needed for continuous "
                         "joints); repeatable")
     p.add_argument("--clearance", type=float, default=0.05,
                    help="distance every moving part keeps above the floor or table (m, default 0.05)")
-    p.add_argument("--table-height", type=float, default=0.0,
-                   help="height of the floor or table plane in the base frame (m, default 0: the plane the base "
-                        "stands on)")
+    p.add_argument("--table-height", type=float,
+                   help="height of the floor or table plane in the base frame (m; default: the --urdf parameter "
+                        "file's, else the lowest point of the URDF's fixed base when it reaches below the base (a "
+                        "pedestal), else 0: the plane the base stands on)")
     p.add_vector_argument("--workspace", metavar="XMIN,YMIN,ZMIN,XMAX,YMAX,ZMAX",
                           help="also keep the moving links inside this box of the base frame (m)")
     p.add_argument("--self-clearance", type=float, default=0.02,
@@ -63,6 +65,7 @@ def build_parser():
     p.add_argument("--package-dir", action="append", default=[], metavar="DIR",
                    help="folder holding the packages of package:// mesh names; repeatable")
     p.add_argument("--plot", help="PNG of positions, velocities, torques and clearances over the period")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
     return p
 
 
@@ -153,15 +156,19 @@ def _check_limits(model, lower, upper, t, q, v, tau):
     return None
 
 
-def _start_configuration(args, model, bundled):
-    """``--start`` as (nv,) or None; ModelError naming what is wrong."""
+def _start_configuration(args, model, robot):
+    """``--start`` as (nv,) or None; ModelError naming what is wrong. ``robot``: the command's
+    :class:`~robodyn_ros.cli.command_inputs.RobotInputs`."""
     if args.start is None:
         return None
     if args.start == "home":
-        if not bundled:
-            raise ModelError("--start home needs a bundled robot (panda, ur5, iiwa); give the coordinates instead")
-        from ..robots import bundled_robot_info
-        return np.asarray(bundled_robot_info(args.urdf)["home"], dtype=float)
+        if robot.bundled:
+            from ..robots import bundled_robot_info
+            return np.asarray(bundled_robot_info(robot.bundled)["home"], dtype=float)
+        if robot.home is not None and len(robot.home) == model.nv:
+            return np.asarray(robot.home, dtype=float)
+        raise ModelError("--start home needs a bundled robot (panda, ur5, iiwa) or a parameter file of robodyn config "
+                         "with a home as --urdf; give the coordinates instead")
     try:
         q = np.array([float(x) for x in args.start.split(",")])
     except ValueError:
@@ -171,22 +178,21 @@ def _start_configuration(args, model, bundled):
     return q
 
 
-def run(args):
-    """Returns ``(files {path: text or bytes}, summary lines)``."""
+def run(args, progress=None):
+    """Returns ``(files {path: text or bytes}, summary lines)``; ``progress``: a
+    :class:`~robodyn_ros.cli.command_inputs.ProgressBar` (default: none shown)."""
     from ..identification.base_parameters import compute_base_parameters
     from ..identification.batch import predict_torques
     from ..identification.collision_clearance import clearance_model
     from ..identification.excitation import design_for_model
-    from ..model.collision_capsules import link_capsules
+    from ..model.collision_capsules import floor_height, link_capsules
     from ..model.model import Model
-    from .command_inputs import parse_locks
+    from .command_inputs import robot_inputs
+    progress = progress or ProgressBar(quiet=True)
     from .file_command import check_output_path
-    from .main import resolve_urdf
 
-    urdf = resolve_urdf(args.urdf)
-    bundled = urdf != args.urdf
-    if not os.path.isfile(urdf):
-        raise ModelError(f"--urdf {args.urdf}: no such file")
+    robot = robot_inputs(args.urdf, args.lock_joint)
+    urdf, bundled = robot.urdf, robot.bundled is not None
     for path, option in ((args.output, "--output"), (args.plot, "--plot")):
         if path:
             check_output_path(path, option)
@@ -195,7 +201,7 @@ def run(args):
     if not 0.0 <= args.margin < 0.5:
         raise ModelError(f"--margin {args.margin}: must lie in [0, 0.5)")
     for option, value in (("--clearance", args.clearance), ("--self-clearance", args.self_clearance),
-                          ("--table-height", args.table_height)):
+                          ("--table-height", 0.0 if args.table_height is None else args.table_height)):
         if not np.isfinite(value) or (option != "--table-height" and value < 0):
             raise ModelError(f"{option} {value}: must be a finite number" + ("" if option == "--table-height" else " >= 0"))
     if not args.link_radius > 0:
@@ -204,29 +210,34 @@ def run(args):
     info = None
     if bundled:
         from ..robots import bundled_robot_info
-        info = bundled_robot_info(args.urdf)
-    locks = parse_locks(args.lock_joint)
-    if not locks and bundled:
-        locks = dict(info.get("locked_joints") or {})
-    model = Model.from_urdf(urdf, locked_joints=locks or None)
+        info = bundled_robot_info(robot.bundled)
+    model = Model.from_urdf(urdf, locked_joints=robot.locks or None)
     lower, upper = _ranges(args.range, model)
     base = compute_base_parameters(model, coulomb_width=args.coulomb_width)
     a_max = None if args.max_acceleration is None else np.full(model.nv, args.max_acceleration)
-    q_start = _start_configuration(args, model, bundled)
+    q_start = _start_configuration(args, model, robot)
+    progress("collision model", 0, 2)
     capsules, notes = link_capsules(model, urdf, package_dirs=args.package_dir, default_radius=args.link_radius,
                                     link_geometry=info["capsules"] if bundled and info["capsules"] else None)
     if any(not (np.isfinite(lo) and np.isfinite(hi)) for lo, hi in zip(lower, upper)):
         bad = [n for n, lo, hi in zip(model.joint_names, lower, upper) if not (np.isfinite(lo) and np.isfinite(hi))]
         raise ModelError(f"joint(s) {', '.join(bad)} have no position limits in the URDF: give each a --range JOINT=LO:HI")
-    clearance = clearance_model(model, capsules, floor=args.table_height, clearance=args.clearance, box=box,
+    table_height = args.table_height if args.table_height is not None else robot.table_height
+    if table_height is None:
+        table_height = floor_height(model, urdf, args.package_dir)[0]
+    progress("collision model", 1, 2)
+    clearance = clearance_model(model, capsules, floor=table_height, clearance=args.clearance, box=box,
                                 self_clearance=args.self_clearance, lower=lower, upper=upper, seed=args.seed)
+    progress("collision model", 2, 2)
     preferred = None
     if bundled and q_start is None:
         preferred = np.asarray(info["home"], dtype=float) if len(info["home"]) == model.nv else None
-    trajectory, kappa = design_for_model(model, period=args.period, harmonics=args.harmonics, margin=args.margin,
-                                         coulomb_width=args.coulomb_width, seed=args.seed, a_max=a_max,
-                                         max_iterations=args.iterations, base=base, q_start=q_start,
-                                         lower=lower, upper=upper, clearance=clearance, preferred=preferred)
+    progress("optimising", 0, max(args.iterations, 1))
+    trajectory, kappa = design_for_model(
+        model, period=args.period, harmonics=args.harmonics, margin=args.margin, coulomb_width=args.coulomb_width,
+        seed=args.seed, a_max=a_max, max_iterations=args.iterations, base=base, q_start=q_start, lower=lower,
+        upper=upper, clearance=clearance, preferred=preferred, progress=progress.stage("optimising"))
+    progress("optimising", 1, 1)
     t = np.arange(int(round(args.period * 1000)) + 1) * 1e-3
     q, v, a = trajectory.evaluate(t)
     tau = predict_torques(model, q, v, a, args.coulomb_width)
@@ -280,7 +291,8 @@ def _clearance_summary(clearance, capsules, notes, t, q):
 
 def main(argv=None):
     """Entry point of ``robodyn excite``; returns the exit code (0 ok, 2 bad input, 1 internal error)."""
-    return file_command_main("excite", build_parser(), argv, run)
+    return file_command_main("excite", build_parser(), argv, run,
+                             lambda args: ProgressBar(quiet=args.quiet or not sys.stderr.isatty()))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ..model.errors import ModelError
-from .command_inputs import ProgressBar, parse_locks, read_repaired_joint_states
+from .command_inputs import ProgressBar, read_repaired_joint_states
 from .file_command import check_output_path, file_command_main, png_bytes
 
 
@@ -22,7 +22,8 @@ def build_parser():
     p = argparse.ArgumentParser(prog="robodyn identify", description=__doc__.split("\n\n")[0])
     p.add_argument("bag", help="rosbag2 directory (sqlite3 or mcap) or a .db3/.mcap file")
     p.add_argument("--urdf", required=True,
-                   help="URDF of the robot (nominal parameters, prior), or a bundled robot: panda, ur5, iiwa")
+                   help="URDF of the robot (nominal parameters, prior), a bundled robot (panda, ur5, iiwa) or a "
+                        "parameter file of robodyn config (its URDF and locked joints)")
     p.add_argument("--output", required=True, help="YAML file of identified parameters to write")
     p.add_argument("--urdf-out", help="also write the URDF with the identified inertials and friction")
     p.add_argument("--joint-states", default="/joint_states", help="sensor_msgs/JointState topic")
@@ -199,10 +200,9 @@ def _checked_options(args):
     """Resolve ``--urdf`` (a bundled robot's name to its file) and check every option before anything is
     read; returns ``(urdf as given, inertia margin)``. ModelError naming the option at fault."""
     from ..identification.least_squares import INERTIA_MARGIN
-    from ..model.robot_names import BUNDLED_ROBOTS, resolve_urdf
-    bundled, args.urdf = args.urdf, resolve_urdf(args.urdf)
-    if not os.path.isfile(args.urdf):
-        raise ModelError(f"--urdf {args.urdf}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
+    from .command_inputs import robot_inputs
+    robot = robot_inputs(args.urdf, args.lock_joint)
+    bundled, args.urdf, args.locks = args.urdf, robot.urdf, robot.locks
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
             check_output_path(path, option)
@@ -221,14 +221,11 @@ def _checked_options(args):
 
 
 def _nominal_model(args, bundled):
-    """``(Model of --urdf, locked joints)``: the ``--lock-joint`` values, or a bundled robot's usual locks
-    (the Panda's fingers at 0) when none are given."""
+    """``(Model of --urdf, locked joints)``: a parameter file's locks and the ``--lock-joint`` values, or a
+    bundled robot's usual locks (the Panda's fingers at 0) when none are given
+    (:func:`~robodyn_ros.cli.command_inputs.robot_inputs`)."""
     from ..model.model import Model
-    locks = parse_locks(args.lock_joint)
-    if not locks and args.urdf != bundled:
-        from ..robots import bundled_robot_info
-        locks = dict(bundled_robot_info(bundled).get("locked_joints") or {})
-    return Model.from_urdf(args.urdf, locked_joints=locks or None), locks
+    return Model.from_urdf(args.urdf, locked_joints=args.locks or None), args.locks
 
 
 def _held_out_split(args, model, source, progress):
@@ -386,7 +383,9 @@ def run(args, progress):
         files[args.plot] = _torque_plot(args, model, base, predictors, source, stop, validation, where)
     summary = _summary(source, base, result, errors)
     if validation is not None:
+        from ..identification.validation import nothing_learned
         summary += _validation_lines(validation, where)
+        summary += [line for line in (nothing_learned(validation),) if line]
     if args.wrench:
         summary.append(f"payload at {args.wrench_link}: {doc['payload']['mass']:.4f} kg")
     if mismatch is not None:

@@ -53,9 +53,14 @@ def format_model_info(model):
 
 def cmd_info(args):
     from ..model.model import Model
-    locked = dict(_parse_assignment(s) for s in args.lock_joint)
-    model = Model.from_urdf(resolve_urdf(args.urdf), floating_base=args.floating_base, locked_joints=locked or None,
-                            strict=args.strict)
+    from ..model.robot_names import BUNDLED_ROBOTS
+    from .command_inputs import robot_inputs
+    if args.urdf in BUNDLED_ROBOTS and not os.path.exists(args.urdf):
+        urdf, locked = resolve_urdf(args.urdf), dict(_parse_assignment(s) for s in args.lock_joint)
+    else:
+        robot = robot_inputs(args.urdf, args.lock_joint, option=None)
+        urdf, locked = robot.urdf, robot.locks
+    model = Model.from_urdf(urdf, floating_base=args.floating_base, locked_joints=locked or None, strict=args.strict)
     print(format_model_info(model))
     return 0
 
@@ -94,7 +99,8 @@ def build_parser():
                                 "'robodyn COMMAND --help' describes each command.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     info = sub.add_parser("info", help="print a robot model (joints, limits, masses)")
-    info.add_argument("urdf", help="URDF path, or a bundled robot: panda, ur5, iiwa")
+    info.add_argument("urdf", help="URDF path, a bundled robot (panda, ur5, iiwa) or a parameter file of robodyn "
+                                   "config (its URDF and locked joints)")
     info.add_argument("--floating-base", action="store_true")
     info.add_argument("--lock-joint", action="append", default=[], metavar="NAME=VALUE")
     info.add_argument("--strict", action="store_true",

@@ -31,7 +31,8 @@ from .file_command import check_output_path, file_command_main, png_bytes
 def build_parser():
     p = argparse.ArgumentParser(prog="robodyn replay", description=__doc__.split("\n\n")[0])
     p.add_argument("bag", help="rosbag2 directory (sqlite3 or mcap) or a .db3/.mcap file")
-    p.add_argument("--urdf", required=True, help="URDF of the robot, or a bundled robot name (panda, ur5, iiwa)")
+    p.add_argument("--urdf", required=True, help="URDF of the robot, a bundled robot name (panda, ur5, iiwa) or a "
+                                                 "parameter file of robodyn config (its URDF and locked joints)")
     p.add_argument("--output", required=True, help="YAML file of the final estimate to write")
     p.add_argument("--urdf-out", help="also write the URDF with the estimated inertials and friction")
     p.add_argument("--plot", help="PNG of the estimates over time")
@@ -61,18 +62,18 @@ def estimator_configuration(path, node_name):
         raise ModelError(f"--config {path}: not a ROS parameter file ({type(exc).__name__}: {exc})") from None
 
 
-def load_model(urdf, locks):
-    """``(model, urdf path, locked joints, bundled info or None)``: a path, or a bundled robot's name."""
+def load_model(urdf, lock_options):
+    """``(model, urdf path, locked joints, bundled info or None)`` of ``--urdf``: a path, a parameter file of
+    ``robodyn config`` or a bundled robot's name (its usual locks, and the ``--lock-joint`` ones)."""
     from ..model.model import Model
-    from ..robots import BUNDLED_ROBOTS, bundled_robot_info
-    info = None
-    if not os.path.isfile(urdf):
-        if urdf not in BUNDLED_ROBOTS:
-            raise ModelError(f"--urdf {urdf}: no such file (nor a bundled robot: {', '.join(BUNDLED_ROBOTS)})")
-        info = bundled_robot_info(urdf)
-        locks = {**info["locked_joints"], **locks}
-        urdf = info["urdf"]
-    return Model.from_urdf(urdf, locked_joints=locks or None), urdf, locks, info
+    from ..robots import bundled_robot_info
+    from .command_inputs import robot_inputs
+    robot = robot_inputs(urdf, lock_options)
+    info, locks = None, robot.locks
+    if robot.bundled:
+        info = bundled_robot_info(robot.bundled)
+        locks = {**info["locked_joints"], **parse_locks(lock_options)}
+    return Model.from_urdf(robot.urdf, locked_joints=locks or None), robot.urdf, locks, info
 
 
 def _wrenches(args, config, series):
@@ -199,7 +200,7 @@ def run(args, progress):
     if not config["base_parameters"]:
         raise ModelError("the configuration has base_parameters: false: the estimator would estimate no "
                          "inertial parameters to write")
-    model, urdf, locks, info = load_model(args.urdf, parse_locks(args.lock_joint))
+    model, urdf, locks, info = load_model(args.urdf, args.lock_joint)
     wrist = config["wrist_link"] or (info["wrist_link"] if info else None)
     args.repair = False
     series, q, v, tau = read_repaired_joint_states(args, model, args.bag, progress.stage("reading bag"))

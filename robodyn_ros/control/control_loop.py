@@ -163,7 +163,8 @@ class ControlLoop:
             raise ModelError("reference: file needs trajectory_file (the CSV of robodyn excite)")
         model = self.robot.model
         probe = TrajectoryFileReference(c["trajectory_file"], model.joint_names, model=model)
-        return TrajectoryFileReference(c["trajectory_file"], model.joint_names, loop=probe.periodic, model=model)
+        return TrajectoryFileReference(c["trajectory_file"], model.joint_names, loop=probe.periodic, model=model,
+                                       speed=c["trajectory_speed"])
 
     def desired(self, t, q):
         """``(q_d, v_d, a_d)`` (nv,) at joint-state time t (the first state's q starts a held reference)."""

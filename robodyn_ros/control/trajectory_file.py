@@ -9,7 +9,9 @@
 - before the first row the reference holds the first row, after the last it holds the last row (at rest),
   or with ``loop=True`` (periodic files only) it repeats the motion.
 
-Time ``t`` is measured from the start of following (``t_start``). Columns are matched to the model's
+Time ``t`` is measured from the start of following (``t_start``). ``speed`` (0 < speed <= 1) runs the file
+slower: the reference at t is the file's at ``speed t``, so ``v_d`` scales by ``speed`` and ``a_d`` (and the
+inertial torques) by ``speed²`` (the first run on a real arm, watched at a quarter of the speed). Columns are matched to the model's
 joints by name, so the file may list them in any order and may carry extra columns (which are ignored).
 """
 from __future__ import annotations
@@ -65,10 +67,13 @@ class TrajectoryFileReference:
 
     path: the CSV; joint_names: the model's joints (nv,), in the order q_d is returned; t_start: time at
     which following starts; loop: repeat a periodic file; model: if given, every row must lie within its
-    position limits (ModelError naming the joint and time otherwise).
+    position limits (ModelError naming the joint and time otherwise); speed: the fraction of the file's speed
+    (module docstring).
     """
 
-    def __init__(self, path, joint_names, t_start=0.0, loop=False, model=None):
+    def __init__(self, path, joint_names, t_start=0.0, loop=False, model=None, speed=1.0):
+        if not 0.0 < speed <= 1.0:
+            raise ModelError(f"trajectory speed {speed}: must lie in (0, 1] (a fraction of the file's speed)")
         names, t, q = read_trajectory_csv(path)
         missing = [n for n in joint_names if n not in names]
         if missing:
@@ -84,7 +89,7 @@ class TrajectoryFileReference:
                                  f"outside its limits [{lower[j]:.6g}, {upper[j]:.6g}]")
         self.path, self.joint_names = path, tuple(joint_names)
         self.t0, self.t1 = float(t[0]), float(t[-1])
-        self.t_start = float(t_start)
+        self.t_start, self.speed = float(t_start), float(speed)
         scale = max(1.0, float(np.max(np.abs(q))))
         self.periodic = bool(np.all(np.abs(q[-1] - q[0]) <= 1e-9 * scale))
         if loop and not self.periodic:
@@ -97,18 +102,18 @@ class TrajectoryFileReference:
 
     @property
     def duration(self):
-        """Seconds from the first row to the last (one period for a periodic file)."""
+        """Seconds from the first row to the last of the file (one period for a periodic file), at full speed."""
         return self.t1 - self.t0
 
     def evaluate(self, t):
         """``(q_d, v_d, a_d)`` (nv,) each at time ``t`` (s since ``t_start``)."""
-        s = self.t0 + (float(t) - self.t_start)
+        s = self.t0 + self.speed * (float(t) - self.t_start)
         if s < self.t0 or (s > self.t1 and not self.loop):
             q = self.q_first if s < self.t0 else self.q_last
             return q.copy(), np.zeros_like(q), np.zeros_like(q)
         if self.loop:
             s = self.t0 + (s - self.t0) % self.duration
-        return self.spline(s), self.derivative(s), self.second(s)
+        return self.spline(s), self.speed * self.derivative(s), self.speed ** 2 * self.second(s)
 
 
 class ApproachThenFollow:

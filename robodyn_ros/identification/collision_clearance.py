@@ -266,8 +266,10 @@ class ClearanceModel:
         short = report.self_distance - self.self_clearance
         if short < 0 and (worst is None or short < worst[0]):
             a, b = report.self_pair
-            worst = (short, f"links {a} and {b} come within {report.self_distance:.3f} m of each other "
-                            f"(at least {self.self_clearance:.3f} m required){when(report.self_index)}")
+            where = (f"come within {report.self_distance:.3f} m of each other" if report.self_distance >= 0 else
+                     f"overlap by {-report.self_distance:.3f} m (their bounding capsules)")
+            worst = (short, f"links {a} and {b} {where} (at least {self.self_clearance:.3f} m "
+                            f"required){when(report.self_index)}")
         return None if worst is None else worst[1]
 
 

@@ -40,7 +40,7 @@ def regressor_condition_number(model, base, Q, V, A, chunk=8192):
 
 def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width=0.05, seed=0,
                      a_max=None, grid_points=None, max_iterations=100, base=None, q_start=None,
-                     lower=None, upper=None, clearance=None, preferred=None):
+                     lower=None, upper=None, clearance=None, preferred=None, progress=None):
     """The Fourier trajectory of period ``period`` (s) with ``harmonics`` harmonics minimising κ of
     ``model``'s base regressor (module docstring) within the URDF limits with ``margin`` (positions
     within ``[lower + margin range, upper - margin range]``, ``|v| <= (1 - margin) v_max``,
@@ -50,12 +50,16 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
 
     ``clearance``: a :class:`~robodyn_ros.identification.collision_clearance.ClearanceModel` whose margins
     must stay >= 0 along the whole motion (checked every millisecond). The motion is designed about an
-    anchor configuration that satisfies it with room to spare: q_start when given (ModelError naming the
-    violation otherwise), else the configuration :func:`clear_configuration` finds nearest to
-    ``preferred`` (default: the middle of the ranges).
+    anchor configuration that satisfies it with room to spare: q_start when given, else the configuration
+    :func:`clear_configuration` finds nearest to ``preferred`` (default: the middle of the ranges). The start,
+    or that anchor, is checked first (:func:`start_problem`: ranges with the margin, the torque that holds it
+    against gravity, the clearance).
 
-    Returns ``(trajectory, κ)``. Raises ModelError when a limit is missing, q_start lies outside the
-    margin or violates the clearance, or no clear motion is found."""
+    ``progress(iteration, max_iterations)``: called after every optimiser iteration.
+
+    Returns ``(trajectory, κ)``. Raises ModelError when a limit is missing, the start fails
+    :func:`start_problem` (the line names the joint or links, the constraint and the numbers), or no clear
+    motion is found."""
     nv = model.nv
     if model.nq != nv:
         raise ModelError("exciting trajectories need one coordinate per joint (no floating base or spherical joints)")
@@ -85,15 +89,55 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
     def torques(q, v, a):
         return predict_torques(model, q, v, a, coulomb_width)
 
+    if q_start is not None:
+        problem = start_problem(model, q_start, lower, upper, margin, clearance, coulomb_width)
+        if problem is not None:
+            raise ModelError(f"the start {_comma(q_start)} cannot be used: {problem}")
     anchor = None
     if clearance is not None:
         anchor = _anchor_configuration(clearance, lower, upper, margin, q_start, preferred, seed)
+        problem = start_problem(model, anchor, lower, upper, margin, clearance, coulomb_width)
+        if problem is not None:
+            raise ModelError(f"the configuration the motion is designed about, {_comma(anchor)}, cannot be used: "
+                             f"{problem}; give --start")
     trajectory = design_exciting_trajectory(
         nv, lower, upper, model.velocity_limit, a_max=a_max, period=period, harmonics=harmonics,
         cost=cost, seed=seed, tau_check=torques, tau_max=model.effort_limit, margin=margin, start_at_rest=True,
-        grid_points=len(grid), max_iterations=max_iterations, q_start=q_start, clearance=clearance, anchor=anchor)
+        grid_points=len(grid), max_iterations=max_iterations, q_start=q_start, clearance=clearance, anchor=anchor,
+        progress=progress)
     t, q, v, a = trajectory.sample(0.001)
     return trajectory, regressor_condition_number(model, base, q, v, a)
+
+
+def start_problem(model, q, lower=None, upper=None, margin=0.05, clearance=None, coulomb_width=0.05):
+    """Why an exciting motion cannot start (and end) at rest at ``q`` (nv,), as one line naming the joint or
+    links, the constraint and the numbers, or None when it can: every joint inside its range shrunk by
+    ``margin`` of it, the torque that holds ``q`` against gravity within ``(1 - margin)`` of every effort
+    limit, and ``clearance`` (a :class:`~robodyn_ros.identification.collision_clearance.ClearanceModel`, or
+    None) satisfied. The checks :func:`design_for_model` makes of its start; ``robodyn config`` makes them
+    of its home."""
+    from .batch import predict_torques
+    q = np.asarray(q, dtype=float)
+    lower = model.lower if lower is None else np.asarray(lower, dtype=float)
+    upper = model.upper if upper is None else np.asarray(upper, dtype=float)
+    for name, x, lo, hi in zip(model.joint_names, q, lower, upper):
+        room = margin * (hi - lo)
+        if np.isfinite(room) and not lo + room < x < hi - room:
+            return (f"joint {name} at {x:.4g} lies within {100 * margin:g} % of its range [{lo:.4g}, {hi:.4g}] "
+                    f"of a limit (it must stay inside [{lo + room:.4g}, {hi - room:.4g}])")
+    tau = predict_torques(model, q[None], np.zeros((1, model.nv)), np.zeros((1, model.nv)), coulomb_width)[0]
+    share = np.abs(tau) / np.where(model.effort_limit > 0, model.effort_limit, np.inf)
+    j = int(np.argmax(share))
+    if share[j] > 1.0 - margin:
+        return (f"joint {model.joint_names[j]} needs {abs(tau[j]):.4g} N m to hold it against gravity, above "
+                f"{100 * (1 - margin):g} % of its effort limit {model.effort_limit[j]:g} N m")
+    if clearance is not None:
+        return clearance.violation(q[None])
+    return None
+
+
+def _comma(q):
+    return ",".join(f"{x:.4f}" for x in q)
 
 
 ANCHOR_ROOM = 0.05
@@ -101,13 +145,10 @@ ANCHOR_ROOM = 0.05
 
 
 def _anchor_configuration(clearance, lower, upper, margin, q_start, preferred, seed):
-    """q_start if it satisfies ``clearance`` (ModelError naming the violation otherwise), else a clear
+    """q_start when given, else a clear
     configuration within the ranges shrunk by the margin, nearest to ``preferred``."""
     from .collision_clearance import clear_configuration
-    if q_start is not None:
-        problem = clearance.violation(np.asarray(q_start, dtype=float)[None])
-        if problem is not None:
-            raise ModelError(f"the start configuration is not clear: {problem}")
+    if q_start is not None:   # checked by start_problem
         return q_start
     inner_lower, inner_upper = lower + 1.01 * margin * (upper - lower), upper - 1.01 * margin * (upper - lower)
     preferred = (lower + upper) / 2.0 if preferred is None else np.clip(preferred, inner_lower, inner_upper)

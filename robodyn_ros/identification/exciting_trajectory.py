@@ -197,8 +197,10 @@ def _equality_constraints(coefficients: _Coefficients, start_at_rest: bool, q_st
     return np.vstack(rows), np.concatenate(values)
 
 
-def _initial_guess(coefficients, rng, center, E, e, anchor_q, feasible: Callable[[np.ndarray], bool]):
-    """Seeded random coefficients with a 1/k spectrum, projected on E x = e, shrunk until feasible."""
+def _initial_guess(coefficients, rng, center, E, e, anchor_q, within_limits: Callable[[np.ndarray], bool],
+                   clear: Callable[[np.ndarray], bool]):
+    """Seeded random coefficients with a 1/k spectrum, projected on E x = e, shrunk until feasible (within
+    the limits and clear); ModelError saying which of the two even a tiny motion breaks."""
     n, K = coefficients.n, coefficients.K
     decay = 1.0 / np.arange(1, K + 1)
     a = rng.normal(size=(n, K)) * decay
@@ -208,11 +210,13 @@ def _initial_guess(coefficients, rng, center, E, e, anchor_q, feasible: Callable
         x = x + np.linalg.lstsq(E, e - E @ x, rcond=None)[0]
     anchor = motionless_anchor(coefficients, x, anchor_q)
     for _ in range(60):
-        if feasible(x):
+        if within_limits(x) and clear(x):
             return x
         x = anchor + 0.5 * (x - anchor)
-    raise ModelError("no feasible starting trajectory: the limits exclude even a tiny motion about "
-                     f"the start/centre {x[:n]} (check lower/upper, q_start, tau_max)")
+    broken = ("the position, velocity or effort limits with the margin" if not within_limits(x)
+              else "the clearance to the floor, the workspace or between links")
+    raise ModelError(f"no feasible starting trajectory: even a tiny motion about {','.join(f'{v:.4f}' for v in x[:n])} "
+                     f"breaks {broken}")
 
 
 def _checked_limits(n, lower, upper, v_max, a_max, tau_check, tau_max, margin, q_start):
@@ -257,7 +261,18 @@ def _objective(coefficients, cost, grid, lower, upper, v_max, a_max):
     return _excitation_cost(coefficients, grid, scales), True
 
 
-def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid, refinements, max_iterations):
+def _progress_callback(progress, done, total):
+    """An SLSQP callback reporting ``progress(done + iterations of this run, total)``."""
+    count = [done]
+
+    def step(_x):
+        count[0] += 1
+        progress(min(count[0], total), total)
+    return step
+
+
+def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid, refinements, max_iterations,
+              progress=None):
     """SLSQP from ``x0`` under ``constraints`` and, with a clearance constraint ``clear``, its rows on a
     grid that starts as ``grid``: the instants of ``check_grid`` where the exact clearance has a local
     minimum short of the buffer join that grid and SLSQP resumes, at most ``refinements`` times.
@@ -267,7 +282,8 @@ def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid
         rows = list(constraints)
         if clear is not None:
             rows.append(clear.slsqp_constraint(clearance_grid))
-        result = minimize(objective, x, jac=with_gradient, method="SLSQP", constraints=rows,
+        step = None if progress is None else _progress_callback(progress, iterations, max_iterations)
+        result = minimize(objective, x, jac=with_gradient, method="SLSQP", constraints=rows, callback=step,
                           options={"maxiter": max_iterations, "ftol": 1e-9})
         x, iterations = result.x, iterations + int(result.nit)
         if clear is None:
@@ -285,7 +301,7 @@ def design_exciting_trajectory(
     tau_check: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None, tau_max=None, *,
     margin: float = 0.05, start_at_rest: bool = False, q_start=None, grid_points: int | None = None,
     max_iterations: int = 100, clearance=None, anchor=None, clearance_buffer: float = 0.01,
-    check_interval: float = 0.001, refinements: int = 3,
+    check_interval: float = 0.001, refinements: int = 3, progress: Callable[[int, int], None] | None = None,
 ) -> FourierTrajectory:
     """Optimise a Fourier trajectory (module docstring) that respects joint limits with a margin.
 
@@ -311,6 +327,8 @@ def design_exciting_trajectory(
     ``refinements`` times), and finally the oscillation is shrunk towards ``anchor`` (a configuration
     (n,) with positive slack; required with ``clearance``, equal to q_start when that is given) until
     the check holds. ModelError when it cannot be made to hold.
+
+    ``progress(iteration, max_iterations)`` is called after every optimiser iteration (e.g. a progress bar).
     """
     start = time.perf_counter()
     n = int(n_joints)
@@ -327,12 +345,13 @@ def design_exciting_trajectory(
     center = anchor if anchor is not None else (lower + upper) / 2.0
     clear = None if clearance is None else ClearanceConstraints(coefficients, clearance, clearance_buffer)
     x0 = _initial_guess(coefficients, np.random.default_rng(seed), center, E, e, anchor,
-                        lambda x: limits.satisfied(x, grid, margin) and (clear is None or clear.satisfied(x, grid)))
+                        lambda x: limits.satisfied(x, grid, margin),
+                        lambda x: clear is None or clear.satisfied(x, grid))
     equality = [] if E is None else [{"type": "eq", "fun": lambda x: E @ x - e, "jac": lambda x: E}]
     initial_cost = value(x0)
     check_grid = np.arange(0.0, period, check_interval) if clear is not None else None
     x, iterations, result = _optimise(objective, with_gradient, x0, limits.slsqp_constraints(grid, margin) + equality,
-                                      grid, clear, check_grid, refinements, max_iterations)
+                                      grid, clear, check_grid, refinements, max_iterations, progress)
     dense_grid = np.linspace(0.0, period, 10 * len(grid), endpoint=False)
     x, scale = shrink_until_feasible(coefficients, limits, x, anchor, margin, dense_grid, clear, check_grid)
     if value(x) > initial_cost:  # SLSQP ended far outside the feasible set: keep the start

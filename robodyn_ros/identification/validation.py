@@ -57,6 +57,27 @@ class TorqueValidation:
         return out
 
 
+NOTHING_LEARNED = 0.95
+"""Held-out error ratio (identified / nominal URDF) at or above which the identified model is said to predict
+no better than the URDF: the data taught it nothing the URDF did not already say."""
+
+
+def nothing_learned(validation):
+    """One line when the identified model predicts the held-out (filtered) torques no better than the nominal
+    URDF (its error at least NOTHING_LEARNED times the URDF's), else None. Expected when the robot is the URDF
+    (a simulation of it); on a real robot it means the recording did not excite what the URDF gets wrong, or
+    the torques are not the joint torques."""
+    if "identified" not in validation.predictors or "nominal" not in validation.predictors:
+        return None
+    identified, nominal = validation.relative("identified")[1], validation.relative("nominal")[1]
+    if not identified >= NOTHING_LEARNED * nominal:
+        return None
+    return (f"note: the identified model predicts the held-out torques no better than the URDF ({100 * identified:.2f} "
+            f"% against {100 * nominal:.2f} %): nothing was learned from this bag that the URDF did not say (expected "
+            "when the robot is a simulation of this URDF; on a real robot check the excitation and the effort "
+            "settings)")
+
+
 def validate_torques(model, blocks, parameters, coulomb_width=0.0, base=None, plot_points=20000,
                      expected_samples=None, chunk=8192):
     """Stream held-out filtered sample blocks (:class:`~robodyn_ros.identification.chunked_filter.SampleBlock`)

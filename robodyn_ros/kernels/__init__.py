@@ -104,7 +104,9 @@ def compile_kernels(model, *, register=True, jobs=None):
         with key_lock(key):
             module = load_module(key)  # another process may have built it while we waited
             if module is None:
+                from .build import compile_notice
                 from .symbolic import build_kernel_set
+                compile_notice(f"the dynamics kernels of {model.name}", model.nv)
                 load_before = _loadavg()
                 symbolic_start, symbolic_cpu = time.perf_counter(), time.thread_time()
                 kernel_set = build_kernel_set(model)

@@ -151,6 +151,68 @@ def _geometry_capsule(geometry, urdf_path, package_dirs):
     raise ModelError(f"geometry {kind} not supported")
 
 
+def _geometry_lowest_point(geometry, R, p, urdf_path, package_dirs):
+    """Lowest height (z) of one URDF geometry placed by rotation R (3, 3) and position p (3,); ModelError
+    when it cannot be had. Exact: vertices for boxes and meshes, the support function for spheres and
+    cylinders (axis z of their frame)."""
+    kind = type(geometry).__name__.lower()
+    if kind == "sphere":
+        return float(p[2] - geometry.radius)
+    if kind == "cylinder":
+        k = abs(float(R[2, 2]))
+        return float(p[2] - 0.5 * float(geometry.length) * k - float(geometry.radius) * np.sqrt(max(0.0, 1.0 - k * k)))
+    if kind == "box":
+        corners = 0.5 * np.asarray(geometry.size, dtype=float) * np.array(
+            [[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)])
+        return float(np.min(corners @ R[2]) + p[2])
+    if kind == "mesh":
+        path = resolve_mesh_path(geometry.filename, urdf_path, package_dirs)
+        if path is None:
+            raise ModelError(f"mesh {geometry.filename} not found")
+        scale = np.asarray(geometry.scale if geometry.scale is not None else (1.0, 1.0, 1.0), dtype=float)
+        return float(np.min((read_mesh_vertices(path) * scale) @ R[2]) + p[2])
+    raise ModelError(f"geometry {kind} not supported")
+
+
+def base_lowest_point(model, urdf_path=None, package_dirs=()):
+    """``(height, link)``: the lowest point (z, m, base frame) of the collision geometry that no joint moves
+    (the links merged into the base: a torso, a pedestal, a mounting plate), or None when those links have
+    no geometry that can be read. Exact (vertices and support functions, not the bounding capsules)."""
+    from . import spatial
+    from .backend import NUMPY
+    from .urdf_loader import _origin, parse_urdf
+    robot, _ = parse_urdf(model.urdf_xml, urdf_path or "<URDF string>", keep_collisions=True)
+    lowest = None
+    for link in robot.links:
+        frame = model.frames.get(link.name)
+        if frame is None or frame.body >= 0:
+            continue
+        for element in getattr(link, "collisions", None) or []:
+            R, p = spatial.compose(NUMPY, frame.R, frame.p, *_origin(element))
+            try:
+                z = _geometry_lowest_point(element.geometry, R, p, urdf_path, package_dirs)
+            except ModelError:
+                continue
+            if lowest is None or z < lowest[0]:
+                lowest = (z, link.name)
+    return lowest
+
+
+PEDESTAL_DEPTH = 0.01
+"""m: a fixed base whose geometry reaches further below its origin stands on that lowest point (a pedestal),
+not on the plane of its origin."""
+
+
+def floor_height(model, urdf_path=None, package_dirs=()):
+    """``(height, what)``: the floor the robot stands on, z in the base frame (m), and where it comes from:
+    the lowest point of the fixed base's collision geometry when it reaches more than PEDESTAL_DEPTH below the
+    base origin (a pedestal, :func:`base_lowest_point`), else the base's own plane, 0."""
+    lowest = base_lowest_point(model, urdf_path, package_dirs)
+    if lowest is not None and lowest[0] < -PEDESTAL_DEPTH:
+        return lowest[0], f"the lowest point of {lowest[1]}"
+    return 0.0, "the plane the base stands on"
+
+
 def collision_element_capsules(link, urdf_path=None, package_dirs=()):
     """``(capsules, problems)``: one ``(a, b, radius)`` in the link's frame per ``<collision>`` element of
     the urdf_parser_py ``link`` (module docstring), and what could not be used (then no capsules)."""

@@ -216,6 +216,9 @@ INVERSE_DYNAMICS = ROBOT + TOPICS + ESTIMATE_TOPICS + (
     P("trajectory_file", str, "", "With reference: file, the CSV 'time,<joint name>,...' of joint positions "
       "to follow (a periodic file loops); approached from the first measured configuration at 20 % of the "
       "velocity limits."),
+    P("trajectory_speed", float, 1.0, "With reference: file, the fraction of the file's speed to follow it at "
+      "(velocities scale by it, accelerations by its square; e.g. 0.25 for the first run on a real arm).",
+      range=(0.01, 1.0)),
     P("generator.amplitude", float, 0.3, "Generator amplitude per joint, rad.", range=(0.0, 3.0)),
     P("generator.period", float, 4.0, "Generator period, s.", range=(0.1, None)),
     P("generator.harmonics", int, 2, "Generator harmonics.", range=(1, 10)),

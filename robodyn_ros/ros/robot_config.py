@@ -43,6 +43,9 @@ import numpy as np
 from ..model.errors import ModelError
 
 NODE_ORDER = ("simulator", "estimator", "inverse_dynamics", "mpc")
+ROBOT_FILE_SECTION = "excite"
+"""The section of a ``robodyn config`` file that no node reads: what ``robodyn excite`` (and ``config``'s
+check of the home) keep the arm clear of, the floor or table height."""
 HOME_MARGIN = 0.1          # fraction of a joint's range that a zero home keeps from its limits
 MAX_AMPLITUDE = 0.3        # rad: the bundled robots' generator amplitude
 LIMIT_FRACTION = 0.8       # of the distance to the position limits and of the velocity limits the generator uses
@@ -67,6 +70,8 @@ class RobotConfiguration:
     locked_joints: dict
     sections: dict
     warnings: tuple
+    table_height: float = 0.0
+    floor_source: str = "the plane the base stands on"
 
     def parameters(self, node):
         """``{name: value}`` of node ``node``'s section (dotted names), e.g. for a launch file's ``parameters``."""
@@ -87,26 +92,31 @@ def default_home(model):
     return home
 
 
-def home_near_base_plane(model, q):
-    """Why the arm at ``q`` (nq,) may touch what it stands on, or None: its bodies lie flat in the base's
-    horizontal plane (their height spread is under a quarter of their horizontal reach), or one of them is
-    below the base. Heights are along ``-gravity``."""
-    from ..dynamics.kinematics import forward_kinematics
+def clearance_for(model, urdf_path, table_height=None, link_geometry=None):
+    """``(ClearanceModel, floor height, where the floor comes from)``: what ``robodyn excite`` keeps the arm
+    clear of with its defaults (clearance 0.05 m above the floor, 0.02 m between links, capsules of 0.06 m on
+    links without geometry), the floor at ``table_height`` (m, base frame) or, when None, where the robot
+    stands (:func:`robodyn_ros.model.collision_capsules.floor_height`: the pedestal's lowest point, else
+    the base plane). Continuous joints are sampled over [-pi, pi] for the pairs in contact by construction."""
+    from ..identification.collision_clearance import clearance_model
+    from ..model.collision_capsules import floor_height, link_capsules
 
-    g = np.asarray(model.gravity, dtype=float)
-    up = -g / np.linalg.norm(g) if np.linalg.norm(g) > 0 else np.array([0.0, 0.0, 1.0])
-    points = np.array([p for _, p in forward_kinematics(model, q)] + [_frame_position(model, q, flange_link(model))])
-    height = points @ up
-    horizontal = np.linalg.norm(points - np.outer(height, up), axis=1)
-    reach = float(horizontal.max())
-    lowest = int(np.argmin(height))
-    if height[lowest] < -0.02 * max(reach, float(np.abs(height).max())):
-        where = model.body_names[lowest] if lowest < model.nbodies else flange_link(model)
-        return f"link {where} is {-height[lowest]:.3f} m below the base"
-    if reach > 0.0 and height.max() - height.min() < 0.25 * reach:
-        return (f"the arm lies flat in the base's horizontal plane (heights within {height.max() - height.min():.3f} m "
-                f"over a reach of {reach:.3f} m)")
-    return None
+    if table_height is None:
+        table_height, where = floor_height(model, urdf_path)
+    else:
+        where = "given"
+    capsules, _ = link_capsules(model, urdf_path, link_geometry=link_geometry)
+    lower = np.where(np.isfinite(model.lower), model.lower, -math.pi)
+    upper = np.where(np.isfinite(model.upper), model.upper, math.pi)
+    return clearance_model(model, capsules, floor=table_height, lower=lower, upper=upper), table_height, where
+
+
+def home_problem(model, q, clearance):
+    """Why ``robodyn excite --start`` would refuse the home ``q`` (nv,) (ranges with its margin, the torque
+    that holds it against gravity, the floor and self-collision), as one line, or None."""
+    from ..identification.excitation import start_problem
+    lower = np.where(np.isfinite(model.lower), model.lower, -np.inf)
+    return start_problem(model, q, lower, model.upper, clearance=clearance)
 
 
 def _frame_position(model, q, link):
@@ -152,9 +162,12 @@ def reference_inertia():
     return mean_inertia(Model.from_urdf(info["urdf"], locked_joints=info["locked_joints"]), info["home"])
 
 
-def robot_configuration(urdf, home=None, locked_joints=None):
+def robot_configuration(urdf, home=None, locked_joints=None, table_height=None):
     """:class:`RobotConfiguration` of ``urdf`` (a path or a bundled robot name); ``home`` (joint order, after
-    the locks) or None; ``locked_joints``: {joint: value}. ModelError naming what is wrong."""
+    the locks) or None; ``locked_joints``: {joint: value}; ``table_height``: the floor or table (m, base
+    frame), None for where the robot stands (:func:`clearance_for`). A given home that ``robodyn excite``
+    would refuse as its start (:func:`home_problem`) is refused; a derived one is reported with the nearest
+    configuration that passes. ModelError naming what is wrong."""
     from ..dynamics.crba import crba
     from ..model.model import Model
     from ..model.robot_names import BUNDLED_ROBOTS, resolve_urdf
@@ -172,6 +185,8 @@ def robot_configuration(urdf, home=None, locked_joints=None):
     model = Model.from_urdf(path, locked_joints=locks) if locks else full
     if model.nv == 0 or model.nq != model.nv:
         raise ModelError(f"{path}: the nodes need a fixed-base robot with one coordinate per joint")
+    if table_height is not None and not math.isfinite(table_height):
+        raise ModelError(f"--table-height {table_height}: must be a finite number")
     joints = tuple(model.joint_names)
     if home is not None:
         home = np.asarray(home, dtype=float)
@@ -187,11 +202,17 @@ def robot_configuration(urdf, home=None, locked_joints=None):
     else:
         home, source = default_home(model), "derived"
     wrist = info["wrist_link"] if info is not None else flange_link(model)
+    clearance, floor, floor_source = clearance_for(model, path, table_height,
+                                                   info["capsules"] if info is not None and info["capsules"] else None)
     warnings = []
-    flat = home_near_base_plane(model, home)
-    if flat is not None:
-        warnings.append(f"at the home {_numbers(home)} {flat}: the floor or table the robot stands on is there; "
-                        "give --home Q1,... with the arm clear of it (the simulator has no floor, a real robot has)")
+    problem = home_problem(model, home, clearance)
+    if problem is not None and source == "given":
+        raise ModelError(f"--home {_numbers(home)}: robodyn excite would refuse it as its start: {problem}")
+    if problem is not None:
+        suggestion = _clear_home(model, home, clearance)
+        warnings.append(f"at the home {_numbers(home)} {problem}: give --home Q1,..."
+                        + (f" (e.g. {','.join(f'{x:.3f}' for x in suggestion)}, the nearest configuration clear of "
+                           "the floor and of itself)" if suggestion is not None else ""))
     amplitude = generator_amplitude(model, home)
     if amplitude < 0.05:
         warnings.append(f"the home lies within {amplitude / LIMIT_FRACTION:.3f} rad of a joint limit: the generator's "
@@ -204,9 +225,36 @@ def robot_configuration(urdf, home=None, locked_joints=None):
                         "<limit effort=...>")
     sections = _sections(os.path.abspath(path), joints, home, wrist, locks, amplitude, r_weight,
                          40.0 * np.diag(M), source)
+    sections[ROBOT_FILE_SECTION] = [("table_height", float(floor),
+                                     f"m, base frame: the floor or table robodyn excite keeps the arm above "
+                                     f"({floor_source})")]
     return RobotConfiguration(urdf_path=os.path.abspath(path), name=model.name, joints=joints, home=home,
                               home_source=source, wrist_link=wrist, locked_joints=locks, sections=sections,
-                              warnings=tuple(warnings))
+                              warnings=tuple(warnings), table_height=floor, floor_source=floor_source)
+
+
+def check_marked(config):
+    """The parameter names (dotted, each once, in file order) whose comment in the file says CHECK."""
+    names = []
+    for node in NODE_ORDER:
+        names += [name for name, _, comment in config.sections[node]
+                  if comment and "CHECK" in comment and name not in names]
+    return names
+
+
+def _clear_home(model, home, clearance):
+    """The configuration nearest ``home`` that :func:`home_problem` accepts (excite's seeded search), or None."""
+    from ..identification.excitation import ANCHOR_ROOM
+    from ..identification.collision_clearance import clear_configuration
+    lower = np.where(np.isfinite(model.lower), model.lower, -math.pi)
+    upper = np.where(np.isfinite(model.upper), model.upper, math.pi)
+    inner_lower, inner_upper = lower + 0.0505 * (upper - lower), upper - 0.0505 * (upper - lower)
+    try:
+        q = clear_configuration(clearance, inner_lower, inner_upper, np.clip(home, inner_lower, inner_upper),
+                                room=ANCHOR_ROOM)[0]
+    except ModelError:
+        return None
+    return q if home_problem(model, q, clearance) is None else None
 
 
 def _sections(path, joints, home, wrist, locks, amplitude, r_weight, slotine_kd, home_source):
@@ -327,7 +375,9 @@ def configuration_yaml(config, command=None):
              "# Values marked CHECK depend on hardware the URDF does not describe. Floats need a decimal point."]
     for warning in config.warnings:
         lines.append(f"# WARNING: {warning}")
-    for node in NODE_ORDER:
+    for node in NODE_ORDER + (ROBOT_FILE_SECTION,):
+        if node == ROBOT_FILE_SECTION:
+            lines.append("# read by robodyn excite and the commands that take this file as --urdf, not by a node")
         lines += [f"{node}:", "  ros__parameters:"]
         opened = []
         for name, value, comment in config.sections[node]:
@@ -355,3 +405,65 @@ def write_temporary_configuration(urdf, directory=None):
     with os.fdopen(handle, "w", encoding="utf-8") as stream:
         stream.write(configuration_yaml(config))
     return path, config
+
+
+@dataclass(frozen=True)
+class RobotFile:
+    """What a parameter file of ``robodyn config`` says about the robot, for the commands that take it in
+    place of a URDF (``--urdf FILE.yaml``): ``path`` (the file), ``urdf_path``, ``locked_joints`` ({joint:
+    value}: the file's ``locked_joints`` and the URDF's movable joints it does not list in ``joints``, at 0),
+    ``joints``, ``home`` (joint order, rad), ``table_height`` (m, base frame; None in a file without it)."""
+
+    path: str
+    urdf_path: str
+    locked_joints: dict
+    joints: tuple
+    home: tuple
+    table_height: float | None
+
+
+def is_robot_file(path):
+    """Whether ``path`` is a file that is not XML (a URDF starts with ``<``): a candidate parameter file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            head = stream.read(4096).lstrip()
+    except OSError:
+        return False
+    return not head.startswith("<")
+
+
+def read_robot_file(path, option="--urdf"):
+    """:class:`RobotFile` of the parameter file ``path``; ModelError in one line naming the file and what was
+    expected (a URDF, or a parameter file of ``robodyn config`` with ``urdf_path`` and ``joints``)."""
+    from ..model.model import Model
+    from .node_parameters import parse_locked_joints
+    from .parameters import load_params_yaml
+
+    label = f"{option} {path}" if option else path
+    expected = (f"{label}: expected a URDF (XML, <robot ...>) or a parameter file written by "
+                "'robodyn config URDF --output FILE.yaml'")
+    try:
+        section = load_params_yaml(path, "estimator")
+        extra = load_params_yaml(path, ROBOT_FILE_SECTION)
+    except Exception as exc:   # YAML errors of any kind: the file is neither
+        raise ModelError(f"{expected}; it is neither ({' '.join(str(exc).split())[:160]})") from None
+    urdf = section.get("urdf_path")
+    joints = section.get("joints")
+    if not isinstance(urdf, str) or not urdf or not isinstance(joints, list) or not joints:
+        raise ModelError(f"{expected}; it has no estimator section with urdf_path and joints")
+    if not os.path.isfile(urdf):
+        raise ModelError(f"{label}: its urdf_path {urdf} does not exist")
+    locks = parse_locked_joints(section.get("locked_joints") or [])
+    full = Model.from_urdf(urdf)
+    unknown = [j for j in list(joints) + list(locks) if j not in full.joint_names]
+    if unknown:
+        raise ModelError(f"{label}: names {unknown[0]}, not a movable joint of {urdf}")
+    locks.update({j: 0.0 for j in full.joint_names if j not in joints and j not in locks})
+    home = section.get("home") or None
+    if home is not None and len(home) != len(joints):
+        raise ModelError(f"{label}: home has {len(home)} values for {len(joints)} joints")
+    height = extra.get("table_height")
+    if height is not None and not (isinstance(height, (int, float)) and math.isfinite(height)):
+        raise ModelError(f"{label}: {ROBOT_FILE_SECTION}.table_height {height!r} is not a number")
+    return RobotFile(os.path.abspath(path), urdf, locks, tuple(joints), None if home is None else tuple(home),
+                     None if height is None else float(height))

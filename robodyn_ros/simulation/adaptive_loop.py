@@ -403,6 +403,7 @@ def twin_experiment(model, plant, reference, config=None, base=None, progress=No
         "rollbacks": int(adapted["rollbacks"]),
         "payload_changes_detected": adapted["payload_events"],
         "wall_seconds": round(adapted["wall_seconds"] + nominal["wall_seconds"], 2),
+        "joints": list(plant.model.joint_names),
         "coulomb_true": [float(x) for x in plant.model.coulomb],
         "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }

@@ -66,3 +66,20 @@ def test_twin_scenario_report_and_plot(tmp_path, monkeypatch):
     assert plot_path.stat().st_size > 10_000 and plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["--scenario", "twin", "--robot", "ur5", "--plant", "twin", "--headless"]) == 2   # the Panda's twin
     assert main(["--scenario", "twin", "--robot", "ur5", "--plant", "perturbed:x", "--headless"]) == 2
+
+
+def test_the_friction_plot_names_each_joint_and_the_simulated_robot():
+    """The friction panel has one legend entry per joint, and calls the dotted lines the twin's only on the Panda
+    twin (it said "twin (dotted)" on perturbed plants too)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from robodyn_ros.cli.demo import plot_friction
+    adapted = {"t_estimate": np.arange(3.0), "coulomb": np.ones((3, 2))}
+    for plant, says in (("perturbed:1 (a plausible real robot drawn around the URDF)", "simulated robot (dotted)"),
+                        ("panda_twin (identified from a real Panda's log)", "twin (dotted)")):
+        fig, ax = plt.subplots()
+        plot_friction(ax, adapted, {"plant": plant, "joints": ["a1", "a2"], "coulomb_true": [0.5, 0.7]})
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["a1", "a2"]
+        assert ax.get_ylabel().endswith(says), ax.get_ylabel()
+        plt.close(fig)

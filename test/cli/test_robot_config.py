@@ -17,8 +17,8 @@ from robodyn_ros.model.model import Model
 from robodyn_ros.ros.node_main import params_file_error, prepare_arguments
 from robodyn_ros.ros.node_parameters import NODE_NAMES, load_robot, resolve_node_config
 from robodyn_ros.ros.parameters import load_params_yaml
-from robodyn_ros.ros.robot_config import (configuration_yaml, home_near_base_plane, reference_inertia,
-                                          robot_configuration)
+from robodyn_ros.ros.robot_config import (check_marked, clearance_for, configuration_yaml, home_problem,
+                                          reference_inertia, robot_configuration)
 
 ARMS = {"ur10": "ur_description/urdf/ur10_robot.urdf", "kinova": "kinova_description/robots/kinova.urdf"}
 UR10_HOME = "0,-1.571,1.571,-1.571,-1.571,0"
@@ -69,17 +69,21 @@ def test_every_node_configures_from_the_written_file(tmp_path, capsys, arm, extr
 
 
 def test_home_in_the_floor_plane_is_reported(tmp_path, capsys):
-    """UR10 at zero lies flat at shoulder height and the Jaco at zero reaches below its base: both reported; the
-    UR10's usual home and the Jaco's mid-range home are not."""
+    """UR10 at zero lies flat at shoulder height: reported as excite would refuse it (the floor), with a home
+    that passes; the UR10's usual home and the Jaco's mid-range home pass."""
     write_config(tmp_path, "ur10")
     out = capsys.readouterr().out
-    assert "warning: at the home [0, 0, 0, 0, 0, 0] the arm lies flat" in out and "--home" in out
+    assert "warning: at the home [0, 0, 0, 0, 0, 0] link" in out and "floor at z = 0.000 m" in out, out
+    suggestion = out.split("(e.g. ")[1].split(",", 6)
+    suggested = np.array([float(x) for x in suggestion[:5]] + [float(suggestion[5].split(" ")[0])])
     assert "# WARNING: at the home" in open(tmp_path / "ur10.yaml").read()
-    kinova = Model.from_urdf(urdf_of("kinova"))
-    assert "below the base" in home_near_base_plane(kinova, np.zeros(6))
-    assert home_near_base_plane(kinova, robot_configuration(urdf_of("kinova")).home) is None
     ur10 = Model.from_urdf(urdf_of("ur10"))
-    assert home_near_base_plane(ur10, np.array([0, -1.571, 1.571, -1.571, -1.571, 0])) is None
+    clearance = clearance_for(ur10, urdf_of("ur10"))[0]
+    assert home_problem(ur10, suggested, clearance) is None
+    assert home_problem(ur10, np.array([0, -1.571, 1.571, -1.571, -1.571, 0]), clearance) is None
+    kinova = Model.from_urdf(urdf_of("kinova"))
+    clearance = clearance_for(kinova, urdf_of("kinova"))[0]
+    assert home_problem(kinova, robot_configuration(urdf_of("kinova")).home, clearance) is None
 
 
 def test_settings_follow_the_limits_and_the_inertia(tmp_path):

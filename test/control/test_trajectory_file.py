@@ -152,3 +152,31 @@ def test_the_control_loop_follows_a_trajectory_file_after_approaching_it(tmp_pat
     with pytest.raises(ModelError, match="no column for joint"):
         ControlLoop(robot, resolve_node_config("inverse_dynamics", {"reference": "file", "trajectory_file": str(bad)}),
                     lambda tau: None)
+
+
+def test_a_speed_fraction_slows_the_file_down(tmp_path):
+    """``speed`` s (the node's ``trajectory_speed``): the reference at t is the file's at s t, with velocities
+    scaled by s and accelerations by s²; the control loop takes it from the node's parameters; outside (0, 1]
+    it is refused."""
+    from robodyn_ros.control.control_loop import ControlLoop
+    from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
+    traj = _fourier()
+    path = _write(tmp_path / "t.csv", traj)
+    full = TrajectoryFileReference(path, NAMES, loop=True)
+    slow = TrajectoryFileReference(path, NAMES, loop=True, speed=0.25)
+    for t in (0.7, 3.1, 9.9):
+        q, v, a = slow.evaluate(t)
+        q_f, v_f, a_f = full.evaluate(0.25 * t)
+        np.testing.assert_allclose(q, q_f, atol=1e-12)
+        np.testing.assert_allclose(v, 0.25 * v_f, atol=1e-12)
+        np.testing.assert_allclose(a, 0.0625 * a_f, atol=1e-12)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ModelError, match="trajectory speed"):
+            TrajectoryFileReference(path, NAMES, speed=bad)
+    robot = load_robot(resolve_node_config("inverse_dynamics", {}))
+    names = list(robot.model.joint_names)
+    panda_file = _write(tmp_path / "p.csv", FourierTrajectory(q0=robot.home, a=np.zeros((len(names), 1)),
+                                                              b=np.zeros((len(names), 1)), period=2.0), names=names)
+    config = resolve_node_config("inverse_dynamics", {"reference": "file", "trajectory_file": str(panda_file),
+                                                      "trajectory_speed": 0.25})
+    assert ControlLoop(robot, config, lambda tau: None).file_reference.speed == 0.25

@@ -156,5 +156,6 @@ def test_design_rejects_bad_limits():
         design_exciting_trajectory(2, [0.0, 0.0], [1.0, 1.0], 1.0, tau_check=lambda q, v, a: q)
     with pytest.raises(ModelError, match="q_start"):
         design_exciting_trajectory(2, [0.0, 0.0], [1.0, 1.0], 1.0, q_start=[0.5, 0.99])
-    with pytest.raises(ModelError, match="no feasible starting trajectory"):
+    with pytest.raises(ModelError, match="no feasible starting trajectory: even a tiny motion about 0.0000 breaks "
+                                         "the position, velocity or effort limits"):
         design_exciting_trajectory(1, [-1.0], [1.0], 1.0, tau_check=lambda q, v, a: 5.0 + q, tau_max=1.0)

@@ -105,3 +105,20 @@ def test_efforts_that_are_not_joint_torques_are_refused_by_identify_and_replay(t
     code = identify([str(other), "--urdf", urdf, "--output", str(tmp_path / "p.yaml"), "--quiet",
                      "--no-effort-check"])
     assert code == 0, capsys.readouterr().err
+
+
+def test_nothing_learned_is_said_when_the_identified_model_is_no_better_than_the_urdf():
+    """One line when the identified model's held-out error is not below the URDF's (by 5 %), none otherwise."""
+    from robodyn_ros.identification.validation import TorqueValidation, nothing_learned
+
+    def validation(identified, nominal):
+        return TorqueValidation(joint_names=("a", "b"), predictors=("identified", "least_squares", "nominal"),
+                                samples=10, norm_filtered=np.ones(2),
+                                error_filtered={"identified": np.full(2, identified ** 2),
+                                                "least_squares": np.full(2, identified ** 2),
+                                                "nominal": np.full(2, nominal ** 2)})
+    line = nothing_learned(validation(0.0005, 0.0005))
+    assert line.startswith("note: the identified model predicts the held-out torques no better than the URDF "
+                           "(0.05 % against 0.05 %)"), line
+    assert nothing_learned(validation(0.0100, 0.0101)) is not None
+    assert nothing_learned(validation(0.0098, 0.1819)) is None      # the real Panda: 0.98 % against 18.19 %

@@ -182,6 +182,8 @@ def test_both_checks_see_a_self_collision():
     assert result["collisions"] == 1 and ("forearm_link_0", "wrist_3_link_0") in result["collision_pairs"]
     problem = clearance_model(model, link_capsules(model, path)[0]).violation(q[None])
     assert problem is not None and "forearm_link" in problem and "wrist_3_link" in problem
+    # capsules that overlap say so (it said "come within -0.438 m" of Baxter's pedestal and gripper)
+    assert "overlap by" in problem and "within -" not in problem, problem
 
 
 # ------------------------------------------------------------------------------- refusals, ranges

@@ -365,3 +365,18 @@ def test_compiler_failure_raises_with_stderr_tail(private_cache, tmp_path, monke
     monkeypatch.setenv("CC", str(fake))
     with pytest.raises(KernelBuildError, match="broken on purpose"):
         compile_kernels(rd.Model.from_urdf(TWO_LINK), register=False)
+
+
+def test_a_cold_cache_compile_says_so_in_one_line(private_cache, tmp_path, capfd):
+    """The first build for a robot prints one line saying what is compiled, that it is the first run for this
+    robot, about how long and where it is cached (it compiled silently for minutes); from the cache, nothing."""
+    urdf = tmp_path / "two_link.urdf"
+    urdf.write_text(TWO_LINK)
+    m = rd.Model.from_urdf(str(urdf))
+    capfd.readouterr()
+    assert not compile_kernels(m, register=False).from_cache
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("robodyn:")]
+    assert len(lines) == 1 and f"compiling the dynamics kernels of {m.name} (first run for this robot, about" \
+        in lines[0] and f"cached afterwards in {private_cache}" in lines[0], lines
+    assert compile_kernels(m, register=False).from_cache
+    assert "robodyn:" not in capfd.readouterr().err
