@@ -17,7 +17,8 @@ def test_info_prints_joints_limits_and_masses(capsys):
 def test_info_bad_file_is_a_clean_error(capsys):
     assert main(["info", "/nonexistent/robot.urdf"]) == 2
     err = capsys.readouterr().err
-    assert "URDF file not found: /nonexistent/robot.urdf" in err and "Traceback" not in err
+    assert "/nonexistent/robot.urdf: no such file (nor a bundled robot: panda, ur5, iiwa)" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_console_script_is_on_path():
