@@ -119,6 +119,21 @@ class BaseParameterEstimator:
         self._checkpoint = None           # (A_data, eta_data, time) of the last estimate that predicted well
         self._worse_since = None
         self._last_change = -np.inf
+        self.prediction_sums = np.zeros(2)   # Σ ‖e_k‖², Σ ‖τ_k‖² of the samples taken (e_k predicted before)
+
+    def set_prior_mean(self, beta0):
+        """The prior's mean becomes ``beta0`` (r,) (a stored estimate judged better than the nominal one), the
+        prior's spread and the data learnt so far kept; the divergence guard compares with it from now on."""
+        self.beta0 = np.array(beta0, dtype=float)
+        self._eta0 = self.A0 @ self.beta0
+        self._solve()
+
+    @property
+    def prediction_error(self):
+        """``sqrt(Σ ‖τ_k - Y_k β_(k-1)‖² / Σ ‖τ_k‖²)`` over the samples taken, each predicted by the estimate
+        before it (NaN before the first)."""
+        sse, sst = self.prediction_sums
+        return float(np.sqrt(sse / sst)) if sst > 0 else float("nan")
 
     # ------------------------------------------------------------------------------------------ state
     @property
@@ -217,6 +232,7 @@ class BaseParameterEstimator:
         self.A_data += YtW @ Y
         self.eta_data += YtW @ tau
         self._solve()
+        self.prediction_sums += (float(e @ e), float(tau @ tau))
         self.updates += 1
         return EstimatorUpdate(True, z, change)
 

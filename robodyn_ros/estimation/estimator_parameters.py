@@ -43,6 +43,10 @@ ESTIMATION = (
     P("effort.check", bool, True, "Check the first seconds of motion against the URDF: efforts far from its "
       "torques in scale or sign (currents read as torques, gravity-compensated efforts read as torques, a wrong "
       "torque constant) stop the estimate with one /diagnostics ERROR naming the likely cause."),
+    P("initial_parameters", str, "", "A parameter file of robodyn identify, replay or the estimator's ~/save to "
+      "start from: judged over the first 2 s of motion against the URDF and taken only when it predicts the joint "
+      "torques better (else refused with a /diagnostics line, and the estimate starts from the URDF); empty: the "
+      "URDF."),
     P("forgetting", float, 1.0, "RLS forgetting factor.", range=(0.9, 1.0)),
     P("force_noise", float, 0.5, "F/T force noise std assumed by the RLS, N.", range=(1e-6, None)),
     P("torque_noise", float, 0.05, "F/T torque noise std assumed by the RLS, N m.", range=(1e-6, None)),

@@ -80,6 +80,10 @@ def status_values(est, pi, rejected, skipped_overload, lost=None):
         values["change_detector_armed"] = est.base_estimator.armed
     if est.effort_check is not None:
         values.update(est.effort_check.values())
+    if est.stored_check is not None:
+        values["initial_parameters"] = est.stored_check.verdict
+        if est.stored_check.errors is not None:
+            values["initial_parameters_error"], values["initial_parameters_error_urdf"] = est.stored_check.errors
     if est.payload_events:
         values["last_payload_change"], values["last_payload_change_mass_before"] = est.payload_events[-1]
     return values
@@ -103,6 +107,9 @@ def estimator_status(est, t, rejected=None, skipped_overload=0, lost=None):
     if est.effort_check is not None and est.effort_check.verdict == "mismatch":
         level = "ERROR"
         notes.append(f"nothing learned from the joint torques is published: {est.effort_check.reason}")
+    if est.stored_check is not None and est.stored_check.verdict == "refused":
+        level = "WARN" if level == "OK" else level
+        notes.append(est.stored_check.reason)
     if est.base is not None:
         low = est.base_estimator.sigma_too_low()
         if len(low):

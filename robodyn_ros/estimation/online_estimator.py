@@ -42,6 +42,7 @@ from ..identification.payload import body_parameter_change, physical_payload
 from ..identification.signal_filters import CausalButterworthFilter
 from ..dynamics.torque_scale import joint_torque_scale
 from ..model.driver_profiles import profile_defaults
+from ..model.errors import ModelError
 from ..model.parameter_schema import check_value, copy_value
 from .effort_check import EffortCheck
 from .effort_measurement import EffortMeasurement
@@ -51,6 +52,7 @@ from .estimator_status import UpdateRate, estimator_status
 from .payload_estimator import PayloadChanges, TorqueResidualPayload, WrenchPayloadEstimator
 from .publishing_gate import PublishingGate
 from .sample_gate import SampleGate
+from .stored_parameters import EstimateSnapshot, StoredParameterCheck, stored_parameters
 from .torque_regressor import JointTorqueRegressor
 
 
@@ -229,6 +231,14 @@ class OnlineEstimator:
                                                         c["payload_change_holdoff"], c["filter.cutoff"])
             self.payload_rls, self.last_body_columns = self.torque_payload.rls, self.torque_payload.columns
             self.payload_references = self.torque_payload.references
+        self.stored = self.stored_check = None   # initial_parameters: the file and its judgement
+        if c["initial_parameters"] and self.base is not None:
+            try:
+                self.stored = stored_parameters(model, self.base, c["initial_parameters"])
+                self.stored_check = StoredParameterCheck(self.stored.beta, self.beta_nominal, c["initial_parameters"])
+            except ModelError as exc:   # not this robot's file: the estimate starts from the URDF, and says so
+                self.stored_check = StoredParameterCheck.unreadable(c["initial_parameters"], str(exc))
+                self.report("initial_parameters", self.stored_check.reason)
         self.effort = EffortMeasurement(model, c, self.wrist_link)
         self.effort_check = EffortCheck(model.joint_names, c["effort.kind"], c["effort.filter_cutoff"]) \
             if c["effort.check"] and c["base_parameters"] else None
@@ -341,6 +351,11 @@ class OnlineEstimator:
             as_reported = tau_f - self.effort.compensation(q_f) if self.effort.kind == "gravity_compensated" else None
             if self.effort_check.observe(t, Y_base @ self.beta_nominal, tau_f, v_f, as_reported) == "mismatch":
                 self.report("effort_mismatch", self.effort_check.reason)
+        if self.stored_check is not None and self.stored_check.verdict == "pending":
+            if self.stored_check.observe(t, Y_base, tau_f, v_f) == "taken":
+                self.base_estimator.set_prior_mean(self.stored.beta)
+            if self.stored_check.verdict != "pending":
+                self.report("initial_parameters", self.stored_check.reason)
         result = self.base_estimator.update(t, Y_base, tau_f, friction_variance)
         self.base_updated, self.base_sample = result.accepted, (Y_base, tau_f)
         if self.base_started_at is None:
@@ -352,6 +367,48 @@ class OnlineEstimator:
             self.changes.record(t, mass_before, "joint torques")
         if self._referenced:
             self.torque_payload.update(Y_full, Y_base, tau_f, self.base_estimator.sigma, friction_variance)
+
+    def reset_estimate(self):
+        """Back to the nominal model (after a tool change): the base-parameter estimate to the URDF's prior (a
+        taken ``initial_parameters`` file forgotten), the payload estimates to none; σ learnt again, the
+        filters and the effort check kept."""
+        if self.base is not None:
+            self.base_estimator.set_prior_mean(self.beta_nominal)
+            self.base_estimator.reset()
+            self.torque_payload = TorqueResidualPayload(self.model.nbodies - 1, self.config["payload_mass_std"],
+                                                        self.config["payload_change_holdoff"],
+                                                        self.config["filter.cutoff"])
+            self.payload_rls = self.torque_payload.rls
+            self.payload_references = self.torque_payload.references
+            self.stored_check = None
+        if self.wrench_payload is not None:
+            self.wrench_payload.rls.reset()
+        self.publishing.restart()
+
+    def snapshot(self, extra=None):
+        """:class:`~robodyn_ros.estimation.stored_parameters.EstimateSnapshot` of the current base-parameter
+        estimate for :func:`~robodyn_ros.estimation.stored_parameters.estimate_document`, with ``estimate:``
+        (joint-state time, updates, the payload now, the initial_parameters verdict) and ``extra`` as top-level
+        entries; ModelError when there is no estimate to save."""
+        rls = self.base_estimator
+        if rls is None:
+            raise ModelError("the estimator runs with base_parameters: false: there is no estimate to save")
+        if rls.updates == 0:
+            raise ModelError("the estimator has taken no joint-torque sample yet: there is no estimate to save")
+        payload = self.publish()
+        stored = None if self.stored_check is None else {"file": self.stored_check.source,
+                                                          "verdict": self.stored_check.verdict}
+        note = {"estimate": {"t": None if self.last_t is None else float(self.last_t), "updates": int(self.updates),
+                             "base_parameter_updates": int(rls.updates), "payload_frame": self.payload_frame,
+                             "payload": None if payload is None else [float(x) for x in payload],
+                             "initial_parameters": stored,
+                             "note": "fit.relative_error: each sample predicted by the estimate before it"}}
+        c = self.config
+        return EstimateSnapshot(model=self.model, base=self.base, beta=rls.beta.copy(), P=np.array(rls.P),
+                                sigma=None if rls.sigma is None else rls.sigma.copy(), A_data=rls.A_data.copy(),
+                                prediction_error=rls.prediction_error, updates=int(rls.updates),
+                                cutoff=float(c["filter.cutoff"]), order=int(c["filter.order"]),
+                                coulomb_width=float(c["coulomb_width"]), extra={**note, **(extra or {})})
 
     # ---------------------------------------------------------------------------------------- estimates
     def payload_parameters(self):
