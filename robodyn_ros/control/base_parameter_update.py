@@ -67,6 +67,23 @@ def nominal_links(base, pi_nominal, beta, theta):
     return beta, np.concatenate([pi_nominal, theta[n:]])
 
 
+def initial_parameters(update, path):
+    """The node's ``initial_parameters`` file ``path`` (empty: none) as ``update``'s first candidate
+    (:meth:`BaseParameterUpdate.set_initial`); a file that cannot be read onto this robot (another robot's
+    links, not the format of ``robodyn identify``) is refused at once with the reason, the controller starting
+    from the URDF."""
+    if not path:
+        return
+    from ..estimation.stored_parameters import StoredParameters, stored_parameters
+    from ..model.errors import ModelError
+    try:
+        update.set_initial(stored_parameters(update.model, update.base, path))
+    except ModelError as exc:
+        update.set_initial(StoredParameters(None, None, None, path))
+        update.initial_verdict = "refused"
+        update.initial_note = f"initial_parameters refused: {exc}: starting from the URDF"
+
+
 class ConsistentWorker:
     """A thread fitting :class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters` to the
     ``(β, P)`` of the jobs handed to :meth:`submit` (each named by its joint-state time). ``keep_all``: fit
@@ -176,6 +193,42 @@ class BaseParameterUpdate:
         self._submitted = None         # joint-state time of the last fit submitted
         self._observe_from = -np.inf   # no samples before this time (the filter's response to a change)
         self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), keep_all=self.deterministic)
+        self.initial, self.initial_verdict, self.initial_note = None, None, None   # set_initial
+        self.initial_time = None
+
+    def set_initial(self, stored):
+        """A stored parameter set (:class:`~robodyn_ros.estimation.stored_parameters.StoredParameters`, the
+        node's ``initial_parameters``) as the first candidate: judged by the gate on the samples observed from
+        now on, like an estimate (:meth:`offer_initial`)."""
+        self.initial, self.initial_verdict, self.initial_note = stored, "pending", None
+        self.initial_time = None       # joint-state time of the verdict
+
+    def offer_initial(self):
+        """Offer the stored set while it is pending (each observed sample); returns the gate's decision once it
+        is judged (accepted: applied; otherwise refused, :attr:`initial_note` says why), else None."""
+        if getattr(self, "initial", None) is None or self.initial_verdict != "pending":
+            return None
+        # every sample is new to a stored set (it was fitted to another run): judged on the gate's ``fresh``
+        # samples without the warm-up that keeps early estimates, fitted to the little motion seen, out
+        decision = self.gate.offer(self.initial.beta, source="initial", tag=self.initial.theta.copy(),
+                                   warmup=self.gate.fresh)
+        if decision.status == "unconverged":
+            return None
+        taken = decision.status == "accepted"
+        self.initial_verdict, self.initial_time = ("taken" if taken else "refused"), self.t
+        self.initial_note = (f"initial_parameters {self.initial.source} " + ("taken" if taken else "refused") +
+                             f" by the parameter gate ({self.gate.last_reason})")
+        self.theta = self._applied_theta()
+        return decision
+
+    def reset(self):
+        """Back to the nominal parameters at once (``~/reset``, a tool change): the gate's applied set, the
+        payload candidate and a pending stored set dropped."""
+        self.gate.reset()
+        self.beta_before = self.payload = self._theta_before = None
+        if getattr(self, "initial", None) is not None and self.initial_verdict == "pending":
+            self.initial_verdict, self.initial_note = "reset", None
+        self.theta = self._applied_theta()
 
     def _applied_theta(self):
         """θ of the gate's applied parameters (the nominal θ when the nominal parameters are applied)."""
@@ -186,10 +239,13 @@ class BaseParameterUpdate:
         self.worker.close()
 
     def diagnostic_values(self):
-        """``rollbacks``, the gate's decisions (``gate_<status>``) and the worker's ``consistent_fits`` and
-        ``consistent_failures`` so far (the controllers' /diagnostics)."""
-        return {"rollbacks": self.rollbacks, **{f"gate_{k}": n for k, n in self.gate.counts.items()},
-                "consistent_fits": self.worker.fits, "consistent_failures": self.worker.failures}
+        """``rollbacks``, the gate's decisions (``gate_<status>``), the worker's ``consistent_fits`` and
+        ``consistent_failures`` so far and the ``initial_parameters`` verdict (the controllers' /diagnostics)."""
+        values = {"rollbacks": self.rollbacks, **{f"gate_{k}": n for k, n in self.gate.counts.items()},
+                  "consistent_fits": self.worker.fits, "consistent_failures": self.worker.failures}
+        if self.initial is not None:
+            values["initial_parameters"] = self.initial_verdict
+        return values
 
     def restart(self):
         """A new activation or a time reset: the filter starts again (the gate's window is kept)."""
@@ -198,7 +254,8 @@ class BaseParameterUpdate:
         self._submitted = None
 
     def observe(self, t, q, v, tau):
-        """One measured joint state (q (nq,), v (nv,), tau (nv,) at time t) for the gate's window."""
+        """One measured joint state (q (nq,), v (nv,), tau (nv,) at time t) for the gate's window; True when it
+        entered the window."""
         self.t = float(t)
         q_f, v_f, a_f, tau_f = self.filter.update(t, q, v, tau)
         if self._t0 is None:
@@ -206,6 +263,8 @@ class BaseParameterUpdate:
         self._count += 1
         if t - self._t0 >= self.settle_time and self._count % self.observe_every == 0 and t >= self._observe_from:
             self.gate.observe(self.dynamics.regressor(q_f, v_f, a_f), tau_f, q=q_f)
+            return True
+        return False
 
     def set_covariance(self, P):
         """The estimator's covariance ``P`` (r, r) of the next offered estimates."""

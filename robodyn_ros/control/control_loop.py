@@ -29,7 +29,7 @@ from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
 from ..model.errors import ModelError
 from .base_parameter_control import MAX_HOLD, BaseParameterComputedTorque, BaseParameterSlotineLi
-from .base_parameter_update import BaseParameterUpdate
+from .base_parameter_update import BaseParameterUpdate, initial_parameters
 from .command_guard import effort_bounds
 from .parameter_blend import ParameterBlend
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
@@ -88,9 +88,11 @@ class ControlLoop:
             return None
         from ..identification.base_parameters import compute_base_parameters
         base = compute_base_parameters(model, coulomb_width=c["base_parameters.coulomb_width"])
-        return BaseParameterUpdate(model, base, cutoff=c["base_parameters.cutoff"],
-                                   payload_min_mass=c["payload_min_mass"],
-                                   deterministic=c["base_parameters.deterministic"])
+        update = BaseParameterUpdate(model, base, cutoff=c["base_parameters.cutoff"],
+                                     payload_min_mass=c["payload_min_mass"],
+                                     deterministic=c["base_parameters.deterministic"])
+        initial_parameters(update, c["initial_parameters"])
+        return update
 
     def _make_controller(self):
         c, model = self.config, self.robot.model
@@ -217,8 +219,10 @@ class ControlLoop:
             tau, _ = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
         published = self.output.publish(tau, t)
-        if self.base_update is not None and effort is not None:
-            self.base_update.observe(t, q, v, effort)
+        if self.base_update is not None and effort is not None and self.base_update.observe(t, q, v, effort):
+            decision = self.base_update.offer_initial()
+            if decision is not None:
+                self._take(decision)
         error = q - q_d
         self.tracking.update(t, error)
         if self.adaptation is not None:
@@ -272,13 +276,32 @@ class ControlLoop:
         if covariance is not None:
             u.set_covariance(covariance)
         decision = u.offer(beta)
+        self._take(decision)
+        return decision.status
+
+    def _take(self, decision):
+        """The control law takes the gate's ``decision.beta`` over ``base_parameters.blend_time``."""
+        u = self.base_update
         if decision.status == "accepted":
             self.adaptation.applied()
         if not np.array_equal(decision.beta, self.blend.target):     # taken over base_parameters.blend_time
             t = u.t if u.t is not None else 0.0
             self.blend.switch(decision.beta, t, self.config["base_parameters.blend_time"])
             self.base_parameter_updates += 1
-        return decision.status
+
+    def reset_parameters(self):
+        """``~/reset`` (a tool change): the nominal parameters from the next command on, without a ramp (the
+        gate's applied set, the payload and a pending ``initial_parameters`` dropped; without base parameters
+        the payload added to the nominal inertias)."""
+        if self.base_update is not None:
+            u = self.base_update
+            u.reset()
+            self.blend.switch(u.beta_nominal, u.t if u.t is not None else 0.0)
+            self.controller.set_parameters(u.beta_nominal.copy())
+        elif hasattr(self.controller, "pi_hat"):
+            self.controller.pi_hat = self.pi_nominal.copy()
+        else:
+            self.controller.set_parameters(self.pi_nominal.copy())
 
     def close(self):
         """Stop the base-parameter worker thread (if any)."""

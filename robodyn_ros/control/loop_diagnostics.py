@@ -10,6 +10,8 @@ def diagnostics_notes(tracking, adaptation, base_update):
     notes = [tracking.note()]
     if adaptation is not None:
         notes.append(adaptation.note(base_update.waiting_reason()))
+        if base_update.initial_verdict == "refused":
+            notes.append(base_update.initial_note)
     return [note for note in notes if note]
 
 

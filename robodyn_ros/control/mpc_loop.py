@@ -77,11 +77,13 @@ class MpcLoop:
         if not c["use_base_parameters"]:
             return None
         from ..identification.base_parameters import compute_base_parameters
-        from .base_parameter_update import BaseParameterUpdate
+        from .base_parameter_update import BaseParameterUpdate, initial_parameters
         base = compute_base_parameters(robot.model, coulomb_width=c["base_parameters.coulomb_width"])
-        return BaseParameterUpdate(robot.model, base, cutoff=c["base_parameters.cutoff"],
-                                   deterministic=c["base_parameters.deterministic"], nominal_on_change=True,
-                                   keep_drives=False)
+        update = BaseParameterUpdate(robot.model, base, cutoff=c["base_parameters.cutoff"],
+                                     deterministic=c["base_parameters.deterministic"], nominal_on_change=True,
+                                     keep_drives=False)
+        initial_parameters(update, c["initial_parameters"])
+        return update
 
     def close(self):
         """Stop the base-parameter worker thread (if any)."""
@@ -96,7 +98,12 @@ class MpcLoop:
         u = self.base_update
         if covariance is not None:
             u.set_covariance(covariance)
-        decision = u.offer(beta)
+        return self._take(u.offer(beta))
+
+    def _take(self, decision):
+        """The MPC takes the consistent parameters of the gate's ``decision`` (:meth:`apply_base_parameters`);
+        returns the status, ``"revoked"`` when the MPC would be unsound with them."""
+        u = self.base_update
         theta = u.theta.copy()
         if self.output is not None:
             n_in, nv = 10 * self.model.nbodies, self.model.nv
@@ -119,6 +126,21 @@ class MpcLoop:
             self.parameter_updates += 1
         self.coulomb = coulomb
         return decision.status
+
+    def reset_parameters(self):
+        """``~/reset`` (a tool change): the nominal parameters from the next solve on (the gate's applied set, the
+        payload and a pending ``initial_parameters`` dropped; without base parameters the payload)."""
+        if self.base_update is not None:
+            self.base_update.reset()
+            self._trial = None
+            theta = self.base_update.theta.copy()
+            if self.output is not None:      # Coulomb compensated at the joint-state rate (apply_base_parameters)
+                n_in, nv = 10 * self.model.nbodies, self.model.nv
+                self.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
+                theta[n_in + nv:n_in + 2 * nv] = 0.0
+            self.mpc.set_parameters(theta)
+        else:
+            self.mpc.set_inertial_parameters(self.pi_nominal.copy())
 
     def start(self):
         self.state = self.t0 = self.solution = None
@@ -152,8 +174,10 @@ class MpcLoop:
         """A valid joint state: kept for the next solve; with ``output: commands`` returns the published
         torque (nv,) once a solution exists, None otherwise or when the stamp gate drops the state.
         ``effort`` (nv,): measured joint torques, for the base-parameter gate's samples."""
-        if self.base_update is not None and effort is not None:
-            self.base_update.observe(t, q, v, effort)
+        if self.base_update is not None and effort is not None and self.base_update.observe(t, q, v, effort):
+            decision = self.base_update.offer_initial()
+            if decision is not None:
+                self._take(decision)
         if self.output is not None:
             newest = self.output.gate.newest
             verdict = self.output.accept_state(t, q)

@@ -74,7 +74,7 @@ import numpy as np
 SIGNIFICANCE = 2.0
 """Standard errors of :meth:`ParameterGate.paired_gain` by which an estimate's gain over the nominal
 parameters must exceed zero (while they are applied)."""
-STATUSES = ("accepted", "unconverged", "implausible", "diverging", "worse", "fallback_nominal", "revoked")
+STATUSES = ("accepted", "unconverged", "implausible", "diverging", "worse", "fallback_nominal", "revoked", "reset")
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,15 @@ class ParameterGate:
                 self.applied, self.applied_tag = np.array(fallback[0], dtype=float), fallback[1]
             self.counts["fallback_nominal"] += 1
 
+    def reset(self):
+        """Back to the nominal parameters at once (the robot changed, e.g. a tool change): applied, last good and
+        previous sets nominal, the window and the pending estimates forgotten (the decision counts kept)."""
+        self.clear_window()
+        self.applied, self.applied_tag = self.beta_nominal.copy(), None
+        self._previous = (self.beta_nominal.copy(), None)
+        self.last_good = self.beta_nominal.copy()
+        self.counts["reset"] += 1
+
     def residual(self, beta, last=None):
         """ρ(β): RMS weighted residual over the window (``last``: over its last ``last`` samples); NaN
         without samples."""
@@ -212,13 +221,14 @@ class ParameterGate:
                             "configurations")
         return None
 
-    def offer(self, beta, P=None, source="estimate", tag=None, fresh=None):
+    def offer(self, beta, P=None, source="estimate", tag=None, fresh=None, warmup=None):
         """Offer the estimate ``beta`` (r,) (covariance ``P``: (r, r), (r,) diagonal or None) from ``source``,
         with ``tag`` (anything the caller needs back with it, e.g. the full parameters it stands for: kept
         as :attr:`applied_tag` when accepted); returns the :class:`GateDecision` (the pending estimate of that
-        source judged, if it has seen ``fresh`` samples (default: the gate's), and ``beta`` pending in its
-        place)."""
+        source judged, if it has seen ``fresh`` samples (default: the gate's) and the gate ``warmup`` (default:
+        the gate's), and ``beta`` pending in its place)."""
         fresh = self.fresh if fresh is None else int(fresh)
+        warmup = self.warmup if warmup is None else int(warmup)
         beta = np.array(beta, dtype=float)
         std = None if P is None else np.sqrt(np.clip(np.diag(P) if np.ndim(P) == 2 else np.asarray(P), 0.0, None))
         pending = self._pending.get(source)
@@ -228,9 +238,9 @@ class ParameterGate:
             seen = 0 if pending is None else min(self.observed - pending[2], len(self._Y))
             return self._decide("unconverged", why=f"the {source} offered last has predicted {seen} of the {fresh} "
                                                     "new samples it is judged on")
-        if self.observed < self.warmup:
+        if self.observed < warmup:
             self._pending[source] = (beta, std, self.observed, tag)
-            return self._decide("unconverged", why=f"{self.observed} of the {self.warmup} samples observed before a "
+            return self._decide("unconverged", why=f"{self.observed} of the {warmup} samples observed before a "
                                                     "first estimate is judged")
         self._pending[source] = (beta, std, self.observed, tag)
         return self._judge(*pending)

@@ -13,9 +13,17 @@ it and estimates from them in order (:meth:`EstimatorNode._on_state`). Publishes
 (geometry_msgs/InertiaStamped, ``frame_id`` the wrist link, or the last body's link without the wrench),
 ``base_parameters_topic`` (Float64MultiArray, one labelled layout dimension per base parameter), with
 ``publish_covariance`` their covariance (``base_covariance_topic``, r x r row-major) and ``/diagnostics``.
+
+Services (std_srvs/Trigger): ``~/save`` writes the current base-parameter estimate to ``save_path`` in the
+format of ``robodyn identify`` (:func:`~robodyn_ros.estimation.stored_parameters.write_estimate`: a snapshot
+taken at the call, the 1-3 s consistent fit in a worker thread while the node keeps estimating; the answer
+comes once the file is written), also at shutdown with ``save_on_shutdown``; ``~/reset`` puts the estimate
+back to the URDF's (:meth:`OnlineEstimator.reset_estimate`, after a tool change). ``initial_parameters``
+starts from such a file once it has predicted the first seconds of motion better than the URDF.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -23,9 +31,12 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped, WrenchStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 
 from ..estimation.message_loss import PublicationGaps
 from ..estimation.online_estimator import OnlineEstimator
+from ..estimation.stored_parameters import write_estimate
+from ..model.errors import ModelError
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
@@ -62,6 +73,9 @@ class EstimatorNode(RobodynNode):
         self.state_sub = subscribe(JointState, c["joint_states_topic"], self._on_state)
         if c["use_wrench"]:
             self.wrench_sub = subscribe(WrenchStamped, c["wrench_topic"], self._on_wrench)
+        self.srv(Trigger, "~/save", self._on_save)
+        self.srv(Trigger, "~/reset", self._on_reset)
+        self._saving = False
         self.lost = None   # {input: PublicationGaps} of the polled inputs
         if polled:
             self.lost = {"joint_states": PublicationGaps(), "wrenches": PublicationGaps()}
@@ -71,10 +85,73 @@ class EstimatorNode(RobodynNode):
     def start(self):
         self.estimator.restart_time()
 
+    def on_shutdown(self, state):
+        if self.config is not None and self.config["save_on_shutdown"] and getattr(self, "estimator", None) is not None:
+            ok, text = self._write(self._snapshot())
+            (self.get_logger().info if ok else self.get_logger().error)(text)
+        return super().on_shutdown(state)
+
+    # ------------------------------------------------------------------------------------- services
+    def _snapshot(self):
+        """``(snapshot, path)`` of the current estimate, or ``(None, why not)``."""
+        path = self.config["save_path"]
+        if not path:
+            return None, "save_path is not set: nothing written (ros2 param set <node> save_path FILE.yaml)"
+        try:
+            return self.estimator.snapshot({"saved_by": self.get_name()}), path
+        except ModelError as exc:
+            return None, f"nothing written to {path}: {exc}"
+
+    def _write(self, taken):
+        snapshot, path = taken
+        if snapshot is None:
+            return False, path
+        try:
+            return True, write_estimate(snapshot, path, robot=self.robot.name)
+        except (ModelError, OSError, ValueError) as exc:
+            return False, f"could not write {path}: {exc}"
+
+    async def _on_save(self, request, response):
+        """~/save: the snapshot now, the file written in a worker thread (the estimation goes on meanwhile)."""
+        if self._saving:
+            response.success, response.message = False, "a save is already being written"
+            return response
+        taken = self._snapshot()
+        if taken[0] is None:
+            response.success, response.message = False, taken[1]
+            self.get_logger().warn(taken[1])
+            return response
+        from rclpy.task import Future
+        done = Future()
+        self._saving = True
+
+        def work():
+            try:
+                result = self._write(taken)
+            except Exception as exc:   # the fit's own failures: answered, never a thread that hangs the service
+                result = (False, f"could not write {taken[1]}: {exc}")
+            done.set_result(result)
+        threading.Thread(target=work, daemon=True, name="estimate-save").start()
+        try:
+            ok, text = await done
+        finally:
+            self._saving = False
+        (self.get_logger().info if ok else self.get_logger().error)(text)
+        response.success, response.message = ok, text
+        return response
+
+    def _on_reset(self, request, response):
+        """~/reset: back to the URDF's parameters and no payload."""
+        self.estimator.reset_estimate()
+        text = "estimate reset to the URDF's parameters, payload none"
+        self.get_logger().info(text)
+        response.success, response.message = True, text
+        return response
+
     def _report(self, kind, text):
         if kind.endswith("_stamp"):
             self.reject(kind, rm.MessageRejected(text))
-        elif kind == "payload_change":
+        elif kind in ("payload_change", "initial_parameters"):
             self.get_logger().info(text)
         else:
             self.warn_throttled(kind, text)

@@ -82,6 +82,10 @@ BASE_PARAMETER_USE = (
       "(inverse dynamics Y_base(q, v, a) beta; the MPC: the consistent full parameters as its NLP parameters), the "
       "payload (payload_topic) as a gated candidate on top.",
       read_only=True),
+    P("initial_parameters", str, "", "use_base_parameters: a parameter file of robodyn identify, replay or the "
+      "estimator's ~/save, offered to the parameter gate as the first candidate: applied once it has predicted "
+      "this robot's joint torques better than the URDF, else refused with a /diagnostics line (empty: none).",
+      read_only=True),
     P("base_parameters.coulomb_width", float, 0.02, "use_base_parameters: the estimator's coulomb_width, rad/s.",
       range=(1e-9, None), read_only=True),
     P("base_parameters.deterministic", bool, False, "use_base_parameters: simulated time in lockstep (the "
@@ -253,6 +257,12 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + ESTIMATION + (
       "lost_joint_states, lost_wrenches) and estimates from every due one; 0: one executor "
       "callback per message instead (an executor wake-up per message, and a backlog of events when behind).",
       range=(0.0, 10000.0), read_only=True),
+    P("save_path", str, "", "File the ~/save service (std_srvs/Trigger) writes the current base-parameter estimate "
+      "to, in the format of robodyn identify (the physically consistent parameters, friction, armature, the "
+      "payload now): what initial_parameters reads at the next start. Empty: ~/save answers that it is not set.",
+      live=True),
+    P("save_on_shutdown", bool, False, "Also write save_path when the node shuts down (once it has an estimate).",
+      live=True),
 )
 """The estimator node's parameters: the robot, the topics, the estimation parameters of
 :data:`robodyn_ros.estimation.estimator_parameters.ESTIMATION` and the node's own."""
