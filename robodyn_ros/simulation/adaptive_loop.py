@@ -387,13 +387,29 @@ class AdaptiveLoop:
                 "wall_seconds": time.monotonic() - wall}
 
 
+def same_kinematics(a, b, tol=1e-12):
+    """Whether models ``a`` and ``b`` move alike: the same joints, tree, joint axes, placements and gravity
+    (their inertias, armature and friction may differ)."""
+    if (tuple(a.joint_names) != tuple(b.joint_names) or list(a.parents) != list(b.parents)
+            or [j.kind for j in a.joints] != [j.kind for j in b.joints]):
+        return False
+    return (all(np.allclose(ja.S, jb.S, rtol=0.0, atol=tol) for ja, jb in zip(a.joints, b.joints))
+            and all(np.allclose(Ra, Rb, rtol=0.0, atol=tol) and np.allclose(pa, pb, rtol=0.0, atol=tol)
+                    for (Ra, pa), (Rb, pb) in zip(a.placements, b.placements))
+            and np.allclose(a.gravity, b.gravity, rtol=0.0, atol=tol))
+
+
 class OracleLoop(AdaptiveLoop):
     """The anchor adaptation is measured against: the same loop (gains, noise seed, reference, payload, driver)
-    with the controller given ``plant``'s exact model (``plant.model``: its inertias, armature and friction, the
-    Coulomb width the plant is integrated with) and no adaptation; at the payload's attachment the controller
-    switches at once to the plant's model with the payload added (the simulator's own parameters of robot plus
-    payload, base parameters by the same map). The MPC takes it as ``θ = [π, f_v, f_c, f_o]`` with the plant's
-    armature built into its prediction model; if it refuses the payload's θ (:class:`MpcSoundness`),
+    with the controller given ``plant``'s exact model (its inertias, armature and friction, the Coulomb width
+    the plant is integrated with) and no adaptation; at the payload's attachment the controller switches at
+    once to the plant's model with the payload added (the simulator's own parameters of robot plus payload).
+
+    Computed torque and Slotine-Li are ``τ = Y_base β``: when the plant moves as the nominal model does
+    (:func:`same_kinematics`) they keep the nominal model's regressor (and its compiled kernels) and take the
+    plant's base parameters ``β = K π_plant``, armature and friction included; otherwise, and for the MPC,
+    the controller is built on ``plant.model``: the MPC's ``θ = [π, f_v, f_c, f_o]`` has no armature, which its
+    prediction model carries. If the MPC refuses the payload's θ (:class:`MpcSoundness`),
     :attr:`payload_applied` stays False and it goes on with the plant's model without the payload.
 
     ``model``: the nominal (URDF) model: the emulated driver's own model, what Slotine-Li's gains are scaled
@@ -404,17 +420,22 @@ class OracleLoop(AdaptiveLoop):
 
     def __init__(self, model, plant, reference, config=None, base=None):
         from ..identification.base_parameters import full_parameters
-        config = AdaptiveLoopConfig(**{**vars(config or AdaptiveLoopConfig()), "adapt": False,
-                                       "coulomb_width": plant_coulomb_width(plant)})
         width = plant_coulomb_width(plant)
-        nominal_base = base or compute_base_parameters(model, coulomb_width=width)
+        config = AdaptiveLoopConfig(**{**vars(config or AdaptiveLoopConfig()), "adapt": False,
+                                       "coulomb_width": width})
+        if base is None or abs(base.coulomb_width - width) > 1e-12:
+            base = compute_base_parameters(model, coulomb_width=width)
         plant_base = compute_base_parameters(plant.model, coulomb_width=width)
-        if not np.array_equal(plant_base.independent, nominal_base.independent):
+        if not np.array_equal(plant_base.independent, base.independent):
             raise ModelError(f"plant {plant.source}: its base parameters ({plant_base.count}) are not the nominal "
-                             f"model's ({nominal_base.count}): no oracle for a plant of another structure")
-        super().__init__(plant.model, plant, reference, config, plant_base, nominal=model)
-        if self.config.controller != "mpc":        # the gravity a driver adds is that of the robot's own model
-            self.controller.beta_robot = plant_base.from_full(full_parameters(model))
+                             f"model's ({base.count}): no oracle for a plant of another structure")
+        if config.controller != "mpc" and same_kinematics(model, plant.model):
+            super().__init__(model, plant, reference, config, base)
+            self.controller.set_parameters(base.from_full(full_parameters(plant.model)))
+        else:
+            super().__init__(plant.model, plant, reference, config, plant_base, nominal=model)
+            if config.controller != "mpc":     # the gravity a driver adds is that of the robot's own model
+                self.controller.beta_robot = plant_base.from_full(full_parameters(model))
         self.payload_applied = None
 
     def _attach(self, payload):
@@ -423,11 +444,11 @@ class OracleLoop(AdaptiveLoop):
         from ..identification.base_parameters import full_parameters
         super()._attach(payload)
         pi = self.sim.inertial_parameters                       # the plant's bodies plus the payload
-        pi_full = full_parameters(self.model)
+        pi_full = full_parameters(self.plant.model)
         pi_full[:len(pi)] = pi
         beta = self.base.from_full(pi_full)
         if self.config.controller == "mpc":
-            theta = replace_inertial_parameters(parameter_vector(self.model), pi, self.model.nbodies)
+            theta = replace_inertial_parameters(parameter_vector(self.plant.model), pi, self.plant.model.nbodies)
             self.payload_applied = bool(self.controller.set_parameters(beta, theta))
         else:
             self.controller.set_parameters(beta)
