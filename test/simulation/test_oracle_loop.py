@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from robodyn_ros.model.errors import ModelError
-from robodyn_ros.simulation.adaptive_loop import (AdaptiveLoopConfig, OracleLoop, rms, time_to_oracle,
-                                                  twin_experiment, window_ratios)
+from robodyn_ros.simulation.adaptive_loop import (AdaptiveLoopConfig, OracleLoop, rms, same_kinematics,
+                                                  time_to_oracle, twin_experiment, window_ratios)
 
 ATTACH, DURATION = 2.0, 3.5
 
@@ -69,7 +69,8 @@ def test_oracle_is_the_plant_not_the_nominal_model(ur5_twin):
     """Before the payload the oracle tracks at least ten times better than the nominal loop (the plant differs
     from the URDF by 10-35 % in torque; an oracle that were the nominal model would give a ratio of 1), and it
     holds that through the payload, which it is given at the instant it is attached."""
-    _, _, report, adapted, nominal = ur5_twin
+    setup, plant, report, adapted, nominal = ur5_twin
+    assert same_kinematics(setup.model, plant.model)        # the oracle on the URDF's regressor, the plant's β
     oracle = adapted["oracle"]
     before = rms(oracle["error"], oracle["t"], 1.0, ATTACH)
     after = rms(oracle["error"], oracle["t"], ATTACH, DURATION)
@@ -81,8 +82,8 @@ def test_oracle_is_the_plant_not_the_nominal_model(ur5_twin):
 
 
 def test_a_plant_of_another_structure_has_no_oracle():
-    """A UR5 whose second joint turns about another axis has other base parameters: a ModelError, before any
-    simulation."""
+    """A UR5 whose second joint turns about another axis moves otherwise and has other base parameters: a
+    ModelError, before any simulation."""
     import robodyn_ros as rd
     from robodyn_ros.cli.demo_robot import demo_robot
     from robodyn_ros.robots import bundled_urdf_path
@@ -93,5 +94,6 @@ def test_a_plant_of_another_structure_has_no_oracle():
     joint = [j for j in root.findall("joint") if j.get("type") != "fixed"][1]
     joint.find("axis").set("xyz", "1 0 0")
     other = rd.Model.from_urdf(ET.tostring(root, encoding="unicode"))
+    assert not same_kinematics(setup.model, other)
     with pytest.raises(ModelError, match="base parameters"):
         OracleLoop(setup.model, Plant(other), setup.reference, AdaptiveLoopConfig(duration=1.0, attach_time=None))
