@@ -365,9 +365,10 @@ def oracle_line(report):
     if "tracking_rms_oracle" not in report:
         return []
     reached = report["time_to_oracle"]
+    last = report["oracle_window_ratios"][-1][1] if report["oracle_window_ratios"] else float("nan")
     return [f"  oracle (the plant's exact model, no adaptation): {report['tracking_rms_oracle']:.2e} rad, adapted / "
-            f"oracle {report['tracking_rms_adapted'] / report['tracking_rms_oracle']:.1f}; worst second "
-            f"{report['worst_oracle_window_ratio']:.1f} x; every second within 2 x the oracle's from "
+            f"oracle {report['tracking_rms_adapted'] / report['tracking_rms_oracle']:.1f}; per second (RMS) worst "
+            f"{report['worst_oracle_window_ratio']:.1f} x, last {last:.1f} x; every second within 2 x the oracle's from "
             + ("never (not in the last second)" if reached is None else f"{reached:.0f} s")]
 
 
