@@ -23,6 +23,11 @@ explains the torque residual of the estimate from just before the change detecto
 parameters applied before the change plus the payload, through the gate, once the payload mass is known to
 0.05 kg. With ``adapt=False`` the same loop (same noise) runs on the nominal model.
 
+The oracle (:class:`OracleLoop`) is that loop given the plant's exact model, the payload added to it when it is
+attached, and no adaptation: what adaptation could at best achieve. :func:`twin_experiment` runs the nominal
+loop, the adaptive loop and the oracle, and measures the adapted loop against both (:func:`window_ratios`,
+:func:`time_to_oracle`).
+
 ``driver`` (franka, ur, lbr; :mod:`robodyn_ros.model.driver_profiles`): the plant is driven through the robot's
 driver as the simulator node emulates it (:class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`:
 gravity and friction compensation added, the rate limit, efforts as the driver reports them, at the driver's
@@ -45,7 +50,7 @@ from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
 from ..estimation.estimator_parameters import COULOMB_WIDTH
 from ..estimation.online_estimator import OnlineEstimator
-from ..identification.base_parameters import compute_base_parameters
+from ..identification.base_parameters import compute_base_parameters, full_parameters
 from ..model.driver_profiles import DRIVERS, profile_defaults
 from ..model.errors import ModelError
 from .driver_emulation import DriverEmulation, driver_config
@@ -419,7 +424,6 @@ class OracleLoop(AdaptiveLoop):
     columns: the two robots are not the same structure)."""
 
     def __init__(self, model, plant, reference, config=None, base=None):
-        from ..identification.base_parameters import full_parameters
         width = plant_coulomb_width(plant)
         config = AdaptiveLoopConfig(**{**vars(config or AdaptiveLoopConfig()), "adapt": False,
                                        "coulomb_width": width})
@@ -441,7 +445,6 @@ class OracleLoop(AdaptiveLoop):
     def _attach(self, payload):
         """The payload reaches the plant and, at the same instant, the controller's model."""
         from ..control.mpc.config import parameter_vector, replace_inertial_parameters
-        from ..identification.base_parameters import full_parameters
         super()._attach(payload)
         pi = self.sim.inertial_parameters                       # the plant's bodies plus the payload
         pi_full = full_parameters(self.plant.model)
