@@ -3,7 +3,10 @@ seeded perturbed plants (robodyn_ros.simulation.perturbed_plant) of each robot, 
 estimator's and the gate's defaults. Prints per robot and controller the tracking ratio (nominal / adapted RMS
 over the last third before the payload: median, worst, how many at least 3), how many runs were never worse
 than the nominal loop (every second from t = 1 s, RMS and peak at most 1.2 times), how many found the 2 kg
-payload from joint torques within 5 % in 3 s, and the non-finite commands; --json writes every run's report.
+payload from joint torques within 5 % in 3 s, and the non-finite commands; against the oracle (the same loop on
+the plant's exact model, :class:`robodyn_ros.simulation.adaptive_loop.OracleLoop`): the oracle's tracking RMS
+(median), the adapted loop's worst one-second RMS ratio to it, and how many runs came within 2 x the oracle's
+RMS in every second to the end (``time_to_oracle``: median of those, s); --json writes every run's report.
 
     python benchmarks/adaptation_sweep.py                          # panda, ur5, iiwa; 10 plants; all controllers
     python benchmarks/adaptation_sweep.py --robots ur5 --controllers mpc --plants 3 --jobs 2
@@ -31,7 +34,7 @@ def one_run(robot, plant, controller, duration):
     limit_blas_threads()
     start = time.monotonic()
     report, _ = run_twin(duration=duration, controller=controller, robot=robot, plant=plant)
-    report = {k: v for k, v in report.items() if k != "window_ratios"}
+    report = {k: v for k, v in report.items() if k not in ("window_ratios", "oracle_window_ratios")}
     report["sweep_wall_seconds"] = round(time.monotonic() - start, 1)
     return report
 
@@ -45,20 +48,41 @@ def summarise(reports):
             "worst_window_ratio": float(max(r["worst_window_ratio"] for r in reports)),
             "payload_within_5_percent_in_3_s": int(sum(r["payload_time_to_5_percent"] is not None
                                                        and r["payload_time_to_5_percent"] <= 3.0 for r in reports)),
-            "non_finite_commands": int(sum(r["non_finite_commands"] for r in reports))}
+            "non_finite_commands": int(sum(r["non_finite_commands"] for r in reports)),
+            **oracle_summary(reports)}
+
+
+def oracle_summary(reports):
+    """The runs against their oracle: median ``tracking_rms_oracle``, the largest ``worst_oracle_window_ratio``,
+    how many reached the oracle (a ``time_to_oracle``) and the median of those times (NaN for reports saved
+    before the oracle was run)."""
+    import numpy as np
+    with_oracle = [r for r in reports if "tracking_rms_oracle" in r]
+    reached = [r["time_to_oracle"] for r in with_oracle if r["time_to_oracle"] is not None]
+    return {"oracle_runs": len(with_oracle),
+            "median_rms_oracle": float(np.median([r["tracking_rms_oracle"] for r in with_oracle]))
+            if with_oracle else float("nan"),
+            "worst_oracle_window_ratio": float(max(r["worst_oracle_window_ratio"] for r in with_oracle))
+            if with_oracle else float("nan"),
+            "reached_oracle": len(reached),
+            "median_time_to_oracle": float(np.median(reached)) if reached else float("nan")}
 
 
 def print_table(groups):
     """The Markdown table of runs grouped by (robot, controller)."""
     print("| robot | controller | runs | tracking ratio: median | worst | >= 3 | never worse (<= 1.2 x any second) "
-          "| payload within 5 % in 3 s | non-finite commands |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| payload within 5 % in 3 s | non-finite commands | oracle RMS (median) | worst second, adapted / oracle "
+          "| within 2 x the oracle to the end: runs (median time_to_oracle) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (robot, controller), reports in groups.items():
         s = summarise(reports)
+        reached = (f"{s['reached_oracle']}/{s['oracle_runs']}"
+                   + (f" ({s['median_time_to_oracle']:.0f} s)" if s["reached_oracle"] else ""))
         print(f"| {robot} | {controller} | {s['runs']} | {s['median_ratio']:.1f} | {s['worst_ratio']:.1f} | "
               f"{s['ratio_at_least_3']}/{s['runs']} | {s['never_worse']}/{s['runs']} (worst "
               f"{s['worst_window_ratio']:.2f}) | {s['payload_within_5_percent_in_3_s']}/{s['runs']} | "
-              f"{s['non_finite_commands']} |")
+              f"{s['non_finite_commands']} | {s['median_rms_oracle']:.2e} | {s['worst_oracle_window_ratio']:.1f} | "
+              f"{reached} |")
 
 
 def print_saved(paths):
@@ -107,7 +131,8 @@ def main(argv=None):
             print(f"{job[0]:6s} {job[2]:16s} {job[1]:13s} ratio {report['tracking_ratio']:7.1f}  worst second "
                   f"{report['worst_window_ratio']:.2f}  payload {report['payload_mass_estimated']:.3f} kg after "
                   f"{report['payload_time_to_5_percent']} s  changes {len(report['payload_changes_detected'])}  "
-                  f"({report['sweep_wall_seconds']} s)", flush=True)
+                  f"oracle {report['tracking_rms_oracle']:.2e} rad, worst second {report['worst_oracle_window_ratio']:.1f} "
+                  f"x it, within 2 x from {report['time_to_oracle']} s  ({report['sweep_wall_seconds']} s)", flush=True)
     print()
     print_table({(r, c): [results[(r, plant, c)] for plant in plants]
                  for r in args.robots for c in args.controllers})

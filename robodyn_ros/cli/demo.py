@@ -9,7 +9,11 @@ estimator runs from the start on joint torques only with its defaults, and a 2 k
 on the wrist link. Base parameters and friction are estimated online, gated
 (:class:`robodyn_ros.control.parameter_gate.ParameterGate`), made physically consistent and used by the
 controller; the same run without adaptation (same noise) gives ``tracking_rms_nominal``, and every second's
-tracking error of the two runs is compared (``worst_window_ratio``). This scenario runs the ROS nodes over DDS
+tracking error of the two runs is compared (``worst_window_ratio``). With ``--library`` a third run, the oracle
+(the same loop on the plant's exact model, the payload added to it at the instant it is attached,
+:class:`robodyn_ros.simulation.adaptive_loop.OracleLoop`), gives ``tracking_rms_oracle``, the adapted loop's
+per-second ratios to it (``oracle_window_ratios``, worst ``worst_oracle_window_ratio``) and ``time_to_oracle``
+(from when every second is within 2 x the oracle's RMS; null if the last is not). This scenario runs the ROS nodes over DDS
 (:mod:`robodyn_ros.cli.demo_twin_nodes`: the simulator node on the plant, the estimator on joint torques, the
 inverse_dynamics node, or with mpc the mpc node, with ``use_base_parameters``); with ``--library`` the library
 loop (:mod:`robodyn_ros.simulation.adaptive_loop`), without ROS.
@@ -315,7 +319,10 @@ def plot_twin(series, report, path):
 
     ad, nom = series["adapted"], series["nominal"]
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
-    for run, label in ((nom, "nominal model, no adaptation"), (ad, "adaptation from joint torques")):
+    runs = [(nom, "nominal model, no adaptation"), (ad, "adaptation from joint torques")]
+    if "oracle" in ad:
+        runs.append((ad["oracle"], "oracle: the plant's exact model"))
+    for run, label in runs:
         ax1.semilogy(run["t"], np.maximum(np.linalg.norm(run["error"], axis=1), 1e-9), lw=0.7, label=label)
     attach = report["payload_attach_time"]
     for ax in (ax1, ax2, ax3):
@@ -353,16 +360,30 @@ def plot_friction(ax, adapted, report):
     ax.set_ylabel(f"Coulomb friction (N m)\nestimate (solid), {plant} (dotted)")
 
 
+def oracle_line(report):
+    """The summary's line on the oracle run (none without one: the node-based twin run)."""
+    if "tracking_rms_oracle" not in report:
+        return []
+    reached = report["time_to_oracle"]
+    last = report["oracle_window_ratios"][-1][1] if report["oracle_window_ratios"] else float("nan")
+    return [f"  oracle (the plant's exact model, no adaptation): {report['tracking_rms_oracle']:.2e} rad, adapted / "
+            f"oracle {report['tracking_rms_adapted'] / report['tracking_rms_oracle']:.1f}; per second (RMS) worst "
+            f"{report['worst_oracle_window_ratio']:.1f} x, last {last:.1f} x; every second within 2 x the oracle's from "
+            + ("never (not in the last second)" if reached is None else f"{reached:.0f} s")]
+
+
 def summary_twin(report):
     settle = report["payload_time_to_5_percent"]
+    runs = "three times (nominal, adapted, oracle)" if "tracking_rms_oracle" in report else "twice (nominal, adapted)"
     return "\n".join([
         f"robodyn demo --scenario twin: {report['robot']} simulated as {report['plant']} (driver "
         f"{report.get('driver', 'generic')}), under "
-        f"{report['controller']} with the nominal model, {report['simulated_time']:.1f} s simulated twice (nominal, adapted) in {report['wall_seconds']:.1f} s wall, "
-        f"{report['runtime']}",
+        f"{report['controller']} with the nominal model, {report['simulated_time']:.1f} s simulated {runs} in "
+        f"{report['wall_seconds']:.1f} s wall, {report['runtime']}",
         f"  tracking RMS {report['tracking_window'][0]:.1f}-{report['tracking_window'][1]:.1f} s: nominal model "
         f"{report['tracking_rms_nominal']:.2e} rad, adapted {report['tracking_rms_adapted']:.2e} rad "
         f"(ratio {report['tracking_ratio']:.1f})",
+        *oracle_line(report),
         f"  payload from joint torques: true {report['payload_mass_true']:.3f} kg, estimated "
         f"{report['payload_mass_estimated']:.3f} kg, within 5 % after {'never' if settle is None else f'{settle:.3f} s'}",
         f"  after the payload (+3 s to the end): nominal {report['tracking_rms_after_payload_nominal']:.2e} rad, "

@@ -24,7 +24,10 @@ a ``robodyn config`` file, or the one written for a URDF; private domain, as fas
   against the node's reference.
 
 The nominal and the adapted run see the same noise (same seed). The report has the fields of the library
-loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`).
+loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`) but those of the oracle run
+(``tracking_rms_oracle``, ``oracle_window_ratios``, ``time_to_oracle``): a third run through the nodes would
+cost as much again, and a library oracle beside node runs would not share their noise or their timing; the
+oracle is measured with ``--library``.
 """
 from __future__ import annotations
 

@@ -23,6 +23,11 @@ explains the torque residual of the estimate from just before the change detecto
 parameters applied before the change plus the payload, through the gate, once the payload mass is known to
 0.05 kg. With ``adapt=False`` the same loop (same noise) runs on the nominal model.
 
+The oracle (:class:`OracleLoop`) is that loop given the plant's exact model, the payload added to it when it is
+attached, and no adaptation: what adaptation could at best achieve. :func:`twin_experiment` runs the nominal
+loop, the adaptive loop and the oracle, and measures the adapted loop against both (:func:`window_ratios`,
+:func:`time_to_oracle`).
+
 ``driver`` (franka, ur, lbr; :mod:`robodyn_ros.model.driver_profiles`): the plant is driven through the robot's
 driver as the simulator node emulates it (:class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`:
 gravity and friction compensation added, the rate limit, efforts as the driver reports them, at the driver's
@@ -45,7 +50,7 @@ from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
 from ..estimation.estimator_parameters import COULOMB_WIDTH
 from ..estimation.online_estimator import OnlineEstimator
-from ..identification.base_parameters import compute_base_parameters
+from ..identification.base_parameters import compute_base_parameters, full_parameters
 from ..model.driver_profiles import DRIVERS, profile_defaults
 from ..model.errors import ModelError
 from .driver_emulation import DriverEmulation, driver_config
@@ -177,20 +182,45 @@ def window_ratios(adapted, nominal, start=1.0, width=1.0):
     return out
 
 
+def time_to_oracle(windows, factor=2.0):
+    """The first window start ``t0`` from which every window's RMS ratio is at most ``factor``: ``windows`` as
+    :func:`window_ratios` gives them (``(t0, RMS ratio, peak ratio)`` rows, in time order) for the adapted run
+    over the oracle run (:class:`OracleLoop`), the time from which adaptation tracks within ``factor`` of the
+    plant's exact model to the end. None when the last window is above ``factor`` (or is not finite) or there is
+    no window."""
+    ratios = np.array([w[1] for w in windows], dtype=float)
+    if len(ratios) == 0:
+        return None
+    above = np.flatnonzero(~(ratios <= factor))          # a NaN ratio counts as above
+    if len(above) == 0:
+        return float(windows[0][0])
+    if above[-1] == len(ratios) - 1:
+        return None
+    return float(windows[above[-1] + 1][0])
+
+
 def rms(errors, t, lo, hi):
     """RMS over all joints of ``errors`` (N, nv) at times ``t`` in ``[lo, hi)``."""
     rows = np.asarray(errors)[(np.asarray(t) >= lo) & (np.asarray(t) < hi)]
     return float(np.sqrt(np.mean(rows ** 2))) if len(rows) else float("nan")
 
 
+def plant_coulomb_width(plant):
+    """The Coulomb width (rad/s) the simulator integrates ``plant``'s friction with: its own, else 1e-3."""
+    return plant.coulomb_width if plant.coulomb_width else 1e-3
+
+
 class AdaptiveLoop:
     """One run (module docstring) of ``plant`` (a :class:`~robodyn_ros.simulation.plant.Plant`) under a controller
-    built on ``model`` (the nominal model), following ``reference`` (``evaluate(t) -> (q, v, a)``)."""
+    built on ``model`` (the nominal model), following ``reference`` (``evaluate(t) -> (q, v, a)``). ``nominal``:
+    the robot's URDF model when ``model`` is not it (:class:`OracleLoop`): what the emulated driver compensates
+    with and what Slotine-Li's gains are scaled by (default ``model``)."""
 
-    def __init__(self, model, plant, reference, config=None, base=None):
+    def __init__(self, model, plant, reference, config=None, base=None, nominal=None):
         self.config = config or AdaptiveLoopConfig()
         self.config.validate()
         self.model, self.plant, self.reference = model, plant, reference
+        self.nominal_model = nominal if nominal is not None else model
         c = self.config
         width = c.coulomb_width if c.coulomb_width is not None else COULOMB_WIDTH
         self.base = base or compute_base_parameters(model, coulomb_width=width)
@@ -204,9 +234,9 @@ class AdaptiveLoop:
         emulated = driver_config(c.driver)
         sim_config = SimulatorConfig(dt=1.0 / emulated["rate"], noise=noise, seed=c.seed, substeps=c.substeps,
                                      engine=c.engine,
-                                     coulomb_smoothing=plant.coulomb_width if plant.coulomb_width else 1e-3)
+                                     coulomb_smoothing=plant_coulomb_width(plant))
         self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=engine_step(plant, sim_config))
-        self.driver = DriverEmulation(model, emulated, sim_config.dt)
+        self.driver = DriverEmulation(self.nominal_model, emulated, sim_config.dt)
         self.convention = {k: v for k, v in profile_defaults("inverse_dynamics", c.driver).items()
                            if k in ("gravity_compensated_by_robot", "friction_compensation")}
         self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width,
@@ -234,7 +264,8 @@ class AdaptiveLoop:
             from ..dynamics.crba import crba
             q0 = np.asarray(self.reference.evaluate(0.0)[0], dtype=float)
             return BaseParameterSlotineLi(self.model, self.base, beta, Lambda=c.kp / c.kd,
-                                          kd=c.kd * np.diag(crba(self.model, q0)), compiled=True, **self.convention)
+                                          kd=c.kd * np.diag(crba(self.nominal_model, q0)), compiled=True,
+                                          **self.convention)
         from ..control.adaptive_mpc import AdaptiveMPC
         # simulated time, not wall time: the solve's time limit must not depend on the machine's load
         return AdaptiveMPC(self.model, self.reference, rate=c.mpc_rate, beta=beta, time_limit=10.0,
@@ -248,6 +279,10 @@ class AdaptiveLoop:
         last = self.model.nbodies - 1
         theta[10 * last:10 * last + 10] += pi_payload
         return theta
+
+    def _attach(self, payload):
+        """The payload reaches the plant (the controller learns of it only through the estimator)."""
+        self.sim.attach_payload(payload)
 
     def _command(self, t, meas, dt):
         """``(q_d, tau)``: the reference position at time t and the controller's torque command on the
@@ -290,7 +325,7 @@ class AdaptiveLoop:
         for k in range(steps):
             t = sim.t
             if c.attach_time is not None and not attached and t >= c.attach_time - 1e-12:
-                sim.attach_payload(Payload.box(c.payload_link, c.payload_mass, c.payload_com))
+                self._attach(Payload.box(c.payload_link, c.payload_mass, c.payload_com))
                 attached = True
             meas = sim.measure_joints()
             if self.driver.kind != "torque" or self.driver.cutoff > 0.0:
@@ -357,6 +392,76 @@ class AdaptiveLoop:
                 "wall_seconds": time.monotonic() - wall}
 
 
+def same_kinematics(a, b, tol=1e-12):
+    """Whether models ``a`` and ``b`` move alike: the same joints, tree, joint axes, placements and gravity
+    (their inertias, armature and friction may differ)."""
+    if (tuple(a.joint_names) != tuple(b.joint_names) or list(a.parents) != list(b.parents)
+            or [j.kind for j in a.joints] != [j.kind for j in b.joints]):
+        return False
+    return (all(np.allclose(ja.S, jb.S, rtol=0.0, atol=tol) for ja, jb in zip(a.joints, b.joints))
+            and all(np.allclose(Ra, Rb, rtol=0.0, atol=tol) and np.allclose(pa, pb, rtol=0.0, atol=tol)
+                    for (Ra, pa), (Rb, pb) in zip(a.placements, b.placements))
+            and np.allclose(a.gravity, b.gravity, rtol=0.0, atol=tol))
+
+
+class OracleLoop(AdaptiveLoop):
+    """The anchor adaptation is measured against: the same loop (gains, noise seed, reference, payload, driver)
+    with the controller given ``plant``'s exact model (its inertias, armature and friction, the Coulomb width
+    the plant is integrated with) and no adaptation; at the payload's attachment the controller switches at
+    once to the plant's model with the payload added (the simulator's own parameters of robot plus payload).
+
+    Computed torque and Slotine-Li are ``τ = Y_base β``: when the plant moves as the nominal model does
+    (:func:`same_kinematics`) they keep the nominal model's regressor (and its compiled kernels) and take the
+    plant's base parameters ``β = K π_plant``, armature and friction included; otherwise, and for the MPC,
+    the controller is built on ``plant.model``: the MPC's ``θ = [π, f_v, f_c, f_o]`` has no armature, which its
+    prediction model carries. If the MPC refuses the payload's θ (:class:`MpcSoundness`),
+    :attr:`payload_applied` stays False and it goes on with the plant's model without the payload.
+
+    ``model``: the nominal (URDF) model: the emulated driver's own model, what Slotine-Li's gains are scaled
+    by and the gravity a driver that adds gravity is credited with, as in the nominal and adapted runs (with such
+    a driver, or one that compensates friction, the robot's own compensation is the nominal model's in all three
+    runs). ModelError when the plant's base parameters are not the nominal model's (other ``independent``
+    columns: the two robots are not the same structure)."""
+
+    def __init__(self, model, plant, reference, config=None, base=None):
+        width = plant_coulomb_width(plant)
+        config = AdaptiveLoopConfig(**{**vars(config or AdaptiveLoopConfig()), "adapt": False,
+                                       "coulomb_width": width})
+        if base is None or abs(base.coulomb_width - width) > 1e-12:
+            base = compute_base_parameters(model, coulomb_width=width)
+        plant_base = compute_base_parameters(plant.model, coulomb_width=width)
+        if not np.array_equal(plant_base.independent, base.independent):
+            raise ModelError(f"plant {plant.source}: its base parameters ({plant_base.count}) are not the nominal "
+                             f"model's ({base.count}): no oracle for a plant of another structure")
+        if config.controller != "mpc" and same_kinematics(model, plant.model):
+            super().__init__(model, plant, reference, config, base)
+            self.controller.set_parameters(base.from_full(full_parameters(plant.model)))
+        else:
+            super().__init__(plant.model, plant, reference, config, plant_base, nominal=model)
+            if config.controller != "mpc":     # the gravity a driver adds is that of the robot's own model
+                self.controller.beta_robot = plant_base.from_full(full_parameters(model))
+        self.payload_applied = None
+
+    def _attach(self, payload):
+        """The payload reaches the plant and, at the same instant, the controller's model."""
+        from ..control.mpc.config import parameter_vector, replace_inertial_parameters
+        super()._attach(payload)
+        pi = self.sim.inertial_parameters                       # the plant's bodies plus the payload
+        pi_full = full_parameters(self.plant.model)
+        pi_full[:len(pi)] = pi
+        beta = self.base.from_full(pi_full)
+        if self.config.controller == "mpc":
+            theta = replace_inertial_parameters(parameter_vector(self.plant.model), pi, self.plant.model.nbodies)
+            self.payload_applied = bool(self.controller.set_parameters(beta, theta))
+        else:
+            self.controller.set_parameters(beta)
+            self.payload_applied = True
+
+    def run(self, progress=None):
+        """:meth:`AdaptiveLoop.run` plus ``payload_applied`` (None: no payload)."""
+        return {**super().run(progress), "payload_applied": self.payload_applied}
+
+
 def window_report(adapted, nominal):
     """The report's ``worst_window_ratio`` (the largest RMS or peak ratio of :func:`window_ratios`), its window's
     start ``worst_window_start``, and ``window_ratios`` ([t0, RMS ratio, peak ratio] per second)."""
@@ -368,17 +473,33 @@ def window_report(adapted, nominal):
             "window_ratios": [[round(w[0], 3), round(w[1], 4), round(w[2], 4)] for w in windows]}
 
 
-def twin_experiment(model, plant, reference, config=None, base=None, progress=None):
+def oracle_report(adapted, oracle, lo, end):
+    """The report's keys against the oracle run (:class:`OracleLoop`): ``tracking_rms_oracle`` over ``[lo,
+    end)`` (the window of ``tracking_rms_adapted``), ``oracle_window_ratios`` ([t0, RMS ratio, peak ratio] of
+    the adapted run over the oracle per second from 1 s, :func:`window_ratios`), ``worst_oracle_window_ratio``
+    (the largest RMS ratio among them) and ``time_to_oracle`` (:func:`time_to_oracle`, 2 x)."""
+    windows = window_ratios(adapted, oracle)
+    return {"tracking_rms_oracle": rms(oracle["error"], oracle["t"], lo, end),
+            "worst_oracle_window_ratio": float(max(w[1] for w in windows)) if windows else float("nan"),
+            "time_to_oracle": time_to_oracle(windows),
+            "oracle_payload_applied": oracle["payload_applied"],
+            "oracle_window_ratios": [[round(w[0], 3), round(w[1], 4), round(w[2], 4)] for w in windows]}
+
+
+def twin_experiment(model, plant, reference, config=None, base=None, progress=None, oracle=True):
     """The paired runs of the twin scenario: the nominal model without adaptation and the adaptive loop,
-    same plant, trajectory, noise (seed) and payload. Returns ``(report dict, adapted series, nominal series)``
-    with ``tracking_rms_nominal`` and ``tracking_rms_adapted`` over the last third of the time before the
-    payload (the whole run's last third without one)."""
+    same plant, trajectory, noise (seed) and payload, and (``oracle``) the same loop on the plant's exact model
+    (:class:`OracleLoop`). Returns ``(report dict, adapted series, nominal series)`` with
+    ``tracking_rms_nominal`` and ``tracking_rms_adapted`` over the last third of the time before the payload
+    (the whole run's last third without one), and with the oracle the keys of :func:`oracle_report` (the
+    oracle's series under ``adapted["oracle"]``)."""
     config = config or AdaptiveLoopConfig()
     base = base or compute_base_parameters(model, coulomb_width=config.coulomb_width if config.coulomb_width is not None
                                            else COULOMB_WIDTH)
     nominal_cfg = AdaptiveLoopConfig(**{**vars(config), "adapt": False})
     nominal = AdaptiveLoop(model, plant, reference, nominal_cfg, base).run(progress)
     adapted = AdaptiveLoop(model, plant, reference, config, base).run(progress)
+    exact = OracleLoop(model, plant, reference, config, base).run(progress) if oracle else None
     end = config.attach_time if config.attach_time is not None else config.duration
     lo = end * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, end), rms(adapted["error"], adapted["t"], lo, end)
@@ -402,9 +523,13 @@ def twin_experiment(model, plant, reference, config=None, base=None, progress=No
         "gate": adapted["gate_counts"],
         "rollbacks": int(adapted["rollbacks"]),
         "payload_changes_detected": adapted["payload_events"],
-        "wall_seconds": round(adapted["wall_seconds"] + nominal["wall_seconds"], 2),
+        "wall_seconds": round(adapted["wall_seconds"] + nominal["wall_seconds"]
+                              + (exact["wall_seconds"] if exact is not None else 0.0), 2),
         "joints": list(plant.model.joint_names),
         "coulomb_true": [float(x) for x in plant.model.coulomb],
         "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }
+    if exact is not None:
+        report.update(oracle_report(adapted, exact, lo, end))
+        adapted["oracle"] = exact
     return report, adapted, nominal
