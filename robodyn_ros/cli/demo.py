@@ -268,10 +268,10 @@ def summary(report):
 
 
 def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0, progress=None,
-             robot="panda", plant="twin", engine="robodyn", driver="generic"):
+             robot="panda", plant="twin", engine="robodyn", driver="generic", oracle=True):
     """The adaptive scenario (module docstring) on the library loop for ``robot`` (a bundled name, a URDF or a
-    ``robodyn config`` file) simulated as ``plant`` (``--plant``), integrated by ``engine``; returns
-    ``(report, series)``."""
+    ``robodyn config`` file) simulated as ``plant`` (``--plant``), integrated by ``engine``, with the oracle run
+    (``oracle``); returns ``(report, series)``."""
     from ..simulation.adaptive_loop import AdaptiveLoopConfig, twin_experiment
     from ..simulation.plant import load_plant
     from .demo_robot import demo_robot, plant_description, plant_source
@@ -285,7 +285,8 @@ def run_twin(duration=15.0, attach_time=None, payload_mass=2.0, controller="comp
     config = AdaptiveLoopConfig(controller=controller, duration=duration, attach_time=attach_time,
                                 payload_mass=payload_mass, payload_link=setup.robot.wrist_link,
                                 kp=setup.config["kp"], kd=setup.config["kd"], seed=seed, engine=engine, driver=driver)
-    report, adapted, nominal = twin_experiment(setup.model, plant_model, setup.reference, config, progress=progress)
+    report, adapted, nominal = twin_experiment(setup.model, plant_model, setup.reference, config, progress=progress,
+                                               oracle=oracle)
     report = {"scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
               "model": f"nominal {os.path.basename(setup.model.name or robot)}", "runtime": "library loop (no ROS)",
               "engine": engine, "driver": driver, **report}

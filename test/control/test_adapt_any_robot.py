@@ -109,7 +109,8 @@ def test_adaptation_on_a_plant_it_was_not_tuned_on_is_never_worse_than_the_nomin
     follows the gate's 4-s warm-up and the first set's 0.5-s ramp (a 12-s run's window, 4-6 s, starts 0.15 s before
     the first acceptance on this plant: ratio 2.3 with the ramp, 3.0 switched, every later second better)."""
     from robodyn_ros.cli.demo import run_twin
-    report, _ = run_twin(duration=15.0, controller="computed_torque", robot="iiwa", plant="perturbed:23")
+    report, _ = run_twin(duration=15.0, controller="computed_torque", robot="iiwa", plant="perturbed:23",
+                         oracle=False)
     print("\n" + ", ".join(f"{k} {report[k]}" for k in ("tracking_ratio", "worst_window_ratio", "worst_window_start",
                                                           "payload_mass_estimated", "payload_time_to_5_percent",
                                                           "gate", "payload_changes_detected")))
@@ -129,7 +130,7 @@ def test_computed_torque_adapts_on_a_vendor_arm_whose_urdf_carries_joint_damping
     5 s (the wrists stick and slip with and without the estimate)."""
     from robodyn_ros.cli.demo import run_twin
     report, _ = run_twin(duration=15.0, controller="computed_torque", robot=erd_path("z1_description/urdf/z1.urdf"),
-                         plant="perturbed:0")
+                         plant="perturbed:0", oracle=False)
     print(f"\nZ1 perturbed:0: tracking ratio {report['tracking_ratio']:.1f}, worst second {report['worst_window_ratio']:.2f}")
     assert report["tracking_ratio"] >= 3.0
     assert report["worst_window_ratio"] <= 1.2, report["window_ratios"]
@@ -148,7 +149,8 @@ def test_a_payload_on_an_arm_whose_urdf_lacks_friction_keeps_the_learned_frictio
     params = str(tmp_path / "ur3.yaml")
     assert config_main([erd_path("ur_description/urdf/ur3_robot.urdf"), "--output", params,
                         "--home", "0,-1.571,1.571,-1.571,-1.571,0"]) == 0
-    report, _ = run_twin(duration=15.0, controller="computed_torque", robot=params, plant="perturbed:0")
+    report, _ = run_twin(duration=15.0, controller="computed_torque", robot=params, plant="perturbed:0",
+                         oracle=False)
     print(f"\nUR3 perturbed:0: tracking ratio {report['tracking_ratio']:.2f}, worst second "
           f"{report['worst_window_ratio']:.2f} at {report['worst_window_start']} s")
     assert len(report["payload_changes_detected"]) == 1 and report["gate"]["fallback_nominal"] == 1, report["gate"]
