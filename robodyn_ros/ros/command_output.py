@@ -1,10 +1,11 @@
 """The command side shared by the controller nodes: the torque command publisher (one reused message), the
-stale-state watchdog's timer, the last command a stopping controller sends, and the logging of
-:class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
+stale-state watchdog's timer, the last command a stopping controller sends, the ``~/reset`` service and the
+logging of :class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
 from array import array
 
 import numpy as np
 from std_msgs.msg import Float64MultiArray
+from std_srvs.srv import Trigger
 
 from . import messages as rm
 from . import qos
@@ -56,3 +57,15 @@ def send_final_command(node, output):
         return False
     node.command_pub.wait_for_all_acked(Duration(seconds=FINAL_ACK_TIMEOUT))
     return True
+
+
+def reset_service(node):
+    """``~/reset`` (std_srvs/Trigger; a tool change) on a controller node: ``node.loop.reset_parameters()``, the
+    URDF's parameters from the next command (or solve) on, the applied estimate and the payload dropped."""
+    def on_reset(request, response):
+        node.loop.reset_parameters()
+        text = "model reset to the URDF's parameters (applied estimate and payload dropped)"
+        node.get_logger().info(text)
+        response.success, response.message = True, text
+        return response
+    return node.srv(Trigger, "~/reset", on_reset)

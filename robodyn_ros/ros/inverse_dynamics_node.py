@@ -25,7 +25,6 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
-from std_srvs.srv import Trigger
 from trajectory_msgs.msg import JointTrajectory
 
 from ..control.control_loop import ControlLoop
@@ -34,7 +33,7 @@ from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 from .base_parameter_topics import BaseParameterTopics
-from .command_output import command_publisher, command_watchdog, output_report, send_final_command
+from .command_output import command_publisher, command_watchdog, output_report, send_final_command, reset_service
 from .latency import LatencyWindow
 
 
@@ -60,7 +59,7 @@ class InverseDynamicsNode(RobodynNode):
             self.sub(Float64MultiArray, c["mpc_topic"], self._on_mpc, qos.ESTIMATE_QOS)
         if self.loop.base_update is not None:
             self.base_topics = BaseParameterTopics(self, self.loop)
-        self.srv(Trigger, "~/reset", self._on_reset)
+        reset_service(self)
         self._state_cache = {}
         self._watchdog = None
         self.latency = LatencyWindow()
@@ -132,15 +131,6 @@ class InverseDynamicsNode(RobodynNode):
             self.reject("joint_trajectory", exc)
             return
         self.loop.set_trajectory(traj, traj.start_stamp)
-
-    def _on_reset(self, request, response):
-        """~/reset (std_srvs/Trigger; a tool change): the URDF's parameters from the next command on
-        (:meth:`~robodyn_ros.control.control_loop.ControlLoop.reset_parameters`)."""
-        self.loop.reset_parameters()
-        text = "model reset to the URDF's parameters (applied estimate and payload dropped)"
-        self.get_logger().info(text)
-        response.success, response.message = True, text
-        return response
 
     def _on_payload(self, msg):
         try:

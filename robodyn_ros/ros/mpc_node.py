@@ -30,14 +30,13 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import InertiaStamped
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, Float64MultiArray
-from std_srvs.srv import Trigger
 
 from ..control.mpc_loop import MpcLoop
 from . import messages as rm
 from . import qos
 from .base_node import RobodynNode
 from .base_parameter_topics import BaseParameterTopics
-from .command_output import command_publisher, command_watchdog, output_report, send_final_command
+from .command_output import command_publisher, command_watchdog, output_report, send_final_command, reset_service
 
 
 def solution_to_array(t_state, solution):
@@ -69,7 +68,7 @@ class MpcNode(RobodynNode):
         if self.loop.base_update is not None:
             self.base_topics = BaseParameterTopics(self, self.loop)
         self._timer = self._watchdog = None
-        self.srv(Trigger, "~/reset", self._on_reset)
+        reset_service(self)
 
     # the loop's state, read by tests
     solution = property(lambda self: self.loop.solution)
@@ -122,15 +121,6 @@ class MpcNode(RobodynNode):
         self.diag_pub.publish(rm.make_diagnostic_array(
             rm.seconds_to_time(t), f"{self.get_name()}: model predictive control", level, text, values,
             hardware_id=self.robot.name))
-
-    def _on_reset(self, request, response):
-        """~/reset (std_srvs/Trigger; a tool change): the URDF's parameters from the next solve on
-        (:meth:`~robodyn_ros.control.mpc_loop.MpcLoop.reset_parameters`)."""
-        self.loop.reset_parameters()
-        text = "model reset to the URDF's parameters (applied estimate and payload dropped)"
-        self.get_logger().info(text)
-        response.success, response.message = True, text
-        return response
 
     def _on_payload(self, msg):
         try:
