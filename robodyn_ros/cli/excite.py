@@ -257,7 +257,9 @@ def run(args, progress=None):
                f"{100 * use(v, model.velocity_limit):.1f} % and peak |tau| {100 * use(tau, model.effort_limit):.1f} % "
                f"of the limits"]
     summary += _clearance_summary(clearance, capsules, notes, t, q)
-    summary.append("starts and ends at rest at q = " + ",".join(f"{x:.4f}" for x in q[0])
+    # rounded first: a coordinate of -1e-17 (the optimiser's rounding, which differs between BLAS kernels)
+    # prints as 0.0000, not -0.0000
+    summary.append("starts and ends at rest at q = " + ",".join(f"{round(float(x), 4) + 0.0:.4f}" for x in q[0])
                    + " (rad or m, as --start takes it)")
     return files, summary
 
