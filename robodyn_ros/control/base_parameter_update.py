@@ -206,7 +206,7 @@ class BaseParameterUpdate:
     def offer_initial(self):
         """Offer the stored set while it is pending (each observed sample); returns the gate's decision once it
         is judged (accepted: applied; otherwise refused, :attr:`initial_note` says why), else None."""
-        if getattr(self, "initial", None) is None or self.initial_verdict != "pending":
+        if self.initial is None or self.initial_verdict != "pending":
             return None
         # every sample is new to a stored set (it was fitted to another run): judged on the gate's ``fresh``
         # samples without the warm-up that keeps early estimates, fitted to the little motion seen, out
@@ -226,7 +226,7 @@ class BaseParameterUpdate:
         payload candidate and a pending stored set dropped."""
         self.gate.reset()
         self.beta_before = self.payload = self._theta_before = None
-        if getattr(self, "initial", None) is not None and self.initial_verdict == "pending":
+        if self.initial is not None and self.initial_verdict == "pending":
             self.initial_verdict, self.initial_note = "reset", None
         self.theta = self._applied_theta()
 
