@@ -30,11 +30,12 @@ WRENCH_STAMPED_TYPE = "geometry_msgs/msg/WrenchStamped"
 HEADER_SIZE = 4
 LITTLE_ENDIAN_HEADER = b"\x00\x01\x00\x00"
 _NS = 1_000_000_000
-_U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
+U32 = {"<": struct.Struct("<I"), ">": struct.Struct(">I")}
 _U32_PAIR = {"<": struct.Struct("<II"), ">": struct.Struct(">II")}
-_TIME = {"<": struct.Struct("<iI"), ">": struct.Struct(">iI")}
-_FLOAT64 = {"<": np.dtype("<f8"), ">": np.dtype(">f8")}
-_CORRUPT = (ValueError, struct.error, UnicodeDecodeError)
+TIME = {"<": struct.Struct("<iI"), ">": struct.Struct(">iI")}
+FLOAT64 = {"<": np.dtype("<f8"), ">": np.dtype(">f8")}
+CORRUPT = (ValueError, struct.error, UnicodeDecodeError)
+"""What the decoders raise on bytes that are not a message of their type."""
 
 
 class MessageCorrupt(ValueError):
@@ -61,7 +62,7 @@ def align(pos: int, size: int) -> int:
 def read_uint32(raw, pos: int, endian: str) -> tuple[int, int]:
     """The uint32 at ``pos`` (aligned first) and the offset after it."""
     pos = align(pos, 4)
-    return _U32[endian].unpack_from(raw, pos)[0], pos + 4
+    return U32[endian].unpack_from(raw, pos)[0], pos + 4
 
 
 def read_string(raw, pos: int, endian: str) -> tuple[str, int]:
@@ -74,7 +75,7 @@ def read_string(raw, pos: int, endian: str) -> tuple[str, int]:
 
 def read_stamp_ns(raw, endian: str) -> int:
     """``header.stamp`` in ns of a message that starts with ``std_msgs/Header``."""
-    sec, nanosec = _TIME[endian].unpack_from(raw, HEADER_SIZE)
+    sec, nanosec = TIME[endian].unpack_from(raw, HEADER_SIZE)
     return sec * _NS + nanosec
 
 
@@ -85,7 +86,7 @@ def pad(buffer: bytearray, size: int) -> None:
 
 def put_uint32(buffer: bytearray, value: int) -> None:
     pad(buffer, 4)
-    buffer.extend(_U32["<"].pack(value))
+    buffer.extend(U32["<"].pack(value))
 
 
 def put_string(buffer: bytearray, text: str) -> None:
@@ -104,7 +105,7 @@ def put_float64_sequence(buffer: bytearray, values) -> None:
 def put_header(buffer: bytearray, stamp_ns: int, frame_id: str) -> None:
     """``std_msgs/Header`` (stamp ``stamp_ns`` ns, ``frame_id``) right after the encapsulation header."""
     sec, nanosec = divmod(int(stamp_ns), _NS)
-    buffer.extend(_TIME["<"].pack(sec, nanosec))
+    buffer.extend(TIME["<"].pack(sec, nanosec))
     put_string(buffer, frame_id)
 
 
@@ -120,7 +121,7 @@ def read_float64_multiarray(raw, labels: bool = False):
     into ``raw``. Layout: uint32 dim count; per dim a string, uint32 size, uint32 stride; uint32
     data_offset; the float64 sequence."""
     e = endianness(raw, HEADER_SIZE + 4)
-    u32, pair = _U32[e], _U32_PAIR[e]
+    u32, pair = U32[e], _U32_PAIR[e]
     (n_dims,) = u32.unpack_from(raw, HEADER_SIZE)
     pos = HEADER_SIZE + 4
     dims = []
@@ -134,7 +135,7 @@ def read_float64_multiarray(raw, labels: bool = False):
     pos += 8
     if n:
         pos = align(pos, 8)
-    return dims, data_offset, np.frombuffer(raw, dtype=_FLOAT64[e], count=n, offset=pos)
+    return dims, data_offset, np.frombuffer(raw, dtype=FLOAT64[e], count=n, offset=pos)
 
 
 def encode_float64_multiarray(dims: Sequence[tuple[str, int, int]], values, data_offset: int = 0) -> bytes:
@@ -176,7 +177,7 @@ def decode_wrench_stamped_batch(raws: Sequence) -> tuple[np.ndarray, list[str], 
     for i, raw in enumerate(raws):
         try:
             stamps[i], frame_id, w[i] = decode_wrench_stamped(raw)
-        except _CORRUPT as err:
+        except CORRUPT as err:
             raise MessageCorrupt(i, str(err)) from err
         frames.append(frame_id)
     return stamps, frames, w
@@ -306,7 +307,7 @@ def _equal_row_labels(rows: np.ndarray) -> np.ndarray:
 def _checked_layout(raws, index: int) -> JointStateLayout:
     try:
         return joint_state_layout(raws[index])
-    except _CORRUPT as err:
+    except CORRUPT as err:
         raise MessageCorrupt(index, str(err)) from err
 
 

@@ -16,7 +16,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
-from .messages import MessageRejected, joint_state_to_arrays
+from .messages import MessageRejected, RawJointState, joint_state_to_arrays
 from .entities import destroy_entities, destroy_rclpy_entity, take_pending
 from .node_parameters import NODE_EXTRAS, SCHEMAS, load_robot, node_schema, unknown_parameter_error
 from .parameters import declare_parameters, descriptor_for, install_live_update, read_config, validate
@@ -123,12 +123,15 @@ class RobodynNode(LifecycleNode):
             self.config.update(changed)
             self.apply_live(changed)
 
-    def sub(self, msg_type, topic, callback, qos, group=None):
-        s = self.create_subscription(msg_type, topic, callback, qos, callback_group=group or self.control_group)
+    def sub(self, msg_type, topic, callback, qos, group=None, raw=False):
+        """A subscription served by the node's executor; ``raw``: the callback gets the CDR bytes (read joint
+        states with :meth:`joint_state_with_velocity`, which takes either)."""
+        s = self.create_subscription(msg_type, topic, callback, qos, callback_group=group or self.control_group,
+                                     raw=raw)
         self._entities.append(s)
         return s
 
-    def polled_sub(self, msg_type, topic, qos):
+    def polled_sub(self, msg_type, topic, qos, raw=False):
         """A subscription of this node that no executor serves: its messages wait in the middleware's
         keep-last queue (``qos.depth``) until :meth:`take_pending` takes them, e.g. from a timer, so arriving
         messages cost no executor wake-up and no event queue entry (an rclpy EventsExecutor queues one event
@@ -138,8 +141,13 @@ class RobodynNode(LifecycleNode):
         It is this node's own (``ros2 node info`` lists it; remappings apply) but left out of the node's
         list of subscriptions, which is where rclpy's executors look for what to serve. A companion node
         would have served too, but ``ros2 launch`` and ``ros2 run`` name the node with ``-r __node:=NAME``,
-        which rcl applies to every node of the process: it became a second node of the same name."""
-        s = self.create_subscription(msg_type, topic, lambda msg: None, qos, callback_group=self.control_group)
+        which rcl applies to every node of the process: it became a second node of the same name.
+
+        ``raw``: :meth:`take_pending` gives the CDR bytes instead of messages (read them with
+        :class:`~robodyn_ros.ros.messages.RawJointState` or :func:`~robodyn_ros.ros.messages.
+        raw_wrench_stamped_to_array`)."""
+        s = self.create_subscription(msg_type, topic, lambda msg: None, qos, callback_group=self.control_group,
+                                     raw=raw)
         self._subscriptions.remove(s)
         s.robodyn_polled = True
         self._entities.append(s)
@@ -176,10 +184,13 @@ class RobodynNode(LifecycleNode):
         self.warn_throttled(kind, f"dropped {kind} message ({self.rejected[kind]} so far): {reason}")
 
     def joint_state_with_velocity(self, msg, cache, user, effort=False):
-        """``(t, q, v)`` (``effort``: ``(t, q, v, tau or None)``) of a JointState mapped by name to the model's
-        joints, or None after rejecting it (counted, warned about) when it is malformed or carries no
-        velocities, which ``user`` needs."""
+        """``(t, q, v)`` (``effort``: ``(t, q, v, tau or None)``) of a JointState (a message or its CDR bytes,
+        read in place: :class:`~robodyn_ros.ros.messages.RawJointState`) mapped by name to the model's joints, or
+        None after rejecting it (counted, warned about) when it is malformed or carries no velocities, which
+        ``user`` needs. ``cache``: a dict the caller keeps per subscription."""
         try:
+            if isinstance(msg, bytes):
+                msg = RawJointState(msg, cache.setdefault("raw_layout", {}))
             t, q, v, tau = joint_state_to_arrays(msg, self.robot.model.joint_names, cache)
             if v is None:
                 raise MessageRejected(f"JointState.velocity is empty (the {user} needs velocities)")

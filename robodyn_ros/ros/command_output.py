@@ -1,7 +1,6 @@
 """The command side shared by the controller nodes: the torque command publisher (one reused message), the
 stale-state watchdog's timer, the last command a stopping controller sends, the ``~/reset`` service and the
 logging of :class:`~robodyn_ros.control.torque_output.TorqueOutput`'s events."""
-from array import array
 
 import numpy as np
 from std_msgs.msg import Float64MultiArray
@@ -24,14 +23,14 @@ def output_report(node):
 
 
 def command_publisher(node):
-    """``(publisher, publish(command))``: one Float64MultiArray reused for every command on ``command_topic``
-    (its layout is built once; publish serialises it at once)."""
+    """``(publisher, publish(command))``: the Float64MultiArray of every command on ``command_topic`` kept
+    serialized (:class:`~robodyn_ros.ros.messages.SerializedFloat64MultiArray`: the layout is encoded once,
+    each command writes its values into the bytes)."""
     pub = node.pub(Float64MultiArray, node.config["command_topic"], qos.COMMAND_QOS)
-    msg = rm.make_float64_multiarray(np.zeros(len(node.robot.joints)))
+    msg = rm.SerializedFloat64MultiArray(np.zeros(len(node.robot.joints)))
 
     def publish(command):
-        msg.data = array("d", command.tobytes())
-        node.command_pub.publish(msg)
+        node.command_pub.publish(msg.serialize(command))
     return pub, publish
 
 

@@ -62,7 +62,7 @@ class MpcNode(RobodynNode):
         self.solution_pub = self.pub(Float64MultiArray, c["solution_topic"], qos.ESTIMATE_QOS)
         self.solve_time_pub = self.pub(Float64, "~/solve_time", qos.ESTIMATE_QOS)
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
-        self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS)
+        self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS, raw=True)
         if c["use_estimates"]:
             self.sub(InertiaStamped, c["payload_topic"], self._on_payload, qos.ESTIMATE_QOS, group=self.service_group)
         if self.loop.base_update is not None:

@@ -68,7 +68,7 @@ class SimulatorNode(RobodynNode):
         self.joint_pub = self.pub(JointState, c["joint_states_topic"], qos.JOINT_STATE_OUTPUT_QOS)
         self.wrench_pub = self.pub(WrenchStamped, c["wrench_topic"], qos.WRENCH_OUTPUT_QOS)
         self.clock_pub = self.pub(ClockMsg, "/clock", CLOCK_QOS) if c["publish_clock"] else None
-        self.sub(Float64MultiArray, c["command_topic"], self._on_command, qos.COMMAND_QOS)
+        self.sub(Float64MultiArray, c["command_topic"], self._on_command, qos.COMMAND_QOS, raw=True)
         self.srv(Trigger, "~/attach_payload", self._on_attach)
         self.srv(Trigger, "~/detach_payload", self._on_detach)
         self.srv(Trigger, "~/error_recovery", self._on_error_recovery)
@@ -94,23 +94,20 @@ class SimulatorNode(RobodynNode):
             self.get_logger().error(text)
 
     def _make_messages(self):
-        """The JointState, wrench and clock messages, built once (``publish_state`` refills them), sharing
-        one stamp; ``_joint_q``, ``_joint_v``, ``_joint_tau`` (nv,) are views of the JointState's own fields
-        (taken after assignment: the field setters copy), ``_measured`` the model-order scratch arrays."""
+        """The JointState and wrench messages as CDR bytes, encoded once (``publish_state`` writes the stamp and
+        the values into them: :class:`~robodyn_ros.ros.messages.SerializedJointState`,
+        :class:`~robodyn_ros.ros.messages.SerializedWrenchStamped`) and the clock message; ``_joint_q``,
+        ``_joint_v``, ``_joint_tau`` (nv,) are views of the JointState's values, ``_measured`` the model-order
+        scratch arrays."""
         robot, n = self.robot, self.robot.model.nv
         self._stamp = Time()
-        self._joint_msg = rm.make_joint_state(self._stamp, robot.joints, np.zeros(n), np.zeros(n), np.zeros(n))
-        self._joint_msg.header.stamp = self._stamp
-        self._joint_q, self._joint_v, self._joint_tau = (
-            np.frombuffer(f, dtype=np.float64) for f in (self._joint_msg.position, self._joint_msg.velocity,
-                                                         self._joint_msg.effort))
+        self._joint_msg = rm.SerializedJointState(robot.joints)
+        self._joint_q, self._joint_v, self._joint_tau = self._joint_msg.values
         order = np.asarray(robot.command_order)
         self._identity_order = bool(np.array_equal(order, np.arange(n)))
         self._measured = (self._joint_q, self._joint_v, self._joint_tau) if self._identity_order else \
             (np.zeros(n), np.zeros(n), np.zeros(n))
-        self._wrench_msg = WrenchStamped()
-        self._wrench_msg.header.frame_id = robot.wrist_link
-        self._wrench_msg.header.stamp = self._stamp
+        self._wrench_msg = rm.SerializedWrenchStamped(robot.wrist_link)
         self._clock_msg = ClockMsg()
         self._clock_msg.clock = self._stamp
 
@@ -166,22 +163,22 @@ class SimulatorNode(RobodynNode):
             np.take(q, order, out=self._joint_q)
             np.take(v, order, out=self._joint_v)
             np.take(tau, order, out=self._joint_tau)
-        self.joint_pub.publish(self._joint_msg)
+        self.joint_pub.publish(self._joint_msg.serialize(self._stamp))
         if self.runtime.steps % LISTENER_CHECK_STEPS == 0:  # the wrench costs ~0.1 ms: only while someone listens
             self._wrench_listeners = self.wrench_pub.get_subscription_count()
             if self.clock_pub is not None:
                 self._clock_listeners = self.clock_pub.get_subscription_count()
         if self._wrench_listeners:
-            f, t = self._wrench_msg.wrench.force, self._wrench_msg.wrench.torque
-            f.x, f.y, f.z, t.x, t.y, t.z = sim.measure_wrench().tolist()
-            self.wrench_pub.publish(self._wrench_msg)
+            self.wrench_pub.publish(self._wrench_msg.serialize(self._stamp, sim.measure_wrench()))
         if self.clock_pub is not None and self._clock_listeners and sim.t + 1e-9 >= self._next_clock:
             self._next_clock = sim.t + 1.0 / self.config["clock_rate"]
             self.clock_pub.publish(self._clock_msg)
 
     def _on_command(self, msg):
+        """A command: the CDR bytes the subscription takes (or a message, as tests hand it)."""
+        convert = rm.raw_float64_multiarray_to_array if isinstance(msg, bytes) else rm.float64_multiarray_to_array
         try:
-            command = rm.float64_multiarray_to_array(msg, self.robot.model.nv)
+            command = convert(msg, self.robot.model.nv)
         except rm.MessageRejected as exc:
             self.reject("command", exc)
             return

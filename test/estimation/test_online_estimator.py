@@ -16,7 +16,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from rclpy.serialization import deserialize_message
+from rclpy.serialization import deserialize_message, serialize_message
 from std_msgs.msg import Float64MultiArray
 
 from conftest import CHECKOUT
@@ -96,7 +96,8 @@ def _feed(node, pairs, polled):
         return
     for start in range(0, len(pairs), 7):
         part = pairs[start:start + 7]
-        queues = {id(node.wrench_sub): [w for w, _ in part], id(node.state_sub): [s for _, s in part]}
+        queues = {id(node.wrench_sub): [serialize_message(w) for w, _ in part],   # polled: CDR bytes
+                  id(node.state_sub): [serialize_message(s) for _, s in part]}
         node.take_pending = lambda sub, limit, sequences=None, queues=queues: queues.pop(id(sub), [])
         node._poll_inputs()
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import rclpy
 from geometry_msgs.msg import WrenchStamped
+from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
 from robodyn_ros.identification.payload import point_mass_parameters
@@ -43,7 +44,8 @@ def _run(node, pairs, polled, chunk=7):
         return
     for start in range(0, len(pairs), chunk):
         part = pairs[start:start + chunk]
-        queues = {id(node.wrench_sub): [w for w, _ in part], id(node.state_sub): [s for _, s in part]}
+        queues = {id(node.wrench_sub): [serialize_message(w) for w, _ in part],   # polled: CDR bytes
+                  id(node.state_sub): [serialize_message(s) for _, s in part]}
         node.take_pending = lambda sub, limit, sequences=None, queues=queues: queues.pop(id(sub), [])
         node._poll_inputs()
 

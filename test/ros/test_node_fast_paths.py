@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 from conftest import assert_close
 from geometry_msgs.msg import InertiaStamped
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray
 
 from robodyn_ros.control import ComputedTorqueController
 from robodyn_ros.control.command_guard import CommandGuard, ControlStatus, effort_bounds, torque_rate_bounds
@@ -71,6 +73,8 @@ class Recorder:
         self.data = []
 
     def publish(self, msg):
+        # the controller publishes its commands serialized (CDR bytes), as the middleware carries them
+        msg = deserialize_message(msg, Float64MultiArray) if isinstance(msg, bytes) else msg
         self.data.append(np.array(msg.data))
 
 

@@ -353,3 +353,115 @@ def test_dds_round_trip_joint_state_in_then_command_out(executor):
         state_pub.publish(rm.make_joint_state(1.0, ["j3", "j1", "j2"], [0.3, 0.1, 0.2], [3.0, 1.0, 2.0]))
         assert spin_until(ros.executor, lambda: commands, timeout=10.0), "no command came back"
     assert_close(rm.float64_multiarray_to_array(commands[0], 3), [-2.0, -4.0, -6.0], rtol=1e-15)
+
+
+# --- the nodes' 1 kHz paths on CDR bytes, against rclpy's own serialisation
+
+def _big_endian_joint_state(stamp_ns, names, arrays):
+    """A big-endian CDR JointState built by hand (rclpy writes little endian only): the same field rules."""
+    import struct
+
+    body = bytearray()
+
+    def align(n):
+        body.extend(b"\0" * (-len(body) % n))
+
+    def string(text):
+        align(4)
+        body.extend(struct.pack(">I", len(text) + 1) + text.encode() + b"\0")
+
+    body.extend(struct.pack(">iI", *divmod(stamp_ns, 1_000_000_000)))
+    string("")
+    align(4)
+    body.extend(struct.pack(">I", len(names)))
+    for name in names:
+        string(name)
+    for values in arrays:
+        align(4)
+        body.extend(struct.pack(">I", len(values)))
+        if len(values):
+            align(8)
+            body.extend(np.asarray(values, dtype=">f8").tobytes())
+    return b"\x00\x00\x00\x00" + bytes(body)
+
+
+def test_raw_joint_state_reads_as_the_deserialised_message():
+    from rclpy.serialization import serialize_message
+
+    names = ["j2", "j0", "gripper", "j1"]
+    rng = np.random.default_rng(3)
+    layouts, cache = {}, {}
+    for k, (velocity, effort) in enumerate([(True, True), (True, False), (False, True), (True, True)]):
+        q, v, tau = rng.normal(size=(3, 4))
+        msg = rm.make_joint_state(1.25 + k, names, q, v if velocity else None, tau if effort else None)
+        raw = serialize_message(msg)
+        want = rm.joint_state_to_arrays(msg, ["j0", "j1", "j2"])
+        got = rm.joint_state_to_arrays(rm.RawJointState(raw, layouts), ["j0", "j1", "j2"], cache)
+        assert got[0] == want[0]
+        for a, b in zip(got[1:], want[1:]):
+            assert (a is None and b is None) or np.array_equal(a, b)
+    # the same layout again reads the new values; another name order is parsed anew
+    msg = rm.make_joint_state(7.5, names[::-1], np.arange(4.0), np.ones(4), np.zeros(4))
+    got = rm.joint_state_to_arrays(rm.RawJointState(serialize_message(msg), layouts), ["j0", "j1", "j2"], cache)
+    assert got[0] == 7.5 and got[1].tolist() == [2.0, 0.0, 3.0]
+    # big endian (the other CDR byte order)
+    raw = _big_endian_joint_state(3_500_000_000, ["j0", "j1"], [[1.0, -2.0], [0.5, 0.25], []])
+    t, q, v, tau = rm.joint_state_to_arrays(rm.RawJointState(raw, {}), ["j1", "j0"])
+    assert t == 3.5 and q.tolist() == [-2.0, 1.0] and v.tolist() == [0.25, 0.5] and tau is None
+
+
+@pytest.mark.parametrize("cut", [3, 10, 30, -9])
+def test_raw_joint_state_refuses_bytes_that_are_no_joint_state_in_one_line(cut):
+    from rclpy.serialization import serialize_message
+
+    raw = serialize_message(rm.make_joint_state(1.0, ["a", "b"], np.ones(2), np.ones(2), np.ones(2)))
+    rm.RawJointState(raw, layouts := {})                  # a layout remembered from a good message
+    with pytest.raises(rm.MessageRejected, match="^JointState is not a valid CDR message") as info:
+        rm.RawJointState(raw[:cut], layouts)
+    assert "\n" not in str(info.value)
+
+
+def test_raw_wrench_and_command_read_as_the_deserialised_messages():
+    from rclpy.serialization import serialize_message
+
+    w = np.array([1.5, -2.0, 3.25, 0.1, -0.2, 0.3])
+    msg = rm.array_to_wrench_stamped(12.345, "tool0", w)
+    assert rm.raw_wrench_stamped_to_array(serialize_message(msg))[:2] == rm.wrench_stamped_to_array(msg)[:2]
+    assert np.array_equal(rm.raw_wrench_stamped_to_array(serialize_message(msg))[2], w)
+    bad = rm.array_to_wrench_stamped(1.0, "tool0", w)
+    bad.wrench.torque.y = float("nan")
+    with pytest.raises(rm.MessageRejected, match=r"WrenchStamped.wrench is not finite in \['torque.y'\]"):
+        rm.raw_wrench_stamped_to_array(serialize_message(bad))
+    command = rm.make_float64_multiarray(np.arange(7.0))
+    assert rm.raw_float64_multiarray_to_array(serialize_message(command), 7).tolist() == list(range(7))
+    for values, expected, match in [(np.arange(6.0), 7, "data has 6 entries, expected 7"),
+                                    (np.array([0.0, np.inf]), 2, r"not finite at \[1\]")]:
+        raw = serialize_message(rm.make_float64_multiarray(values))
+        for convert, arg in ((rm.raw_float64_multiarray_to_array, raw),
+                             (rm.float64_multiarray_to_array, rm.make_float64_multiarray(values))):
+            with pytest.raises(rm.MessageRejected, match=match):
+                convert(arg, expected)
+    with pytest.raises(rm.MessageRejected, match="^Float64MultiArray is not a valid CDR message"):
+        rm.raw_float64_multiarray_to_array(serialize_message(command)[:9], 7)
+
+
+def test_serialized_joint_state_and_wrench_deserialise_to_the_typed_messages():
+    from builtin_interfaces.msg import Time
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.serialization import deserialize_message
+
+    names = [f"panda_joint{i}" for i in range(1, 8)]
+    joint = rm.SerializedJointState(names)
+    wrench = rm.SerializedWrenchStamped("panda_link8")
+    rng = np.random.default_rng(5)
+    for k in range(3):
+        q, v, tau = rng.normal(size=(3, 7))
+        for view, values in zip(joint.values, (q, v, tau)):
+            view[:] = values
+        stamp = Time(sec=100 + k, nanosec=123_456_789 * k)
+        msg = deserialize_message(joint.serialize(stamp), JointState)
+        assert list(msg.name) == names and msg.header.stamp == stamp and msg.header.frame_id == ""
+        assert np.array_equal(msg.position, q) and np.array_equal(msg.velocity, v) and np.array_equal(msg.effort, tau)
+        w = rng.normal(size=6)
+        got = rm.wrench_stamped_to_array(deserialize_message(wrench.serialize(stamp, w), WrenchStamped))
+        assert got[0] == rm.time_to_seconds(stamp) and got[1] == "panda_link8" and np.array_equal(got[2], w)
