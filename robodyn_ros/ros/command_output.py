@@ -43,7 +43,8 @@ def command_watchdog(node):
     return node.timer(node.config["state_timeout"] / 4.0, tick, steady=True)
 
 
-FINAL_ACK_TIMEOUT = 0.5   # s a stopping controller waits for its subscribers to acknowledge its last command
+FINAL_ACK_TIMEOUT = 2.0   # s a stopping controller waits at most for its subscribers to acknowledge its last command
+# (0.5 s was too short on a loaded 2-core machine: the process exited before a subscriber had the zero torque)
 
 
 def send_final_command(node, output):
