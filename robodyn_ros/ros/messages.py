@@ -409,12 +409,16 @@ def float64_multiarray_to_array(msg, expected_len):
     Rejected: a length other than ``expected_len`` (the controller would drop it silently), a nonzero
     ``layout.data_offset``, non-finite entries.
     """
-    if msg.layout.data_offset != 0:
-        raise MessageRejected(f"Float64MultiArray.layout.data_offset is {msg.layout.data_offset}; only 0 "
-                              "is supported")
-    if len(msg.data) != expected_len:
-        raise MessageRejected(f"Float64MultiArray.data has {len(msg.data)} entries, expected {expected_len}")
-    x = np.array(msg.data, dtype=np.float64)
+    return _checked_multiarray(msg.layout.data_offset, msg.data, expected_len)
+
+
+def _checked_multiarray(data_offset, data, expected_len):
+    """A (expected_len,) float64 copy of ``data`` after the checks of :func:`float64_multiarray_to_array`."""
+    if data_offset != 0:
+        raise MessageRejected(f"Float64MultiArray.layout.data_offset is {data_offset}; only 0 is supported")
+    if len(data) != expected_len:
+        raise MessageRejected(f"Float64MultiArray.data has {len(data)} entries, expected {expected_len}")
+    x = np.array(data, dtype=np.float64)
     if not _all_usable(x):
         raise MessageRejected(f"Float64MultiArray.data is not finite at {np.flatnonzero(~_usable(x)).tolist()} "
                               f"{_NOT_USABLE}")
@@ -428,15 +432,7 @@ def raw_float64_multiarray_to_array(raw, expected_len):
         _, data_offset, data = cdr.read_float64_multiarray(raw)
     except cdr.CORRUPT as exc:
         raise MessageRejected(f"Float64MultiArray is not a valid CDR message ({exc})") from None
-    if data_offset != 0:
-        raise MessageRejected(f"Float64MultiArray.layout.data_offset is {data_offset}; only 0 is supported")
-    if len(data) != expected_len:
-        raise MessageRejected(f"Float64MultiArray.data has {len(data)} entries, expected {expected_len}")
-    x = data.astype(np.float64)
-    if not _all_usable(x):
-        raise MessageRejected(f"Float64MultiArray.data is not finite at {np.flatnonzero(~_usable(x)).tolist()} "
-                              f"{_NOT_USABLE}")
-    return x
+    return _checked_multiarray(data_offset, data, expected_len)
 
 
 # --------------------------------------------------------------------------------------------- inertia
