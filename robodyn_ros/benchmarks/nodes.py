@@ -98,10 +98,14 @@ def node_process_args(kind, params, robot="panda", log_level="warn"):
 def start_node_process(kind, params, realtime=None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        robot="panda", log_level="warn"):
     """``subprocess.Popen`` of :func:`node_process_args`; ``realtime`` True asks the child for SCHED_FIFO
-    ``RT_PRIORITY``, False puts it to SCHED_OTHER (it would inherit a FIFO parent's policy), None leaves
-    the inherited policy. Text mode (a pipe's output is ``str``)."""
+    ``RT_PRIORITY``, an int for SCHED_FIFO at that priority, False puts it to SCHED_OTHER (it would inherit a
+    FIFO parent's policy), None leaves the inherited policy. Text mode (a pipe's output is ``str``)."""
     args, env = node_process_args(kind, params, robot, log_level)
-    preexec = {True: set_fifo, False: set_other, None: None}[realtime]
+    if realtime is None or realtime is False:
+        preexec = None if realtime is None else set_other
+    else:
+        priority = RT_PRIORITY if realtime is True else int(realtime)
+        preexec = lambda: set_fifo(priority)   # noqa: E731
     return subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr, text=True, preexec_fn=preexec)
 
 

@@ -10,8 +10,10 @@ Three node processes (``robodyn node ...`` with ``config/panda.yaml``, started a
   ``NODE_PARAMS``; why 10: docs/SOAK.md).
 
 The simulator and the controller ask for SCHED_FIFO 50 (the control path, as in ``bench nodes``); the
-estimator runs SCHED_OTHER (it learns in the background; a FIFO process that cannot keep up with 1 kHz on a
-2-core machine would starve the control path until the kernel's RT throttling steps in). This process runs
+estimator SCHED_FIFO 30, below the control path and the monitor (an estimator that cannot keep up with 1 kHz
+on a 2-core machine must not starve the control path) but ahead of the machine's other work: as SCHED_OTHER,
+beside a second test worker on the 2 cores, it got 15-20 % of a core, ran 15 of its 100 updates a second and
+never finished its effort check, so it published no base parameters in 20 s. This process runs
 the monitor node (:class:`~robodyn_ros.benchmarks.soak_monitor.SoakMonitor`, SCHED_FIFO 40 when granted) on an
 EventsExecutor, subscribed to ``/joint_states``, ``/effort_controller/commands``,
 ``/inverse_dynamics/tracking_error`` (published right after each command, carrying the state's stamp),
@@ -64,7 +66,7 @@ PAYLOAD_ATTACH_TIME = 5.0
 PAYLOAD_MASS = 2.0         # kg, config/panda.yaml's payload
 START_TIMEOUT = 240.0
 MONITOR_PRIORITY = 40
-REALTIME_NODES = ("simulator", "inverse_dynamics")
+PRIORITIES = {"simulator": True, "inverse_dynamics": True, "estimator": 30}   # SCHED_FIFO (True: RT_PRIORITY)
 NODE_PARAMS = {
     "simulator": {"real_time_factor": 1.0, "rate": float(RATE), "payload.attach_time": PAYLOAD_ATTACH_TIME},
     "estimator": {"decimation": 10},   # every 10th joint state: 100 updates/s
@@ -76,10 +78,10 @@ _TOTALS = {"nan": "nan_commands", "over_limit": "over_limit_commands", "states":
 
 def _start_node(kind, params, log_path, realtime):
     """``robodyn node kind`` as a child process (:func:`.nodes.start_node_process`); stderr to ``log_path``
-    (a pipe would fill up and block the node over a long run). ``realtime`` False puts the child back to
-    SCHED_OTHER (it would inherit this process's SCHED_FIFO)."""
+    (a pipe would fill up and block the node over a long run). ``realtime``: True (SCHED_FIFO ``RT_PRIORITY``),
+    a SCHED_FIFO priority, or False (back to SCHED_OTHER: it would inherit this process's SCHED_FIFO)."""
     with open(log_path, "w") as log:
-        return start_node_process(kind, params, realtime=bool(realtime), stderr=log)
+        return start_node_process(kind, params, realtime=realtime, stderr=log)
 
 
 def _tail(path, chars=1500):
@@ -122,11 +124,11 @@ def _start_nodes(monitor, executor, procs, logs):
     t_launch = time.monotonic()
     exited = lambda: any(p.poll() is not None for p in procs.values())   # noqa: E731
     for kind in ("inverse_dynamics", "estimator"):
-        procs[kind] = _start_node(kind, NODE_PARAMS[kind], logs[kind], kind in REALTIME_NODES)
+        procs[kind] = _start_node(kind, NODE_PARAMS[kind], logs[kind], PRIORITIES[kind])
     ready = monitor.spin_until(executor, lambda: "inverse_dynamics" in monitor.diagnostics or exited(),
                                START_TIMEOUT)
     if ready and not exited():
-        procs["simulator"] = _start_node("simulator", NODE_PARAMS["simulator"], logs["simulator"], True)
+        procs["simulator"] = _start_node("simulator", NODE_PARAMS["simulator"], logs["simulator"], PRIORITIES["simulator"])
         ready = monitor.spin_until(executor, lambda: ("estimator" in monitor.diagnostics and monitor.w_commands > 100)
                                    or exited(), START_TIMEOUT)
     dead = {k: p.returncode for k, p in procs.items() if p.poll() is not None}
