@@ -6,7 +6,7 @@ polled (:meth:`RobodynNode.polled_sub`): a steady timer takes what waits in thei
 1 kHz stream, ``qos.POLLED_SENSOR_INPUT_QOS``) and estimates from every due joint state in arrival order,
 each with the newest clean wrench stamped at or before it, so a 1 kHz pair of streams costs 200 executor
 wake-ups a second instead of 2 000; they are taken as CDR bytes and read in place
-(:class:`~robodyn_ros.ros.messages.RawJointState`), a quarter of the cost of rclpy's messages. The messages lost before a poll took them (a queue that overflowed, a
+(:class:`~robodyn_ros.ros.messages.RawJointState`), two thirds of the cost of rclpy's messages. The messages lost before a poll took them (a queue that overflowed, a
 best-effort transport) are counted from the publishers' sequence numbers (``lost_joint_states``,
 ``lost_wrenches`` in /diagnostics; :class:`~robodyn_ros.estimation.message_loss.PublicationGaps`).
 ``input_poll_rate`` 0: one executor callback per message, which also takes the joint states waiting behind

@@ -139,7 +139,7 @@ class RawJointState:
     """A CDR-encoded ``sensor_msgs/JointState`` (the bytes a raw subscription takes) read as the message:
     ``name`` (tuple), ``position``, ``velocity``, ``effort`` (float64 arrays, views of the bytes when little
     endian) and ``header.stamp``, which is what :func:`joint_state_to_arrays` reads. Taking the bytes and
-    reading them so costs a quarter of rclpy's deserialized take (~15 us against ~50 us per message).
+    reading them so costs two thirds of taking and reading rclpy's message (benchmarks/bench_message_io.py).
 
     ``layouts``: a dict the caller keeps (one per subscription) remembering the byte layout of the last
     message (:func:`robodyn_ros.bags.cdr.joint_state_layout`), so names are parsed again only when the
@@ -366,8 +366,8 @@ class SerializedFloat64MultiArray:
 class SerializedJointState:
     """A ``sensor_msgs/JointState`` of the joints ``names`` (position, velocity and effort), kept serialized
     for ``Publisher.publish(bytes)``: the names are encoded once; ``values`` are the position, velocity and
-    effort (n,) each, writable views of the stored bytes, and :meth:`serialize` writes the stamp. A third of
-    the cost of a typed publish (docs/PERFORMANCE.md)."""
+    effort (n,) each, writable views of the stored bytes, and :meth:`serialize` writes the stamp. About two
+    thirds of the cost of a typed publish (docs/PERFORMANCE.md)."""
 
     def __init__(self, names, frame_id=""):
         n = len(names)
