@@ -273,8 +273,8 @@ def _check_efforts(args, model, base, source, stop):
     beta = base.from_full(full_parameters(model))
     for block in chunked_filtered_samples(source, args.cutoff, stop=stop, decimate=1, chunk=8192):
         tau_nominal = base.regressor(model, block.q, block.v, block.a) @ beta
-        for t, tau_n, tau, v, a in zip(block.t, tau_nominal, block.tau, block.v, block.a):
-            if check.observe(t, tau_n, tau, v, a) != "pending":
+        for t, tau_n, tau, v in zip(block.t, tau_nominal, block.tau, block.v):
+            if check.observe(t, tau_n, tau, v) != "pending":
                 break
         if check.verdict != "pending":
             break

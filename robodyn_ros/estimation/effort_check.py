@@ -16,8 +16,7 @@ with the correlation ``ρ`` of ``τ_m`` and ``τ_n``, and per joint the scale ``
 torque is at least ``JOINT_SHARE`` of the largest joint's. The efforts are judged consistent when ``s``, ``ρ``
 and every judged ``s_j`` are within the :class:`Bounds` (:data:`ONLINE` before adapting, the looser :data:`BATCH`
 for identification), and ``|d|`` within their ``max_lag`` where one is set; otherwise :attr:`EffortCheck.verdict` is ``"mismatch"`` and :attr:`EffortCheck.reason`
-names the likely cause and the parameter to set. Efforts filtered by the driver without ``effort.filter_cutoff``
-are told apart by :class:`DriverFilterTest` (the :class:`Bounds`' ``filter_evidence``). Gravity-compensated efforts are also judged as reported, before
+names the likely cause and the parameter to set. Gravity-compensated efforts are also judged as reported, before
 the gravity is added back: whole joint torques there (correlation at least ``REPORTED_CORRELATION`` at a scale
 within the scale bounds) would get their gravity twice. The online bounds: a URDF off by a factor of two in its masses (further
 than any vendor's URDF from its robot) keeps ``s`` within them; currents (torque constants of 5-15 N m/A at the
@@ -32,8 +31,6 @@ import numpy as np
 MOTION_SPEED = 0.05      # rad/s: a sample counts as motion when a joint moves faster
 JOINT_SHARE = 0.25
 MAX_LAG = 0.008          # s: half the lag of a 10-Hz first-order filter
-DRIVER_CUTOFF = 10.0     # Hz: the driver filter the efforts are tested for (lbr_fri_ros2_stack's default)
-FILTER_EVIDENCE = 1.25   # filtered efforts fit 25 % better (DriverFilterTest: real unfiltered 0.99, filtered 1.55)
 
 
 class Bounds(NamedTuple):
@@ -44,15 +41,12 @@ class Bounds(NamedTuple):
     joint_scale: tuple
     min_correlation: float
     max_lag: float = MAX_LAG
-    filter_evidence: float = float("inf")
 
 
-ONLINE = Bounds((0.5, 2.0), (0.4, 2.5), 0.5, float("inf"), FILTER_EVIDENCE)
+ONLINE = Bounds((0.5, 2.0), (0.4, 2.5), 0.5, float("inf"))
 """Before a controller adapts to the estimate: a URDF off by a factor of two is no base to adapt from either. The
 lag is reported, not judged: on plants whose rotor inertia the URDF lacks (the UR3 of example-robot-data with
-0.1 kg m² of armature) it reached -29 ms unfiltered, where 10-Hz filtered torques on the Panda twin give 15 ms.
-A driver's filter that ``effort.filter_cutoff`` does not declare is judged by :class:`DriverFilterTest` instead:
-its evidence above ``FILTER_EVIDENCE``."""
+0.1 kg m² of armature) it reached -29 ms unfiltered, where 10-Hz filtered torques on the Panda twin give 15 ms."""
 BATCH = Bounds((0.25, 4.0), (0.25, 4.0), 0.5, float("inf"))
 """``robodyn identify``, whose purpose is a URDF far from the robot (its nominal-model warning says how far):
 only what no URDF explains, currents (torque constants of 5-15 N m/A) and gravity-compensated efforts; no lag
@@ -78,24 +72,20 @@ class EffortCheck:
         self._X = np.zeros((nv, n))
         self.S_mn, self.S_nn, self.S_mm = np.zeros(nv), np.zeros(nv), np.zeros(nv)
         self.S_rn = self.S_rr = 0.0               # the efforts as reported (before adding gravity back)
-        self.filter_test = DriverFilterTest(nv)
-        self.filter_evidence = float("nan")
         self.motion_time = 0.0
         self._previous = None                     # (t, τ_n)
         self.verdict, self.reason = "pending", ""
         self.scale = self.correlation = self.lag = float("nan")
         self.joint_scale = np.full(nv, np.nan)
 
-    def observe(self, t, tau_nominal, tau_measured, v, a, as_reported=None):
-        """One filtered sample at time t: the nominal model's torques, the measured ones, the velocities and the
-        accelerations (nv,) each; ``as_reported`` (nv,): for gravity-compensated efforts, the efforts before the
-        gravity was added back (which must not look like whole joint torques). Returns :attr:`verdict`."""
+    def observe(self, t, tau_nominal, tau_measured, v, as_reported=None):
+        """One filtered sample at time t: the nominal model's torques, the measured ones and the velocities (nv,)
+        each; ``as_reported`` (nv,): for gravity-compensated efforts, the efforts before the gravity was added
+        back (which must not look like whole joint torques). Returns :attr:`verdict`."""
         if self.verdict != "pending":
             return self.verdict
         previous, self._previous = self._previous, (t, np.array(tau_nominal, dtype=float))
-        moving = previous is not None and t > previous[0] and np.max(np.abs(v)) >= MOTION_SPEED
-        self.filter_test.observe(t, tau_nominal, tau_measured, v, a, moving)
-        if not moving:
+        if previous is None or t <= previous[0] or np.max(np.abs(v)) < MOTION_SPEED:
             return self.verdict
         dt = t - previous[0]
         rate = (tau_nominal - previous[1]) / dt
@@ -123,7 +113,6 @@ class EffortCheck:
             a, b = 0.0, 0.0
         self.scale = float(a)
         self.lag = float(-b / a) if abs(a) > 1e-12 else float("nan")
-        self.filter_evidence = self.filter_test.evidence()
         self.correlation = float(self.S_mn.sum() / np.sqrt(max(self.S_mm.sum() * self.S_nn.sum(), 1e-300)))
         judged = self.S_nn >= JOINT_SHARE ** 2 * self.S_nn.max()
         self.joint_scale = np.where(judged, self.S_mn / np.maximum(self.S_nn, 1e-300), np.nan)
@@ -168,11 +157,6 @@ class EffortCheck:
             return f"{seen}: check effort.kind ({self.kind}) and that the URDF is the robot's"
         if off:
             return f"{seen}, but per joint {joints} times: check those joints' effort sign and scale"
-        if self.filter_cutoff <= 0.0 and self.filter_evidence > self.bounds.filter_evidence:
-            return (f"{seen}: they follow the URDF's torques filtered at {DRIVER_CUTOFF:g} Hz "
-                    f"{self.filter_evidence:.3g} times more closely than as they are, as a driver's low-pass filter "
-                    f"makes them (lbr_fri_ros2_stack: 10 Hz): set effort.filter_cutoff to the driver's cutoff "
-                    f"(driver: lbr)")
         if abs(d) > self.bounds.max_lag:
             if d > 0 and self.filter_cutoff <= 0.0:
                 return (f"{seen}: the efforts lag the joint states, as a driver's low-pass filter makes them "
@@ -185,66 +169,4 @@ class EffortCheck:
     def values(self):
         """``{name: value}`` of the check for /diagnostics."""
         return {"effort_check": self.verdict, "effort_scale": self.scale, "effort_correlation": self.correlation,
-                "effort_lag_ms": 1e3 * self.lag, "effort_filter_evidence": self.filter_evidence}
-
-
-class DriverFilterTest:
-    """Are the efforts filtered by the driver (a first-order low-pass at ``DRIVER_CUTOFF``) or not? Two
-    hypotheses with the same columns ``H = [τ_n, per joint q̇_j, tanh(q̇_j / ε), 1, q̈_j]`` (the nominal model's
-    torques beside the friction and rotor inertia a URDF lacks), compared by their least-squares residuals over
-    the samples in motion, both sides passed through the filter ``F`` once more so that noise in ``q̈`` and in
-    the efforts weighs alike on both:
-
-        unfiltered:  F τ_m ≈ F H x        filtered:  F τ_m ≈ F F H x
-
-    :meth:`evidence` is ``RSS_unfiltered / RSS_filtered``: below 1 the efforts are as they come, above it they
-    trail the model as a filtered signal does. Measured at 250 Hz along a two-sine motion (0.3-1.5 Hz) of
-    perturbed Pandas, UR3s and the Panda twin: 0.05-0.62 unfiltered, 1.55-34 filtered at 10 Hz; along the
-    nodes' slow default reference (0.25 and 0.5 Hz) 0.86-0.94 and 0.99-1.08, which the check leaves undecided;
-    the real Panda log of Gaz et al. 2019 (unfiltered ``tau_J``): 0.99 with the estimator's default filter, 0.57
-    at 5 Hz. ``test/estimation/test_effort_lag.py`` adds perturbed UR5s and iiwas.
-    """
-
-    def __init__(self, nv):
-        m = 1 + 4 * nv
-        self._H = np.zeros((nv, m))
-        self._H_f = self._H_ff = self._tau_f = None
-        self.U, self.u, self.F, self.f = np.zeros((m, m)), np.zeros(m), np.zeros((m, m)), np.zeros(m)
-        self.S_ff = 0.0
-        self._t = None
-
-    def observe(self, t, tau_nominal, tau_measured, v, a, moving):
-        """One sample: the filters run on every sample, the normal equations take those ``moving``."""
-        H, j = self._H, np.arange(len(v))
-        H[:, 0] = tau_nominal
-        H[j, 1 + 4 * j], H[j, 2 + 4 * j], H[j, 3 + 4 * j], H[j, 4 + 4 * j] = v, np.tanh(v / FRICTION_WIDTH), 1.0, a
-        if self._t is None or t <= self._t:
-            self._H_f, self._H_ff, self._tau_f = H.copy(), H.copy(), np.array(tau_measured, dtype=float)
-        else:
-            alpha = 1.0 - np.exp(-2.0 * np.pi * DRIVER_CUTOFF * (t - self._t))
-            self._H_f += alpha * (H - self._H_f)
-            self._H_ff += alpha * (self._H_f - self._H_ff)
-            self._tau_f += alpha * (tau_measured - self._tau_f)
-        self._t = t
-        if moving:
-            self.U += self._H_f.T @ self._H_f
-            self.u += self._H_f.T @ self._tau_f
-            self.F += self._H_ff.T @ self._H_ff
-            self.f += self._H_ff.T @ self._tau_f
-            self.S_ff += float(self._tau_f @ self._tau_f)
-
-    def evidence(self):
-        """``RSS_unfiltered / RSS_filtered`` (class docstring); NaN before any sample in motion."""
-        if self.S_ff <= 0.0:
-            return float("nan")
-        return self._residual(self.U, self.u) / max(self._residual(self.F, self.f), 1e-300)
-
-    def _residual(self, N, r):
-        """The residual ``Σ (F τ_m)² - xᵀ r`` at the solution of the normal equations ``N x = r`` (columns
-        scaled to a unit diagonal, pseudo-inverse)."""
-        d = 1.0 / np.sqrt(np.maximum(np.diag(N), 1e-300))
-        try:
-            x = d * (np.linalg.pinv(d[:, None] * N * d[None, :], rcond=1e-10) @ (d * r))
-        except np.linalg.LinAlgError:
-            return self.S_ff
-        return max(float(self.S_ff - x @ r), 0.0)
+                "effort_lag_ms": 1e3 * self.lag}

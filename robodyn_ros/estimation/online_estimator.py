@@ -349,7 +349,7 @@ class OnlineEstimator:
         friction_variance = self.regressor.friction_variance(v_f)
         if self.effort_check is not None and self.effort_check.verdict == "pending":
             as_reported = tau_f - self.effort.compensation(q_f) if self.effort.kind == "gravity_compensated" else None
-            if self.effort_check.observe(t, Y_base @ self.beta_nominal, tau_f, v_f, a_f, as_reported) == "mismatch":
+            if self.effort_check.observe(t, Y_base @ self.beta_nominal, tau_f, v_f, as_reported) == "mismatch":
                 self.report("effort_mismatch", self.effort_check.reason)
         if self.stored_check is not None and self.stored_check.verdict == "pending":
             if self.stored_check.observe(t, Y_base, tau_f, v_f) == "taken":

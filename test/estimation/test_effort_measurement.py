@@ -95,7 +95,6 @@ MISMATCHES = {
     "gravity-compensated read as torques": (lambda t, TAU, G: TAU - G, {}, "effort.kind: gravity_compensated"),
     "torques read as gravity-compensated": (lambda t, TAU, G: TAU, {"effort.kind": "gravity_compensated"},
                                             "effort.kind: torque"),
-    "10-Hz filtered torques read as unfiltered": (lambda t, TAU, G: lowpass(t, TAU, 10.0), {}, "effort.filter_cutoff"),
     "a wrong torque constant": (lambda t, TAU, G: TAU / TORQUE_CONSTANTS,
                                 {"effort.kind": "current",
                                  "effort.torque_constants": list(TORQUE_CONSTANTS * [1, 1, 1, 3, 1, 1, 1])},
