@@ -36,6 +36,7 @@ if they overstay).
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -101,11 +102,12 @@ def start_node_process(kind, params, realtime=None, stdout=subprocess.DEVNULL, s
     ``RT_PRIORITY``, an int for SCHED_FIFO at that priority, False puts it to SCHED_OTHER (it would inherit a
     FIFO parent's policy), None leaves the inherited policy. Text mode (a pipe's output is ``str``)."""
     args, env = node_process_args(kind, params, robot, log_level)
-    if realtime is None or realtime is False:
-        preexec = None if realtime is None else set_other
+    if realtime is None:
+        preexec = None
+    elif realtime is False:
+        preexec = set_other
     else:
-        priority = RT_PRIORITY if realtime is True else int(realtime)
-        preexec = lambda: set_fifo(priority)   # noqa: E731
+        preexec = functools.partial(set_fifo, RT_PRIORITY if realtime is True else int(realtime))
     return subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr, text=True, preexec_fn=preexec)
 
 

@@ -128,7 +128,8 @@ def _start_nodes(monitor, executor, procs, logs):
     ready = monitor.spin_until(executor, lambda: "inverse_dynamics" in monitor.diagnostics or exited(),
                                START_TIMEOUT)
     if ready and not exited():
-        procs["simulator"] = _start_node("simulator", NODE_PARAMS["simulator"], logs["simulator"], PRIORITIES["simulator"])
+        procs["simulator"] = _start_node("simulator", NODE_PARAMS["simulator"], logs["simulator"],
+                                         PRIORITIES["simulator"])
         ready = monitor.spin_until(executor, lambda: ("estimator" in monitor.diagnostics and monitor.w_commands > 100)
                                    or exited(), START_TIMEOUT)
     dead = {k: p.returncode for k, p in procs.items() if p.poll() is not None}
