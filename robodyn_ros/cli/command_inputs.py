@@ -1,7 +1,7 @@
 """What the file commands (``identify``, ``replay``, ``excite``, ``config``, ``info``) read besides their own
 options: the robot (``--urdf``: a URDF, a bundled robot or a parameter file of ``robodyn config``), vector
-options whose value starts with a negative number, the ``--lock-joint`` values, a bag's joint states repaired,
-and the progress bar they show while reading."""
+options whose value starts with a negative number, the ``--lock-joint`` values, the estimator's parameters
+(``--config``, ``--driver``), a bag's joint states repaired, and the progress bar they show while reading."""
 from __future__ import annotations
 
 import argparse
@@ -134,6 +134,32 @@ def robot_inputs(value, lock_options=(), option="--urdf"):
             robot_file = replace(robot_file, home=None)
         return RobotInputs(robot_file.urdf_path, {**robot_file.locked_joints, **given}, robot_file=robot_file)
     return RobotInputs(value, given)
+
+
+def estimator_configuration(path, node_name, driver=None):
+    """The estimator node's validated parameters from its parameter file ``path`` (the section of ``node_name``,
+    as ``--params-file`` gives it to the node; None: the node's defaults), with ``driver`` (one of the driver
+    profiles, :mod:`robodyn_ros.model.driver_profiles`) in place of the file's when given. ModelError in one
+    line naming ``--config`` or ``--driver``."""
+    from ..ros.node_parameters import resolve_node_config
+    from ..ros.parameters import load_params_yaml
+    overrides = {}
+    if path is not None:
+        if not os.path.isfile(path):
+            raise ModelError(f"--config {path}: no such file")
+        try:
+            overrides = load_params_yaml(path, node_name)
+        except (ValueError, OSError) as exc:
+            raise ModelError(f"--config {path}: {exc}") from None
+        except Exception as exc:   # a YAML syntax error
+            raise ModelError(f"--config {path}: not a ROS parameter file ({type(exc).__name__}: {exc})") from None
+    if driver is not None:
+        overrides = {**overrides, "driver": driver}
+    try:
+        return resolve_node_config("estimator", overrides)
+    except (ValueError, OSError) as exc:
+        label = f"--config {path}" if path is not None else f"--driver {driver}"
+        raise ModelError(f"{label}: {exc}") from None
 
 
 def read_repaired_joint_states(args, model, bag, progress):

@@ -1,6 +1,11 @@
 """robodyn identify BAG --urdf URDF --output PARAMS.yaml ...: identify a robot's inertial, armature and
 friction parameters (and optionally a payload from a wrist F/T sensor) from a ROS 2 bag.
 
+The efforts are read as the robot's driver reports them (``--driver``, or the estimator section of ``--config``
+or of a file of ``robodyn config`` given as ``--urdf``: gravity-compensated torques, motor currents, torques the
+driver filtered; :class:`~robodyn_ros.estimation.effort_measurement.MeasuredTorqueSamples`) and checked against
+the URDF before the fit (:class:`~robodyn_ros.estimation.effort_check.EffortCheck`).
+
 Every bad input ends with one clear message on stderr and exit code 2, before anything is written:
 outputs are produced in memory and written atomically at the very end (results.write_atomically).
 """
@@ -13,6 +18,7 @@ import warnings
 
 import numpy as np
 
+from ..model.driver_profiles import DRIVERS
 from ..model.errors import ModelError
 from .command_inputs import ProgressBar, read_repaired_joint_states
 from .file_command import check_output_path, file_command_main, png_bytes
@@ -43,6 +49,16 @@ def build_parser():
     p.add_argument("--repair", action="store_true",
                    help="drop NaN samples and sort out-of-order ones instead of stopping")
     p.add_argument("--no-consistent", action="store_true", help="skip the physically consistent fit")
+    p.add_argument("--driver", choices=DRIVERS,
+                   help="the robot driver that recorded the bag: what its efforts are (its estimator profile, "
+                        "docs/DRIVERS.md: ur gravity-compensated, lbr filtered at 10 Hz); replaces the --config "
+                        "file's driver")
+    p.add_argument("--config", help="a parameter file whose estimator section says what the efforts are: "
+                                    "driver, effort.kind, effort.torque_constants, effort.filter_cutoff, "
+                                    "effort.payload_mass/com (default: --urdf's, when it is a file of robodyn "
+                                    "config; else joint torques with gravity)")
+    p.add_argument("--node-name", default="estimator",
+                   help="node name whose section --config gives (default estimator)")
     p.add_argument("--no-effort-check", action="store_true",
                    help="skip the check that the efforts are joint torques in the URDF's scale and sign, and not "
                         "motor currents, gravity-compensated or filtered torques (first 2 s of motion)")
@@ -202,7 +218,9 @@ def _checked_options(args):
     from ..identification.least_squares import INERTIA_MARGIN
     from .command_inputs import robot_inputs
     robot = robot_inputs(args.urdf, args.lock_joint)
-    bundled, args.urdf, args.locks = args.urdf, robot.urdf, robot.locks
+    if args.config is None and robot.robot_file is not None:
+        args.config = args.urdf
+    bundled, args.urdf, args.locks, args.bundled = args.urdf, robot.urdf, robot.locks, robot.bundled
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
             check_output_path(path, option)
@@ -228,7 +246,7 @@ def _nominal_model(args, bundled):
     return Model.from_urdf(args.urdf, locked_joints=args.locks or None), args.locks
 
 
-def _held_out_split(args, model, source, progress):
+def _held_out_split(args, model, source, progress, measurement=None):
     """``(stop, held_out, where)``: the fit uses samples ``[0, stop)`` of ``source``; ``held_out`` is
     ``(source, start, end)`` of the validation samples (the tail with --holdout, BAG2 with --validate) or
     None, ``where`` describes it."""
@@ -237,6 +255,8 @@ def _held_out_split(args, model, source, progress):
         return stop, (source, stop, source.count), f"the last {100 * args.holdout:g} % of {args.bag}"
     if args.validate:
         other, _ = _samples(args, model, args.validate, progress.stage("scanning BAG2"))
+        if measurement is not None:
+            other = MeasuredTorqueSamples(other, measurement)
         return source.count, (other, 0, other.count), args.validate
     return source.count, None, None
 
@@ -261,27 +281,50 @@ def _fit(args, model, base, source, stop, margin, progress):
     return result
 
 
-def _check_efforts(args, model, base, source, stop):
-    """ModelError when the bag's efforts do not look like joint torques over its first seconds of motion
+def _effort_measurement(args, model):
+    """The :class:`~robodyn_ros.estimation.effort_measurement.EffortMeasurement` of the estimator parameters
+    ``--config`` and ``--driver`` give (the efforts as the robot's driver reports them), or None when they
+    are joint torques as they are."""
+    from ..estimation.effort_measurement import EffortMeasurement
+    from ..robots import bundled_robot_info
+    from .command_inputs import estimator_configuration
+    if args.config is None and args.driver is None:
+        return None
+    config = estimator_configuration(args.config, args.node_name, args.driver)
+    wrist = config["wrist_link"] or (bundled_robot_info(args.bundled)["wrist_link"] if args.bundled
+                                     else model.body_names[-1])
+    try:
+        model.body_index(wrist)
+        measurement = EffortMeasurement(model, config, wrist)
+    except ValueError as exc:
+        raise ModelError(f"{args.config or '--driver ' + args.driver}: {exc}") from None
+    return measurement if measurement.converts else None
+
+
+def _check_efforts(args, model, base, source, stop, measurement):
+    """ModelError when the bag's efforts, turned into joint torques by ``measurement`` (None: as they are), do
+    not look like joint torques over its first seconds of motion
     (:class:`~robodyn_ros.estimation.effort_check.EffortCheck` against the URDF, on the filtered samples):
-    motor currents, gravity-compensated or driver-filtered torques would otherwise be fitted into a model
-    with plausible-looking numbers."""
+    motor currents, gravity-compensated torques or whole torques read as such would otherwise be fitted into a
+    model with plausible-looking numbers."""
     from ..estimation.effort_check import BATCH, EffortCheck
     from ..identification.base_parameters import full_parameters
     from ..identification.chunked_filter import chunked_filtered_samples
-    check = EffortCheck(model.joint_names, bounds=BATCH)
+    kind, cutoff = ("torque", 0.0) if measurement is None else (measurement.kind, measurement.cutoff)
+    check = EffortCheck(model.joint_names, kind, cutoff, bounds=BATCH)
     beta = base.from_full(full_parameters(model))
     for block in chunked_filtered_samples(source, args.cutoff, stop=stop, decimate=1, chunk=8192):
         tau_nominal = base.regressor(model, block.q, block.v, block.a) @ beta
-        for t, tau_n, tau, v in zip(block.t, tau_nominal, block.tau, block.v):
-            if check.observe(t, tau_n, tau, v) != "pending":
+        for t, tau_n, tau, q, v in zip(block.t, tau_nominal, block.tau, block.q, block.v):
+            reported = tau - measurement.compensation(q) if kind == "gravity_compensated" else None
+            if check.observe(t, tau_n, tau, v, reported) != "pending":
                 break
         if check.verdict != "pending":
             break
     if check.verdict == "mismatch":
-        raise ModelError(f"{args.bag}: {check.reason}. robodyn identify reads efforts as joint torques with gravity; "
-                         "for other efforts use robodyn replay with the estimator's effort.* parameters (--config), "
-                         "or --no-effort-check if the URDF is far from the robot")
+        raise ModelError(f"{args.bag}: {check.reason}. robodyn identify read the efforts as "
+                         f"{args.efforts_read_as}; say what they are with --driver or the estimator's effort.* "
+                         "parameters (--config), or use --no-effort-check if the URDF is far from the robot")
     return check
 
 
@@ -347,20 +390,26 @@ def _summary(source, base, result, errors):
 
 def run(args, progress):
     """The identification; returns ``(files {path: text or bytes}, summary lines)``."""
+    from ..estimation.effort_measurement import MeasuredTorqueSamples
     from ..identification.base_parameters import identifiability_explanation
     from ..identification.chunked_filter import chunked_filtered_samples
     from ..identification.results import identified_urdf, result_document, yaml_text
     bundled, margin = _checked_options(args)
     model, locks = _nominal_model(args, bundled)
+    measurement = _effort_measurement(args, model)
+    args.efforts_read_as = measurement.reading() if measurement is not None else "joint torques with gravity"
     source, t0_ns = _samples(args, model, args.bag, progress.stage("scanning bag"))
-    stop, held_out, where = _held_out_split(args, model, source, progress)
+    if measurement is not None:
+        source = MeasuredTorqueSamples(source, measurement)
+    stop, held_out, where = _held_out_split(args, model, source, progress, measurement)
     base = _base_parameters(args, model, progress)
     if not args.no_effort_check:
-        _check_efforts(args, model, base, source, stop)
+        _check_efforts(args, model, base, source, stop, measurement)
     result = _fit(args, model, base, source, stop, margin, progress)
     errors = _in_sample_errors(model, base, result)
     mismatch = nominal_model_warning(errors["nominal"], args.nominal_warning, bundled)
-    extra = {"prediction": {"relative_error_identified_model": errors["identified"],
+    extra = {"efforts": {"read_as": args.efforts_read_as, "driver": args.driver or "generic"},
+             "prediction": {"relative_error_identified_model": errors["identified"],
                             "relative_error_least_squares": errors["least_squares"],
                             "relative_error_nominal_urdf": errors["nominal"], "samples": int(result.samples_used),
                             "locked_joints": locks, "note": "on the filtered regression samples (in-sample)"}}
@@ -382,6 +431,8 @@ def run(args, progress):
     if args.plot:
         files[args.plot] = _torque_plot(args, model, base, predictors, source, stop, validation, where)
     summary = _summary(source, base, result, errors)
+    if measurement is not None:
+        summary.insert(0, f"efforts read as {args.efforts_read_as}")
     if validation is not None:
         from ..identification.validation import nothing_learned
         summary += _validation_lines(validation, where)

@@ -4,7 +4,8 @@ final estimate in the format of robodyn identify.
 
 The configuration is the node's: ``--config`` names the parameter file the node is started with (its
 ``estimator:`` section is read as ``--params-file`` gives it to the node, validated against the node's
-schema; without it the node's defaults). Every joint state of ``--joint-states`` goes through the
+schema; without it the file of ``robodyn config`` given as ``--urdf``, else the node's defaults), ``--driver``
+replaces its ``driver``. Every joint state of ``--joint-states`` goes through the
 estimator in stamp order, the wrenches of the configured ``wrench_topic`` (when ``use_wrench`` and the bag
 has that topic) each before the first joint state stamped at or after it, as the node's polled input pairs
 them; decimation, filters, settling, saturation and change detection are the node's.
@@ -23,8 +24,9 @@ import sys
 
 import numpy as np
 
+from ..model.driver_profiles import DRIVERS
 from ..model.errors import ModelError
-from .command_inputs import ProgressBar, parse_locks, read_repaired_joint_states
+from .command_inputs import ProgressBar, estimator_configuration, parse_locks, read_repaired_joint_states
 from .file_command import check_output_path, file_command_main, png_bytes
 
 
@@ -36,7 +38,10 @@ def build_parser():
     p.add_argument("--output", required=True, help="YAML file of the final estimate to write")
     p.add_argument("--urdf-out", help="also write the URDF with the estimated inertials and friction")
     p.add_argument("--plot", help="PNG of the estimates over time")
-    p.add_argument("--config", help="the estimator node's parameter file (its 'estimator' section is used)")
+    p.add_argument("--config", help="the estimator node's parameter file (its 'estimator' section is used; "
+                                    "default: --urdf's, when it is a file of robodyn config)")
+    p.add_argument("--driver", choices=DRIVERS, help="the robot driver that recorded the bag (its estimator "
+                   "profile, docs/DRIVERS.md); replaces the --config file's driver")
     p.add_argument("--node-name", default="estimator", help="node name whose section --config gives (default "
                    "estimator)")
     p.add_argument("--joint-states", default="/joint_states", help="sensor_msgs/JointState topic")
@@ -44,22 +49,6 @@ def build_parser():
                    help="make a joint fixed at VALUE (e.g. fingers not in the bag); repeatable")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
-
-
-def estimator_configuration(path, node_name):
-    """The estimator's validated parameters from a node parameter file (None: the node's defaults)."""
-    from ..ros.node_parameters import resolve_node_config
-    from ..ros.parameters import load_params_yaml
-    if path is None:
-        return resolve_node_config("estimator", {})
-    if not os.path.isfile(path):
-        raise ModelError(f"--config {path}: no such file")
-    try:
-        return resolve_node_config("estimator", load_params_yaml(path, node_name))
-    except (ValueError, OSError) as exc:
-        raise ModelError(f"--config {path}: {exc}") from None
-    except Exception as exc:   # a YAML syntax error
-        raise ModelError(f"--config {path}: not a ROS parameter file ({type(exc).__name__}: {exc})") from None
 
 
 def load_model(urdf, lock_options):
@@ -196,7 +185,10 @@ def run(args, progress):
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
             check_output_path(path, option)
-    config = estimator_configuration(args.config, args.node_name)
+    from ..ros.robot_config import is_robot_file
+    if args.config is None and os.path.isfile(args.urdf) and is_robot_file(args.urdf):
+        args.config = args.urdf    # a file of robodyn config: the estimator node's parameter file too
+    config = estimator_configuration(args.config, args.node_name, args.driver)
     if not config["base_parameters"]:
         raise ModelError("the configuration has base_parameters: false: the estimator would estimate no "
                          "inertial parameters to write")

@@ -54,6 +54,20 @@ class EffortMeasurement:
             self._regressor = compile_kernels(model, register=False).regressor
         self._lagged = None        # (t, q, v) of the driver's filter
 
+    @property
+    def converts(self):
+        """Whether the efforts are anything but joint torques as they are (a conversion or the driver's filter)."""
+        return self.kind != "torque" or self.cutoff > 0.0
+
+    def reading(self):
+        """What the efforts are read as, in words."""
+        what = {"torque": "joint torques",
+                "gravity_compensated": "gravity-compensated torques (the URDF's gravity and the set payload added back)",
+                "current": "motor currents (times effort.torque_constants)"}[self.kind]
+        if self.cutoff > 0.0:
+            what += f", filtered by the driver at {self.cutoff:g} Hz (q and v filtered alike)"
+        return what
+
     def torque(self, q, effort):
         """The joint torques (nv,) an effort reading (nv,) at the configuration ``q`` stands for."""
         if self.kind == "current":
@@ -86,3 +100,43 @@ class EffortMeasurement:
     def restart(self):
         """Forget the filter's state (a clock jump)."""
         self._lagged = None
+
+
+class MeasuredTorqueSamples:
+    """A sample source (``count``, ``has_velocity``, ``blocks(start, stop)``:
+    :mod:`robodyn_ros.identification.chunked_filter`) over ``source``, a bag's joint states as the driver
+    reported them, with the efforts turned into joint torques and ``q``, ``v`` passed through the driver's
+    filter by ``measurement`` (:class:`EffortMeasurement`), so that a batch identification fits what the
+    estimator fits. The driver's filter is causal: with ``effort.filter_cutoff`` every range is computed from
+    the first sample (and the filter restarted there), so that a held-out range carries the lag the robot's
+    efforts had."""
+
+    def __init__(self, source, measurement):
+        self.source, self.measurement = source, measurement
+        self.count, self.has_velocity = source.count, source.has_velocity
+
+    def blocks(self, start=0, stop=None):
+        m = self.measurement
+        first = 0 if m.cutoff > 0.0 else start
+        m.restart()
+        index = first
+        for t, q, v, effort in self.source.blocks(first, stop):
+            n = len(t)
+            skip = max(start - index, 0)
+            index += n
+            tau = np.array([m.torque(qk, ek) for qk, ek in zip(q, effort)]).reshape(np.shape(effort))
+            if m.cutoff > 0.0:
+                q, v = self._lagged(t, q, v)
+            if skip < n:
+                yield t[skip:], q[skip:], None if v is None else v[skip:], tau[skip:]
+
+    def _lagged(self, t, q, v):
+        """``(q, v)`` of one block through the driver's filter (``v`` None: the bag has no velocities)."""
+        m = self.measurement
+        zero = np.zeros(m.model.nv)
+        Q, V = np.array(q, dtype=float), None if v is None else np.array(v, dtype=float)
+        for k in range(len(t)):
+            Q[k], lagged_v = m.lag(t[k], Q[k], zero if V is None else V[k])
+            if V is not None:
+                V[k] = lagged_v
+        return Q, V
