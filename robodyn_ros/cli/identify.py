@@ -256,6 +256,7 @@ def _held_out_split(args, model, source, progress, measurement=None):
     if args.validate:
         other, _ = _samples(args, model, args.validate, progress.stage("scanning BAG2"))
         if measurement is not None:
+            from ..estimation.effort_measurement import MeasuredTorqueSamples
             other = MeasuredTorqueSamples(other, measurement)
         return source.count, (other, 0, other.count), args.validate
     return source.count, None, None

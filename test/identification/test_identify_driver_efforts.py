@@ -96,6 +96,13 @@ def test_gravity_compensated_efforts_of_a_ur_identify_the_same_robot(tmp_path, c
     assert out.splitlines()[0].startswith("efforts read as gravity-compensated torques")
     assert doc["efforts"]["driver"] == "ur"
     assert held_out(doc) == pytest.approx(generic, rel=1e-6)
+    # a second bag as validation is read the same way
+    bag = sorted(tmp_path.glob("bag*"))[-1]
+    out = tmp_path / "validated.yaml"
+    code = identify([str(bag), "--urdf", recording[0], "--output", str(out), "--validate", str(bag), "--quiet",
+                     "--driver", "ur"])
+    assert code == 0, capsys.readouterr().err
+    assert yaml.safe_load(out.read_text())["validation"]["filtered"]["identified"]["overall"] < 2.0 * generic
     # replay takes the same option (without it, test_identify_reports.py shows the bag refused)
     from robodyn_ros.cli.replay import main as replay
     bag = sorted(tmp_path.glob("bag*"))[-1]
