@@ -52,6 +52,24 @@ from .parameter_gate import ParameterGate, friction_indices, mass_matrix_weighti
 PAYLOAD_FRESH = 20
 
 
+EFFORT_PARAMETERS = ("effort.kind", "effort.torque_constants", "effort.filter_cutoff", "effort.payload_mass",
+                     "effort.payload_com")
+"""The controllers' parameters saying what ``/joint_states`` effort is (the estimator's, set by the driver
+profile), which the parameter gate judges estimates on."""
+
+
+def effort_measurement(robot, config):
+    """The :class:`~robodyn_ros.estimation.effort_measurement.EffortMeasurement` of a controller's ``config``
+    (its ``effort.*`` parameters) for ``robot`` (a :class:`~robodyn_ros.ros.node_parameters.Robot`: its model
+    and wrist link), or None when the efforts are joint torques as they are (or ``config`` has no ``effort.*``)."""
+    from ..estimation.effort_measurement import EffortMeasurement
+    if any(name not in config for name in EFFORT_PARAMETERS):
+        return None
+    measurement = EffortMeasurement(robot.model, {name: config[name] for name in EFFORT_PARAMETERS},
+                                    robot.wrist_link)
+    return measurement if measurement.converts else None
+
+
 def nominal_links(base, pi_nominal, beta, theta):
     """``(β', θ')``: the applied base parameters ``β`` (r,), whose consistent parameters are ``θ = [π, f_v, f_c,
     f_o]`` (10 nb + 3 nv,), with every link's inertial parameters ``π`` replaced by the nominal ``pi_nominal``
@@ -162,8 +180,9 @@ class BaseParameterUpdate:
 
     def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_every=10,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
-                 worker=None, nominal_on_change=True, keep_drives=True):
+                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None):
         self.model, self.base = model, base
+        self.measurement = measurement   # the driver's efforts as joint torques (EffortMeasurement), or None
         self.dynamics = BaseParameterDynamics(model, base)
         self.beta_nominal = base.from_full(full_parameters(model))
         self.filter = CausalButterworthFilter(model.nv, cutoff, order)
@@ -250,13 +269,19 @@ class BaseParameterUpdate:
     def restart(self):
         """A new activation or a time reset: the filter starts again (the gate's window is kept)."""
         self.filter.reset()
+        if self.measurement is not None:
+            self.measurement.restart()
         self._t0, self._count = None, 0
         self._submitted = None
 
     def observe(self, t, q, v, tau):
         """One measured joint state (q (nq,), v (nv,), tau (nv,) at time t) for the gate's window; True when it
-        entered the window."""
+        entered the window. With a ``measurement``, ``tau`` is the effort as the driver reports it: turned into
+        joint torques, and q, v passed through the driver's filter, as the estimator does."""
         self.t = float(t)
+        if self.measurement is not None:
+            tau = self.measurement.torque(q, tau)
+            q, v = self.measurement.lag(t, q, v)
         q_f, v_f, a_f, tau_f = self.filter.update(t, q, v, tau)
         if self._t0 is None:
             self._t0 = t

@@ -29,7 +29,7 @@ from ..identification.exciting_trajectory import FourierTrajectory
 from ..kernels import compile_kernels
 from ..model.errors import ModelError
 from .base_parameter_control import MAX_HOLD, BaseParameterComputedTorque, BaseParameterSlotineLi
-from .base_parameter_update import BaseParameterUpdate, initial_parameters
+from .base_parameter_update import BaseParameterUpdate, effort_measurement, initial_parameters
 from .command_guard import effort_bounds
 from .parameter_blend import ParameterBlend
 from .computed_torque import ComputedTorqueController, FastComputedTorque, GravityCompensation
@@ -90,7 +90,8 @@ class ControlLoop:
         base = compute_base_parameters(model, coulomb_width=c["base_parameters.coulomb_width"])
         update = BaseParameterUpdate(model, base, cutoff=c["base_parameters.cutoff"],
                                      payload_min_mass=c["payload_min_mass"],
-                                     deterministic=c["base_parameters.deterministic"])
+                                     deterministic=c["base_parameters.deterministic"],
+                                     measurement=effort_measurement(self.robot, c))
         initial_parameters(update, c["initial_parameters"])
         return update
 

@@ -77,11 +77,11 @@ class MpcLoop:
         if not c["use_base_parameters"]:
             return None
         from ..identification.base_parameters import compute_base_parameters
-        from .base_parameter_update import BaseParameterUpdate, initial_parameters
+        from .base_parameter_update import BaseParameterUpdate, effort_measurement, initial_parameters
         base = compute_base_parameters(robot.model, coulomb_width=c["base_parameters.coulomb_width"])
         update = BaseParameterUpdate(robot.model, base, cutoff=c["base_parameters.cutoff"],
                                      deterministic=c["base_parameters.deterministic"], nominal_on_change=True,
-                                     keep_drives=False)
+                                     keep_drives=False, measurement=effort_measurement(robot, c))
         initial_parameters(update, c["initial_parameters"])
         return update
 

@@ -9,7 +9,8 @@ entry of the profile replaces that parameter's default, so that a user overrides
 | ``ur`` | without gravity and friction: the robot adds both, its friction scaled per joint (``direct_torque()``); ``/forward_effort_controller/commands`` | gravity-compensated torques (driver releases that report torques; ``effort.kind: current`` with ``effort.torque_constants`` for the ones that report currents) | 500 Hz |
 | ``lbr`` | a torque overlay: KUKA's gravity compensation stays on | measured torque low-pass filtered at 10 Hz (lbr_fri_ros2_stack's ``measured_torque_cutoff_frequency``) | 500 Hz |
 
-Per node kind: the controllers (``inverse_dynamics``, ``mpc``) leave out what the robot adds; the
+Per node kind: the controllers (``inverse_dynamics``, ``mpc``) leave out what the robot adds, and their
+parameter gate reads the efforts as the estimator does (``effort.*``); the
 ``estimator`` turns the efforts back into full joint torques (:mod:`robodyn_ros.estimation.effort_measurement`);
 the ``simulator`` behaves as the driver does (adds gravity and friction compensation, reports efforts the
 same way, at its rate). The sources (driver documentation and code) are cited in docs/DRIVERS.md.
@@ -25,8 +26,8 @@ _CONTROLLER = {
     "franka": {"gravity_compensated_by_robot": True, "max_torque_rate": 1000.0},
     # UR stops the program 0.04 s after the last command: the stale hold must start well before that
     "ur": {"gravity_compensated_by_robot": True, "friction_compensation": False, "state_timeout": 0.02,
-           "command_topic": "/forward_effort_controller/commands"},
-    "lbr": {"gravity_compensated_by_robot": True},
+           "command_topic": "/forward_effort_controller/commands", "effort.kind": "gravity_compensated"},
+    "lbr": {"gravity_compensated_by_robot": True, "effort.filter_cutoff": 10.0},
 }
 _ESTIMATOR = {
     "franka": {"effort.kind": "torque"},

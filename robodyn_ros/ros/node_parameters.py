@@ -16,10 +16,11 @@ configuration at which gains are derived from the mass matrix.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..control.base_parameter_update import EFFORT_PARAMETERS
 from ..estimation.estimator_parameters import EFFORT_KINDS, ESTIMATION
 from ..model.driver_profiles import DRIVERS, with_profile
 from .parameters import ParameterSpec, resolve_config
@@ -94,6 +95,9 @@ BASE_PARAMETER_USE = (
       read_only=True),
     P("base_parameters.cutoff", float, 20.0, "use_base_parameters: cutoff of the gate's filter of the joint "
       "states, Hz (the estimator's filter.cutoff).", range=(0.1, 500.0), read_only=True),
+    *(replace(spec, description="use_base_parameters (the parameter gate judges estimates on the joint "
+              "states' efforts), as the estimator's: " + spec.description, read_only=True)
+      for spec in ESTIMATION if spec.name in EFFORT_PARAMETERS),
     P("adaptation_timeout", float, 30.0, "use_base_parameters: /diagnostics turn WARN, with the parameter gate's "
       "last reason, while no estimate has been applied this many seconds (joint-state time) after the first "
       "joint state (0: off).", range=(0.0, None), live=True),
