@@ -4,7 +4,10 @@ with them (``use_base_parameters``), without ROS.
 The estimator publishes its base-parameter estimate ``β`` (r,) and covariance ``P`` (r, r) from joint
 torques. The controller judges them with a :class:`~robodyn_ros.control.parameter_gate.ParameterGate` on
 its own samples: the joint states it controls from, through the estimator's causal Butterworth filter
-(``cutoff``, ``order``), as ``(Y_base(q_f, v_f, a_f), τ_f)`` every ``observe_every``-th state, weighed by
+(``cutoff``, ``order``), as ``(Y_base(q_f, v_f, a_f), τ_f)`` every ``observe_period`` s of joint-state time
+(every ``observe_every``-th state, from the median interval of the states seen while the filter settles: the
+10th at 1 kHz, the 5th at a UR's or a KUKA's 500 Hz, so that the gate's window and warm-up last as long at any
+rate), weighed by
 the nominal ``M(q_f)⁻¹``: an estimate is applied only once it has predicted samples it never saw better than
 the parameters in use and than the nominal model. What it offers is the closest physically consistent
 parameter set reproducing the estimate (:class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters`,
@@ -178,16 +181,19 @@ class BaseParameterUpdate:
     """Gated base-parameter estimates for a controller on ``model`` with base parameters ``base`` (module
     docstring). ``worker``: the :class:`ConsistentWorker` (default: one on ``model``)."""
 
-    def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_every=10,
+    def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_period=0.01,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
-                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None):
+                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None, observe_every=None):
         self.model, self.base = model, base
         self.measurement = measurement   # the driver's efforts as joint torques (EffortMeasurement), or None
         self.dynamics = BaseParameterDynamics(model, base)
         self.beta_nominal = base.from_full(full_parameters(model))
         self.filter = CausalButterworthFilter(model.nv, cutoff, order)
         self.settle_time = 3.0 / cutoff
-        self.observe_every = int(observe_every)
+        self.observe_period = float(observe_period)
+        self.observe_every = None if observe_every is None else int(observe_every)   # None: from the rate
+        self._fixed_every = self.observe_every is not None
+        self._intervals = []            # joint-state intervals seen while the filter settles
         self.payload_min_mass = float(payload_min_mass)
         self.consistent_period, self.consistent_latency = float(consistent_period), float(consistent_latency)
         self.deterministic = bool(deterministic)
@@ -208,7 +214,7 @@ class BaseParameterUpdate:
         self.offers = 0                # estimates offered so far
         self._failures_reported = 0
         self.t = None                  # joint-state time of the last observed state
-        self._t0, self._count = None, 0
+        self._t0, self._count, self._last_t = None, 0, None
         self._submitted = None         # joint-state time of the last fit submitted
         self._observe_from = -np.inf   # no samples before this time (the filter's response to a change)
         self.worker = worker or ConsistentWorker(ConsistentParameters(model, base), keep_all=self.deterministic)
@@ -271,7 +277,9 @@ class BaseParameterUpdate:
         self.filter.reset()
         if self.measurement is not None:
             self.measurement.restart()
-        self._t0, self._count = None, 0
+        self._t0, self._count, self._last_t = None, 0, None
+        if not self._fixed_every:
+            self.observe_every, self._intervals = None, []
         self._submitted = None
 
     def observe(self, t, q, v, tau):
@@ -286,7 +294,15 @@ class BaseParameterUpdate:
         if self._t0 is None:
             self._t0 = t
         self._count += 1
-        if t - self._t0 >= self.settle_time and self._count % self.observe_every == 0 and t >= self._observe_from:
+        if t - self._t0 < self.settle_time:
+            if self._last_t is not None and t > self._last_t:
+                self._intervals.append(t - self._last_t)
+            self._last_t = t
+            return False
+        if self.observe_every is None:
+            step = float(np.median(self._intervals)) if self._intervals else self.observe_period
+            self.observe_every = max(1, int(round(self.observe_period / step)))
+        if self._count % self.observe_every == 0 and t >= self._observe_from:
             self.gate.observe(self.dynamics.regressor(q_f, v_f, a_f), tau_f, q=q_f)
             return True
         return False
