@@ -34,6 +34,16 @@ def exciting_trajectory(home, t):
     return out
 
 
+def lowpass(t, X, cutoff):
+    """A driver's first-order low-pass filter of ``X`` (N, n) sampled at ``t`` (lbr_fri_ros2_stack's filter of
+    the measured torque): ``y_k = y_{k-1} + α (x_k - y_{k-1})``, ``α = 1 - exp(-2π f_c Δt)``."""
+    Y = np.array(X, dtype=float)
+    for k in range(1, len(t)):
+        alpha = 1.0 - np.exp(-2.0 * np.pi * cutoff * (t[k] - t[k - 1]))
+        Y[k] = Y[k - 1] + alpha * (X[k] - Y[k - 1])
+    return Y
+
+
 def measured_wrenches(model, link, Q, V, A, pi, seed):
     """What the wrist sensor reports (N, 6): the payload's wrench (Y_b pi) + bias + noise."""
     vs, as_ = sensor_frame_motions(model, link, Q, V, A)

@@ -183,7 +183,7 @@ class BaseParameterUpdate:
 
     def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_period=0.01,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
-                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None, observe_every=None):
+                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None):
         self.model, self.base = model, base
         self.measurement = measurement   # the driver's efforts as joint torques (EffortMeasurement), or None
         self.dynamics = BaseParameterDynamics(model, base)
@@ -191,9 +191,8 @@ class BaseParameterUpdate:
         self.filter = CausalButterworthFilter(model.nv, cutoff, order)
         self.settle_time = 3.0 / cutoff
         self.observe_period = float(observe_period)
-        self.observe_every = None if observe_every is None else int(observe_every)   # None: from the rate
-        self._fixed_every = self.observe_every is not None
-        self._intervals = []            # joint-state intervals seen while the filter settles
+        self.observe_every = None       # states per gate sample, from the intervals seen while the filter settles
+        self._intervals = []
         self.payload_min_mass = float(payload_min_mass)
         self.consistent_period, self.consistent_latency = float(consistent_period), float(consistent_latency)
         self.deterministic = bool(deterministic)
@@ -278,8 +277,7 @@ class BaseParameterUpdate:
         if self.measurement is not None:
             self.measurement.restart()
         self._t0, self._count, self._last_t = None, 0, None
-        if not self._fixed_every:
-            self.observe_every, self._intervals = None, []
+        self.observe_every, self._intervals = None, []
         self._submitted = None
 
     def observe(self, t, q, v, tau):

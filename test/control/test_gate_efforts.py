@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import robodyn_ros as rd
-from estimator_feeds import exciting_trajectory
+from estimator_feeds import exciting_trajectory, lowpass
 from robodyn_ros.control.base_parameter_update import BaseParameterUpdate, effort_measurement
 from robodyn_ros.identification.base_parameters import compute_base_parameters
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
@@ -31,14 +31,6 @@ def motion():
     G = np.array([rd.gravity_torque(model, q) for q in Q])
     return robot, compute_base_parameters(model, coulomb_width=0.02), t, Q, V, TAU, G
 
-
-def lowpass(t, X, cutoff):
-    """A driver's first-order low-pass filter of ``X`` (N, n) sampled at ``t``."""
-    Y = np.array(X, dtype=float)
-    for k in range(1, len(t)):
-        alpha = 1.0 - np.exp(-2.0 * np.pi * cutoff * (t[k] - t[k - 1]))
-        Y[k] = Y[k - 1] + alpha * (X[k] - Y[k - 1])
-    return Y
 
 
 def gate_window(robot, base, t, Q, V, E, measurement=None):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import robodyn_ros as rd
-from estimator_feeds import exciting_trajectory
+from estimator_feeds import exciting_trajectory, lowpass
 from robodyn_ros.estimation.effort_measurement import EffortMeasurement
 from robodyn_ros.estimation.online_estimator import estimator_config
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
@@ -39,14 +39,6 @@ def recording(robot):
     G = np.array([rd.gravity_torque(model, q) for q in Q])
     return t, Q, V, TAU, G
 
-
-def lowpass(t, X, cutoff):
-    """A driver's first-order low-pass filter of ``X`` (N, nv) sampled at ``t``."""
-    Y = np.array(X, dtype=float)
-    for k in range(1, len(t)):
-        alpha = 1.0 - np.exp(-2.0 * np.pi * cutoff * (t[k] - t[k - 1]))
-        Y[k] = Y[k - 1] + alpha * (X[k] - Y[k - 1])
-    return Y
 
 
 def run(robot, t, Q, V, E, **config):

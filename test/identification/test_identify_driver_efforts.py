@@ -16,6 +16,7 @@ import yaml
 
 import robodyn_ros as rd
 from conftest import erd_path
+from estimator_feeds import lowpass
 from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.cli.identify import main as identify
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
@@ -27,14 +28,6 @@ HOME = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
 TORQUE_CONSTANTS = [10.0, 12.0, 9.0, 11.0, 8.0, 8.0]   # N m/A at the joint
 CUTOFF = 10.0                                          # Hz: lbr_fri_ros2_stack's filter of the measured torque
 
-
-def lowpass(t, X, cutoff):
-    """A driver's first-order low-pass filter of ``X`` (N, nv) sampled at ``t``."""
-    Y = np.array(X, dtype=float)
-    for k in range(1, len(t)):
-        alpha = 1.0 - np.exp(-2.0 * np.pi * cutoff * (t[k] - t[k - 1]))
-        Y[k] = Y[k - 1] + alpha * (X[k] - Y[k - 1])
-    return Y
 
 
 @pytest.fixture(scope="module")
