@@ -136,6 +136,15 @@ def robot_inputs(value, lock_options=(), option="--urdf"):
     return RobotInputs(value, given)
 
 
+def config_or_robot_file(config, urdf):
+    """The estimator's parameter file of a command: ``--config`` when given, else ``--urdf`` when it is a file of
+    ``robodyn config`` (every node's parameter file, the estimator's too), else None."""
+    from ..ros.robot_config import is_robot_file
+    if config is None and os.path.isfile(urdf) and is_robot_file(urdf):
+        return urdf
+    return config
+
+
 def estimator_configuration(path, node_name, driver=None):
     """The estimator node's validated parameters from its parameter file ``path`` (the section of ``node_name``,
     as ``--params-file`` gives it to the node; None: the node's defaults), with ``driver`` (one of the driver

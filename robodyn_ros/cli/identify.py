@@ -216,10 +216,9 @@ def _checked_options(args):
     """Resolve ``--urdf`` (a bundled robot's name to its file) and check every option before anything is
     read; returns ``(urdf as given, inertia margin)``. ModelError naming the option at fault."""
     from ..identification.least_squares import INERTIA_MARGIN
-    from .command_inputs import robot_inputs
+    from .command_inputs import config_or_robot_file, robot_inputs
     robot = robot_inputs(args.urdf, args.lock_joint)
-    if args.config is None and robot.robot_file is not None:
-        args.config = args.urdf
+    args.config = config_or_robot_file(args.config, args.urdf)
     bundled, args.urdf, args.locks, args.bundled = args.urdf, robot.urdf, robot.locks, robot.bundled
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..model.driver_profiles import DRIVERS
 from ..model.errors import ModelError
-from .command_inputs import ProgressBar, estimator_configuration, parse_locks, read_repaired_joint_states
+from .command_inputs import (ProgressBar, config_or_robot_file, estimator_configuration, parse_locks,
+                             read_repaired_joint_states)
 from .file_command import check_output_path, file_command_main, png_bytes
 
 
@@ -185,9 +186,7 @@ def run(args, progress):
     for path, option in ((args.output, "--output"), (args.urdf_out, "--urdf-out"), (args.plot, "--plot")):
         if path:
             check_output_path(path, option)
-    from ..ros.robot_config import is_robot_file
-    if args.config is None and os.path.isfile(args.urdf) and is_robot_file(args.urdf):
-        args.config = args.urdf    # a file of robodyn config: the estimator node's parameter file too
+    args.config = config_or_robot_file(args.config, args.urdf)
     config = estimator_configuration(args.config, args.node_name, args.driver)
     if not config["base_parameters"]:
         raise ModelError("the configuration has base_parameters: false: the estimator would estimate no "
