@@ -183,7 +183,10 @@ class BaseParameterComputedTorque:
     ``gravity_compensated_by_robot``: leave out of the command the gravity the robot adds, ``g(q)`` of its own
     model (the nominal parameters: the URDF), not of ``β``: what was learned about gravity (the links' and a
     payload's) is still sent, as the difference to the robot's model;
-    ``friction_compensation``: add the friction of ``β`` (False: the robot compensates its friction, or none)."""
+    ``friction_compensation``: add the friction of ``β`` (False: the robot compensates its friction, or none);
+    ``robot_friction``: None, or ``f_r(v) -> (nv,)``, the friction compensation the robot adds at the measured
+    velocity (:mod:`~robodyn_ros.control.robot_friction`), left out of the friction sent: the residual
+    ``f(v_r) - f_r(v)``."""
 
     def __init__(self, model, base, beta=None, kp=400.0, kd=40.0, *, hold=0.0, limit_margin=0.0, dynamics=None,
                  gravity_compensated_by_robot=False, friction_compensation=True):
@@ -191,6 +194,7 @@ class BaseParameterComputedTorque:
         self.model, self.base = model, base
         self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
         self.friction_compensation = bool(friction_compensation)
+        self.robot_friction = None
         self.kp, self.kd = _gain(kp, model.nv, "kp"), _gain(kd, model.nv, "kd")
         if not 0.0 <= hold <= MAX_HOLD:
             raise ValueError(f"hold must be in [0, {MAX_HOLD}] s (the control period), got {hold!r}")
@@ -228,6 +232,8 @@ class BaseParameterComputedTorque:
         tau = self.dynamics.torque(q_m, v_m, a_cmd, self.beta, v_friction=v_r, v_coulomb=v_f)
         if not self.friction_compensation:
             tau = tau - self.dynamics.friction(v_r, v_f, self.beta)
+        elif self.robot_friction is not None:
+            tau = tau - self.robot_friction(v)
         if self.gravity_compensated_by_robot:
             tau = tau - self.dynamics.gravity(q_m, self.beta_robot)
         return self.guard.accept(tau, status), status
@@ -240,7 +246,8 @@ class BaseParameterSlotineLi:
     ``gamma``: gain of the controller's own gradient adaptation ``β̇ = -Γ Y_sl,baseᵀ s`` (0: none, the
     estimate comes from the estimator), a scalar, (r,) diagonal or (r, r); ``functions``: a
     :class:`~robodyn_ros.kernels.compiled_functions.DynamicsFunctions` of ``model`` (its ``slotine_li``);
-    ``gravity_compensated_by_robot``, ``friction_compensation``: as for :class:`BaseParameterComputedTorque`
+    ``gravity_compensated_by_robot``, ``friction_compensation``, ``robot_friction``: as for
+    :class:`BaseParameterComputedTorque`
     (the robot's gravity, of the nominal parameters, is left out; the adaptation still uses the whole regressor:
     the terms are left out of the command only)."""
 
@@ -251,6 +258,7 @@ class BaseParameterSlotineLi:
         self.model, self.base = model, base
         self.gravity_compensated_by_robot = bool(gravity_compensated_by_robot)
         self.friction_compensation = bool(friction_compensation)
+        self.robot_friction = None
         self.Lambda, self.kd = _gain(Lambda, model.nv, "Lambda"), _gain(kd, model.nv, "kd")
         self.beta_robot = base.from_full(full_parameters(model))     # the gravity the robot adds
         self.beta = _check_beta(self.beta_robot if beta is None else beta, base.count)
@@ -288,6 +296,8 @@ class BaseParameterSlotineLi:
         tau = Y @ self.beta - self.kd * s
         if not self.friction_compensation:
             tau = tau - self.joint.friction(v_r, v_d, self.beta)
+        elif self.robot_friction is not None:
+            tau = tau - self.robot_friction(v)
         if self.gravity_compensated_by_robot:
             z = np.zeros(self.model.nv)
             tau = tau - self.joint.gravity(q, self.beta_robot, Y_rigid=self.functions.slotine_li(q, z, z, z))

@@ -53,6 +53,8 @@ from .parameter_gate import ParameterGate, friction_indices, mass_matrix_weighti
 # gate samples a payload candidate must predict before it is judged (ten parameters on top of a converged
 # model, where the estimate's own fifty keep early estimates of the whole robot out)
 PAYLOAD_FRESH = 20
+OBSERVE_PERIOD = 0.01
+"""s of joint-state time between two of the gate's samples."""
 
 
 EFFORT_PARAMETERS = ("effort.kind", "effort.torque_constants", "effort.filter_cutoff", "effort.payload_mass",
@@ -181,7 +183,7 @@ class BaseParameterUpdate:
     """Gated base-parameter estimates for a controller on ``model`` with base parameters ``base`` (module
     docstring). ``worker``: the :class:`ConsistentWorker` (default: one on ``model``)."""
 
-    def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_period=0.01,
+    def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_period=OBSERVE_PERIOD,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
                  worker=None, nominal_on_change=True, keep_drives=True, measurement=None):
         self.model, self.base = model, base

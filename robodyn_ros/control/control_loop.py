@@ -17,6 +17,10 @@ gate on the measured joint torques) lets it through, a newly applied ``β`` over
 ``base_parameters.blend_time`` s (:mod:`~robodyn_ros.control.parameter_blend`); the payload estimate is a gated
 candidate on top; its computed torque predicts over the hold of each command, the period of the joint states
 (:class:`~robodyn_ros.control.sample_period.SamplePeriod`).
+Friction the robot compensates itself (``robot_compensates_friction``): no law sends the URDF's friction; a
+base-parameter law, once it has learned the joints' friction and the robot's compensation is identified from
+this loop's commands and the measured efforts (:mod:`~robodyn_ros.control.robot_friction`), sends the
+residual, the learned friction less the robot's.
 Output: :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog, guard);
 after a time reset the reference and trajectory times are re-based so that the desired motion continues,
 and the Slotine-Li step and the MPC solution of the old time line are forgotten.
@@ -38,6 +42,7 @@ from .mpc.solution import describe_omitted, omitted_terms
 from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .payload_update import check_payload_plausible, payload_body_parameters
+from .robot_friction import RobotFrictionFit, friction_columns, friction_learned, robot_added_torque
 from .reference import ConstantReference, FourierSampler, fourier_reference
 from .sample_period import SamplePeriod
 from .slotine_li import SlotineLiController
@@ -64,6 +69,8 @@ class ControlLoop:
         self.pi_nominal = model.inertial_parameters()
         self.base_update = self._make_base_update()
         self.controller = self._make_controller()
+        self.robot_friction, self._robot_added = self._make_robot_friction()
+        self._friction_columns = friction_columns(self.base_update.base) if self.base_update is not None else None
         self.blend = ParameterBlend(self.base_update.beta_nominal, config["base_parameters.blend_time"]) \
             if self.base_update is not None else None
         self.fast_law = FastComputedTorque(self.controller) \
@@ -95,10 +102,22 @@ class ControlLoop:
         initial_parameters(update, c["initial_parameters"])
         return update
 
+    def _make_robot_friction(self):
+        """``(RobotFrictionFit, robot_added_torque)`` when a base-parameter law is to send the friction residual
+        (``robot_compensates_friction`` and ``friction_compensation``), else ``(None, None)``."""
+        c, model = self.config, self.robot.model
+        if not (c["robot_compensates_friction"] and c["friction_compensation"] and self.base_update is not None):
+            return None, None
+        zero = np.zeros(model.nv)
+        gravity = (lambda q: self.functions.gravity(q, self.pi_nominal)) if c["gravity_compensated_by_robot"] \
+            else (lambda q: zero)
+        added = robot_added_torque(effort_measurement(self.robot, c), gravity)
+        return RobotFrictionFit(model.nv, self.base_update.base.coulomb_width), added
+
     def _make_controller(self):
         c, model = self.config, self.robot.model
         flags = dict(gravity_compensated_by_robot=c["gravity_compensated_by_robot"],
-                     friction_compensation=c["friction_compensation"])
+                     friction_compensation=c["friction_compensation"] and not c["robot_compensates_friction"])
         if self.base_update is not None:
             u = self.base_update
             if c["mode"] == "computed_torque":
@@ -116,8 +135,8 @@ class ControlLoop:
                 40.0 * np.diag(self.functions.mass(self.robot.home, model.inertial_parameters()))
             return SlotineLiController(model, Lambda=c["slotine_li.lambda"], kd=kd,
                                        gamma=c["slotine_li.gamma"], dead_zone=c["slotine_li.dead_zone"],
-                                       friction_compensation=c["friction_compensation"], **common)
-        return ComputedTorqueController(model, c["kp"], c["kd"], friction_compensation=c["friction_compensation"],
+                                       friction_compensation=flags["friction_compensation"], **common)
+        return ComputedTorqueController(model, c["kp"], c["kd"], friction_compensation=flags["friction_compensation"],
                                         **common)
 
     def start(self):
@@ -125,6 +144,8 @@ class ControlLoop:
         self.t0 = self._t_prev = None
         self._hold.reset()
         self.output.start()
+        if self.robot_friction is not None:
+            self.robot_friction.forget_command()
         self.tracking.restart()
         if self.adaptation is not None:
             self.adaptation.restart()
@@ -201,6 +222,8 @@ class ControlLoop:
         if self.t0 is None:
             self.t0 = t
         q_d, v_d, a_d = self.desired(t, q)
+        if self.robot_friction is not None:
+            self._robot_friction_update(q, effort)
         mode = self.config["mode"]
         blended = self.blend.due(t) if self.blend is not None else None
         if blended is not None:
@@ -220,6 +243,8 @@ class ControlLoop:
             tau, _ = self.controller.compute(q, v, q_d, v_d, a_d)
         self._t_prev = t
         published = self.output.publish(tau, t)
+        if self.robot_friction is not None:
+            self.robot_friction.commanded(v, published)
         if self.base_update is not None and effort is not None and self.base_update.observe(t, q, v, effort):
             decision = self.base_update.offer_initial()
             if decision is not None:
@@ -229,6 +254,19 @@ class ControlLoop:
         if self.adaptation is not None:
             self.adaptation.observe(t)
         return published, error
+
+    def _robot_friction_update(self, q, effort):
+        """The robot's friction compensation: a sample from ``effort`` (the answer to the last command); the law
+        sends the friction residual once the robot's compensation is identified and the law's friction learned
+        (:func:`~robodyn_ros.control.robot_friction.friction_learned`: an applied estimate or
+        ``initial_parameters``, not after ``~/reset``), no friction of its own before."""
+        fit = self.robot_friction
+        if effort is not None:
+            fit.observe(self._robot_added(q, effort))
+        residual = fit.trusted and friction_learned(self.blend, self._friction_columns)
+        if residual != self.controller.friction_compensation:
+            self.controller.friction_compensation = residual
+            self.controller.robot_friction = fit.torque if residual else None
 
     def _rebase_time(self, jump):
         """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times, forget the
@@ -316,11 +354,13 @@ class ControlLoop:
         ``gravity_compensated_by_robot`` and ``friction_compensation`` leave out: applied, it would send the
         robot gravity twice, or none."""
         c = self.config
-        expected = omitted_terms(c["gravity_compensated_by_robot"], c["friction_compensation"])
+        expected = omitted_terms(c["gravity_compensated_by_robot"],
+                                 c["friction_compensation"] and not c["robot_compensates_friction"])
         if solution.omitted != expected:
             raise ValueError(f"the MPC solution leaves {describe_omitted(solution.omitted)} out of its torques, this "
-                             f"controller {describe_omitted(expected)}: set gravity_compensated_by_robot and "
-                             f"friction_compensation alike on the mpc and inverse_dynamics nodes")
+                             f"controller {describe_omitted(expected)}: set gravity_compensated_by_robot, "
+                             f"friction_compensation and robot_compensates_friction alike on the mpc and "
+                             f"inverse_dynamics nodes")
         newest = self.output.gate.newest
         if newest is not None and t0 > newest + self.config["state_timeout"]:
             return False
@@ -332,6 +372,9 @@ class ControlLoop:
                   "implausible_payloads": self.implausible_payloads, **self.tracking.values()}
         if self.base_update is not None:
             values.update(base_parameter_updates=self.base_parameter_updates, **self.base_update.diagnostic_values())
+        if self.robot_friction is not None:
+            values.update(self.robot_friction.diagnostic_values(),
+                          friction_residual_sent=self.controller.friction_compensation)
         return values
 
     def status(self, rejected=None):

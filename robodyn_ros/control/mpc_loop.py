@@ -15,6 +15,12 @@ the joint-state rate, ``+ f_c tanh(v_d / coulomb_width)`` at the reference veloc
 AdaptiveMPC`: a light wrist's smoothed Coulomb term is too stiff for the 10-ms intervals); with
 ``output: feedforward`` it stays in the NLP.
 
+``robot_compensates_friction`` (the robot adds its own friction compensation): friction is left out as with
+``friction_compensation: false``; with ``output: commands``, ``use_base_parameters`` and ``friction_compensation``,
+once the applied set's friction is learned and the robot's compensation identified from this loop's commands and
+the measured efforts (:mod:`~robodyn_ros.control.robot_friction`), the solutions keep the friction and the
+robot's compensation at the measured velocity is taken off each command: the residual.
+
 ``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the robot's own gravity (of the
 nominal parameters, the URDF: what its driver adds; what the MPC's model knows beyond it is still sent) and the
 MPC model's friction out of every solution's feed-forward at its planned states
@@ -31,10 +37,11 @@ from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
 from .mpc.config import parameter_vector, split_parameters
-from .mpc.solution import omitted_terms, without_robot_terms
+from .mpc.solution import OMIT_FRICTION, omitted_terms, without_robot_terms
 from .mpc.stage import prediction_model
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
+from .robot_friction import RobotFrictionFit, friction_columns, robot_added_torque
 from .torque_output import TorqueOutput
 from .tracking_watchdog import TrackingWatchdog
 
@@ -61,8 +68,9 @@ class MpcLoop:
         self.unsound_reason = ""
         self._trial = None                    # (θ, Coulomb) in use before the last change, while on trial
         self.coulomb = np.zeros(robot.model.nv)     # compensated at the joint-state rate (output: commands)
-        self.omitted = omitted_terms(c["gravity_compensated_by_robot"], c["friction_compensation"])
-        self.friction_compensation = c["friction_compensation"]
+        self.gravity_compensated_by_robot = c["gravity_compensated_by_robot"]
+        self.friction_compensation = c["friction_compensation"] and not c["robot_compensates_friction"]
+        self.omitted = omitted_terms(c["gravity_compensated_by_robot"], self.friction_compensation)
         self.theta_robot = parameter_vector(robot.model)      # the robot's own model, whose gravity its driver adds
         hold = None if c["gravity_compensated_by_robot"] else self.gravity
         self.output = TorqueOutput(self.mpc.tau_max, hold, config, publish, robot.command_order, report) \
@@ -70,6 +78,15 @@ class MpcLoop:
         self.tracking = TrackingWatchdog(robot.model.joint_names, c["tracking_error.threshold"],
                                          c["tracking_error.window"])
         self.adaptation = AdaptationWatchdog(c["adaptation_timeout"]) if self.base_update is not None else None
+        self.robot_friction = self._robot_added = None
+        if c["robot_compensates_friction"] and c["friction_compensation"] and self.base_update is not None \
+                and self.output is not None:     # the residual needs this loop's own commands
+            from .base_parameter_update import effort_measurement
+            zero = np.zeros(robot.model.nv)
+            gravity = self._robot_gravity if c["gravity_compensated_by_robot"] else (lambda q: zero)
+            self._robot_added = robot_added_torque(effort_measurement(robot, c), gravity)
+            self.robot_friction = RobotFrictionFit(robot.model.nv, self.base_update.base.coulomb_width)
+            self._friction_columns = friction_columns(self.base_update.base)
         self.start()
 
     @staticmethod
@@ -146,6 +163,8 @@ class MpcLoop:
         self.state = self.t0 = self.solution = None
         if self.output is not None:
             self.output.start()
+        if self.robot_friction is not None:
+            self.robot_friction.forget_command()
         self.tracking.restart()
         if self.adaptation is not None:
             self.adaptation.restart()
@@ -178,6 +197,8 @@ class MpcLoop:
             decision = self.base_update.offer_initial()
             if decision is not None:
                 self._take(decision)
+        if self.robot_friction is not None:
+            self._robot_friction_update(q, effort)
         if self.output is not None:
             newest = self.output.gate.newest
             verdict = self.output.accept_state(t, q)
@@ -196,8 +217,27 @@ class MpcLoop:
             if self.base_update is not None and self.friction_compensation:   # Coulomb at v_d
                 v_d = self.reference.evaluate(t - self.t0)[1]
                 tau = tau + self.coulomb * np.tanh(v_d / self.base_update.base.coulomb_width)
-            return self.output.publish(tau, t)
+            if self.robot_friction is not None and self.friction_compensation \
+                    and not self.solution[1].omitted & OMIT_FRICTION:      # the residual
+                tau = tau - self.robot_friction.torque(v)
+            published = self.output.publish(tau, t)
+            if self.robot_friction is not None:
+                self.robot_friction.commanded(v, published)
+            return published
         return None
+
+    def _robot_friction_update(self, q, effort):
+        """A sample of the robot's friction compensation from ``effort``; friction (the residual, less the
+        robot's) in the next solves and at the joint-state rate once that is identified and the applied set's
+        friction learned (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule), none before."""
+        fit = self.robot_friction
+        if effort is not None:
+            fit.observe(self._robot_added(q, effort))
+        u, idx = self.base_update, self._friction_columns
+        residual = fit.trusted and bool(np.any(u.gate.applied[idx] != u.beta_nominal[idx]))
+        if residual != self.friction_compensation:
+            self.friction_compensation = residual
+            self.omitted = omitted_terms(self.gravity_compensated_by_robot, residual)
 
     def solve(self):
         """One solve from the newest state: ``(t_state, MPCSolution)``, or None (no state yet, or stale)."""
@@ -240,6 +280,8 @@ class MpcLoop:
         if self.base_update is not None:
             values.update(parameter_updates=self.parameter_updates, parameters_refused=self.refused,
                           parameters_restored=self.restored, **self.base_update.diagnostic_values())
+        if self.robot_friction is not None:
+            values.update(self.robot_friction.diagnostic_values(), friction_residual_sent=self.friction_compensation)
         return values
 
     def status(self, solution):

@@ -65,6 +65,11 @@ class ParameterBlend:
         self.target = beta
         self._t_switch = float(t) - (self.duration if nominal else 0.0)    # nominal: the ramp is over at t
 
+    @property
+    def ramp_start(self):
+        """The set a ramp under way started from (r,), or None when none is (the controller has the target)."""
+        return None if self._t_switch is None else self._from.copy()
+
     def shift(self, jump):
         """The clock jumped by ``jump`` s (a time reset): a ramp under way continues where it was."""
         if self._t_switch is not None:

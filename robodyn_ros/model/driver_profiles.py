@@ -6,7 +6,7 @@ entry of the profile replaces that parameter's default, so that a user overrides
 | --- | --- | --- | --- |
 | ``generic`` | full joint torques (a forward effort controller) | full joint torques | any |
 | ``franka`` | without gravity: the robot adds it (franka_hardware); torque rate limited (libfranka) | link-side torque ``tau_J``, gravity included | 1 kHz |
-| ``ur`` | without gravity and friction: the robot adds both, its friction scaled per joint (``direct_torque()``); ``/forward_effort_controller/commands`` | gravity-compensated torques (driver releases that report torques; ``effort.kind: current`` with ``effort.torque_constants`` for the ones that report currents) | 500 Hz |
+| ``ur`` | without gravity and the robot's friction compensation: the robot adds both, its friction scaled per joint (``direct_torque()``), the controllers send the learned friction's residual; ``/forward_effort_controller/commands`` | gravity-compensated torques (driver releases that report torques; ``effort.kind: current`` with ``effort.torque_constants`` for the ones that report currents) | 500 Hz |
 | ``lbr`` | a torque overlay: KUKA's gravity compensation stays on | measured torque low-pass filtered at 10 Hz (lbr_fri_ros2_stack's ``measured_torque_cutoff_frequency``) | 500 Hz |
 
 Per node kind: the controllers (``inverse_dynamics``, ``mpc``) leave out what the robot adds, and their
@@ -25,7 +25,7 @@ DRIVERS = ("generic", "franka", "ur", "lbr")
 _CONTROLLER = {
     "franka": {"gravity_compensated_by_robot": True, "max_torque_rate": 1000.0},
     # UR stops the program 0.04 s after the last command: the stale hold must start well before that
-    "ur": {"gravity_compensated_by_robot": True, "friction_compensation": False, "state_timeout": 0.02,
+    "ur": {"gravity_compensated_by_robot": True, "robot_compensates_friction": True, "state_timeout": 0.02,
            "command_topic": "/forward_effort_controller/commands", "effort.kind": "gravity_compensated"},
     "lbr": {"gravity_compensated_by_robot": True, "effort.filter_cutoff": 10.0},
 }

@@ -168,9 +168,9 @@ SIMULATOR = ROBOT + TOPICS + (
     P("robot_adds_gravity", bool, False, "Add gravity to every command received, as Franka's, UR's and KUKA's "
       "drivers do: g(q) of the controllers' model (the URDF, and the payload set with ~/set_payload), not of "
       "the plant.", read_only=True),
-    P("robot_friction_scale", float, 0.0, "Add this fraction of the URDF's joint friction at the measured "
-      "velocity to every command, as UR's friction compensation does (0: none).", range=(0.0, 2.0),
-      read_only=True),
+    P("robot_friction_scale", float, 0.0, "Add this fraction of the simulated robot's joint friction (the "
+      "plant's, with a sharper Coulomb sign) at its velocity to every command, as UR's friction compensation "
+      "does (0: none).", range=(0.0, 2.0), read_only=True),
     P("effort.kind", str, "torque", "What /joint_states effort reports: torque (the joint torque, gravity "
       "included), gravity_compensated (minus g(q) of the controllers' model and the set payload: 0 at rest), "
       "current (torque / effort.torque_constants, A).", choices=EFFORT_KINDS, read_only=True),
@@ -202,6 +202,11 @@ COMMAND_CONVENTION = (
     P("friction_compensation", bool, True, "Add the model's joint friction torque to the commands (false: the "
       "robot compensates its own friction, or it has none); every control mode, with or without "
       "use_base_parameters.", read_only=True),
+    P("robot_compensates_friction", bool, False, "The robot adds its own friction compensation to the torques it "
+      "receives (UR e-series): the URDF's friction is never sent; with use_base_parameters and "
+      "friction_compensation, once the joints' friction is learned and the robot's compensation identified from "
+      "the commands and the measured efforts, the residual (learned friction less the robot's) is sent "
+      "(inverse_dynamics laws, the mpc node's output: commands).", read_only=True),
     P("gravity_compensated_by_robot", bool, False, "The robot adds gravity to the torques it receives (Franka, UR "
       "e-series, KUKA LBR): g(q) of the controller's model is left out of every command, the MPC's feed-forward "
       "and the stale hold; every control mode, with or without use_base_parameters.", read_only=True),

@@ -44,10 +44,11 @@ import numpy as np
 
 from ..control.base_parameter_control import (BaseParameterComputedTorque, BaseParameterDynamics,
                                               BaseParameterSlotineLi, InertiaPlausibility)
-from ..control.base_parameter_update import PAYLOAD_FRESH, nominal_links
+from ..control.base_parameter_update import OBSERVE_PERIOD, PAYLOAD_FRESH, nominal_links
 from ..control.parameter_blend import BLEND_TIME, ParameterBlend
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
+from ..control.robot_friction import RobotFrictionFit, friction_columns, friction_learned, robot_added_torque
 from ..estimation.estimator_parameters import COULOMB_WIDTH
 from ..estimation.online_estimator import OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters, full_parameters
@@ -236,11 +237,18 @@ class AdaptiveLoop:
                                      engine=c.engine,
                                      coulomb_smoothing=plant_coulomb_width(plant))
         self.sim = Simulator(model, sim_config, q0=q0, v0=v0, plant=plant, step_function=engine_step(plant, sim_config))
-        self.driver = DriverEmulation(self.nominal_model, emulated, sim_config.dt)
-        self.convention = {k: v for k, v in profile_defaults("inverse_dynamics", c.driver).items()
-                           if k in ("gravity_compensated_by_robot", "friction_compensation")}
+        self.driver = DriverEmulation(self.nominal_model, emulated, sim_config.dt, friction_model=plant.model)
+        profile = profile_defaults("inverse_dynamics", c.driver)
+        robot_friction = profile.get("robot_compensates_friction", False)
+        self.convention = {"gravity_compensated_by_robot": profile.get("gravity_compensated_by_robot", False),
+                           "friction_compensation": profile.get("friction_compensation", True) and not robot_friction}
         self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width,
                                                 effort=profile_defaults("estimator", c.driver))
+        # the robot's friction compensation, identified from the commands and efforts (ControlLoop's)
+        self.robot_friction = RobotFrictionFit(model.nv, width) \
+            if robot_friction and profile.get("friction_compensation", True) and c.controller != "mpc" else None
+        self._robot_added = robot_added_torque(self.estimator.effort if self.estimator.effort.converts else None,
+                                               self._robot_gravity) if self.robot_friction is not None else None
         if not np.array_equal(self.estimator.base.independent, self.base.independent):
             raise ModelError("the estimator's base parameters differ from the controllers'")
         self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window,
@@ -251,6 +259,22 @@ class AdaptiveLoop:
         self.controller = self._controller()
         # computed torque and Slotine-Li take a new applied set over a ramp (the MPC's θ is checked first)
         self.blend = ParameterBlend(self.estimator.beta_nominal, c.blend_time) if c.controller != "mpc" else None
+        self._friction_columns = friction_columns(self.base)
+
+    def _robot_gravity(self, q):
+        """The gravity the emulated driver adds at ``q`` (nv,) (zeros if it adds none)."""
+        return self.driver.gravity(q) if self.driver.adds_gravity else np.zeros(self.model.nv)
+
+    def _robot_friction_update(self, effort, q):
+        """A sample of the robot's friction compensation from ``effort`` (the answer to the last command); the
+        law sends the friction residual once that is identified and the applied set's friction learned
+        (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule)."""
+        fit = self.robot_friction
+        fit.observe(self._robot_added(q, effort))
+        residual = fit.trusted and friction_learned(self.blend, self._friction_columns)
+        if residual != self.controller.friction_compensation:
+            self.controller.friction_compensation = residual
+            self.controller.robot_friction = fit.torque if residual else None
 
     def _controller(self):
         c, beta = self.config, self.estimator.beta_nominal
@@ -320,6 +344,7 @@ class AdaptiveLoop:
         t_est, mass, betas, statuses, coulomb = [], [], [], [], []
         non_finite, rollbacks, attached, events = 0, 0, False, 0
         consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
+        observe_every = max(1, int(round(OBSERVE_PERIOD / dt)))     # the gate's samples, as the nodes take them
         fit, applied_before, theta_before, restored, observe_from = None, None, None, 0, -np.inf
         wall = time.monotonic()
         for k in range(steps):
@@ -333,10 +358,14 @@ class AdaptiveLoop:
             blended = self.blend.due(t) if self.blend is not None else None
             if blended is not None:
                 self.controller.set_parameters(blended)
+            if self.robot_friction is not None:
+                self._robot_friction_update(meas.tau, meas.q)
             q_d, tau = self._command(t, meas, dt)
             if not np.all(np.isfinite(tau)):
                 non_finite += 1
                 tau = np.zeros(nv)
+            if self.robot_friction is not None:
+                self.robot_friction.commanded(meas.v, tau)
             T[k], E[k] = t, sim.q - q_d
             sim.step(self.driver.applied(t, sim.q, sim.v, tau, True))
             if progress is not None and k % 1000 == 0:
@@ -345,7 +374,7 @@ class AdaptiveLoop:
                 continue
             if est.admit(meas.t, meas.q, meas.v, meas.tau):
                 est.step(meas.t, meas.q, meas.v, meas.tau)
-                if est.base_sample is not None and k % 10 == 0 and meas.t >= observe_from:
+                if est.base_sample is not None and k % observe_every == 0 and meas.t >= observe_from:
                     gate.observe(*est.base_sample, q=est.filtered[0])
             if len(est.payload_references) > events:        # a payload change: judge on the new robot only
                 events = len(est.payload_references)
@@ -419,8 +448,9 @@ class OracleLoop(AdaptiveLoop):
 
     ``model``: the nominal (URDF) model: the emulated driver's own model, what Slotine-Li's gains are scaled
     by and the gravity a driver that adds gravity is credited with, as in the nominal and adapted runs (with such
-    a driver, or one that compensates friction, the robot's own compensation is the nominal model's in all three
-    runs). ModelError when the plant's base parameters are not the nominal model's (other ``independent``
+    a driver the gravity the robot adds is the nominal model's in all three runs; a robot that compensates
+    friction compensates the plant's, scaled, and the oracle sends the plant's friction less that exact
+    compensation). ModelError when the plant's base parameters are not the nominal model's (other ``independent``
     columns: the two robots are not the same structure)."""
 
     def __init__(self, model, plant, reference, config=None, base=None):
@@ -440,6 +470,10 @@ class OracleLoop(AdaptiveLoop):
             super().__init__(plant.model, plant, reference, config, plant_base, nominal=model)
             if config.controller != "mpc":     # the gravity a driver adds is that of the robot's own model
                 self.controller.beta_robot = plant_base.from_full(full_parameters(model))
+        if self.robot_friction is not None:    # the exact residual: the plant's friction less the robot's
+            self.robot_friction = None
+            self.controller.friction_compensation = True
+            self.controller.robot_friction = self.driver.friction
         self.payload_applied = None
 
     def _attach(self, payload):

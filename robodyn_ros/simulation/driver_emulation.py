@@ -9,8 +9,11 @@ Commands, per simulator step at time ``t`` (:meth:`DriverEmulation.applied`):
 * ``robot_adds_gravity``: ``+ g(q)`` of the controllers' model (the URDF the node loads, not the plant: a real
   robot's own gravity model is not the truth) and of the payload set on the robot (:meth:`set_payload`; none
   unless set);
-* ``robot_friction_scale`` s > 0: ``+ s (f_v v + f_c tanh(v / FRICTION_SIGN_WIDTH) + f_o)`` with the URDF
-  model's friction at the robot's velocity (UR's friction compensation: it differs from the plant's friction);
+* ``robot_friction_scale`` s > 0: ``+ s (f_v v + f_c tanh(v / FRICTION_SIGN_WIDTH) + f_o)`` at the robot's
+  velocity, with the simulated robot's own friction coefficients (the plant's: UR's controller compensates its
+  robot's friction with the model it has of it, scaled per joint by the driver's friction-model parameters),
+  scaled by s and with a sharper sign than the plant's Coulomb smoothing: what the robot leaves, the residual,
+  is not zero and not a multiple of the plant's friction;
 * ``receive_timeout`` T > 0 (UR's ``robot_receive_timeout``): more than T simulated seconds without a new
   command stop the robot; ``missed_command_limit`` N > 0 (Franka): N consecutive steps without a new command
   trip the ``communication_constraints_violation`` reflex (a step without one reuses the last command, as
@@ -22,7 +25,9 @@ Commands, per simulator step at time ``t`` (:meth:`DriverEmulation.applied`):
 
 Efforts (:meth:`effort_into`), from the applied torque with the sensor noise already added (so the noise is
 on the torque, before any conversion): ``effort.kind`` ``torque`` as it is; ``gravity_compensated`` minus
-``g(q)`` of the controllers' model and the set payload (0 at rest); ``current`` divided by
+``g(q)`` of the controllers' model and the set payload (0 at rest), at the configuration the torque was applied
+from when the robot added that gravity to it (a real robot removes the gravity of the instant it measures, the
+one in the torque then: the simulated torque is held over the step); ``current`` divided by
 ``effort.torque_constants`` (empty: ``DEFAULT_TORQUE_CONSTANT`` per joint); then ``effort.filter_cutoff``
 ``f_c`` > 0: ``y += α (x - y)``, ``α = 1 - exp(-2π f_c Δt)`` with ``Δt`` the time since the last effort
 (lbr_fri_ros2_stack's 10-Hz filter of the measured torque).
@@ -55,11 +60,14 @@ def driver_config(driver):
 class DriverEmulation:
     """The driver of the module docstring for ``model`` (the controllers' model, joint order of ``model``),
     stepped every ``dt`` s. ``config``: the simulator node's parameters (the keys of
-    :data:`EMULATION_DEFAULTS`, ``driver`` optional); ``log(level, kind, text)``: as the runtime's. ValueError
-    (one line naming the parameter) for torque constants of the wrong length."""
+    :data:`EMULATION_DEFAULTS`, ``driver`` optional); ``log(level, kind, text)``: as the runtime's;
+    ``friction_model``: the simulated robot (its friction coefficients are what the robot compensates;
+    default ``model``). ValueError (one line naming the parameter) for torque constants of the wrong length."""
 
-    def __init__(self, model, config, dt, log=lambda level, kind, text: None):
+    def __init__(self, model, config, dt, log=lambda level, kind, text: None, friction_model=None):
         self.model, self.dt, self.log = model, float(dt), log
+        f = friction_model if friction_model is not None else model
+        self._friction = tuple(np.array(x, dtype=float) for x in (f.viscous, f.coulomb, f.friction_offset))
         self.driver = config.get("driver", "generic")
         self.adds_gravity = bool(config["robot_adds_gravity"])
         self.friction_scale = float(config["robot_friction_scale"])
@@ -93,7 +101,7 @@ class DriverEmulation:
         """One line saying what is emulated."""
         parts = [p for p, on in (
             ("gravity added", self.adds_gravity),
-            (f"{self.friction_scale:g} x the URDF friction added", self.friction_scale > 0.0),
+            (f"{self.friction_scale:g} x the robot's friction added", self.friction_scale > 0.0),
             (f"efforts {self.kind}", self.kind != "torque"),
             (f"efforts filtered at {self.cutoff:g} Hz", self.cutoff > 0.0),
             (f"stop after {self.receive_timeout:g} s without a command", self.receive_timeout > 0.0),
@@ -112,6 +120,7 @@ class DriverEmulation:
         self._last_tau = np.zeros(self.model.nv)
         self._hold = None
         self._filtered = None
+        self._added_gravity = None     # the gravity in the last applied torque (its configuration's)
 
     def error_recovery(self):
         """Franka's error recovery: ``(success, message)``; clears a reflex (commands are taken again,
@@ -152,12 +161,17 @@ class DriverEmulation:
             tau = self._last_tau + np.clip(tau - self._last_tau, -step, step)
             self._last_tau = tau
         if self.adds_gravity:
-            tau = tau + self.gravity(q)
+            self._added_gravity = self.gravity(q)
+            tau = tau + self._added_gravity
         if self.friction_scale > 0.0:
-            m = self.model
-            tau = tau + self.friction_scale * (m.viscous * v + m.coulomb * np.tanh(v / FRICTION_SIGN_WIDTH)
-                                               + m.friction_offset)
+            tau = tau + self.friction(v)
         return tau
+
+    def friction(self, v):
+        """The friction compensation the robot adds at the velocity ``v`` (nv,) (zeros without
+        ``robot_friction_scale``)."""
+        viscous, coulomb, offset = self._friction
+        return self.friction_scale * (viscous * v + coulomb * np.tanh(v / FRICTION_SIGN_WIDTH) + offset)
 
     def _watch(self, t, fresh):
         """The watchdogs (module docstring) at the step at time ``t``."""
@@ -191,14 +205,15 @@ class DriverEmulation:
             w = 2.0 * np.pi * HOLD_FREQUENCY
             self._hold = (np.array(q, dtype=float), w * w * m, 2.0 * w * m)
         q_hold, kp, kd = self._hold
-        return self.gravity(q) + kp * (q_hold - q) - kd * v
+        self._added_gravity = self.gravity(q)
+        return self._added_gravity + kp * (q_hold - q) - kd * v
 
     # --------------------------------------------------------------------------------------- efforts
     def effort_into(self, t, q, tau):
         """Turn ``tau`` (nv,), the applied torque measured at time ``t`` and configuration ``q``, into the
         effort the driver reports, in place (module docstring)."""
-        if self.kind == "gravity_compensated":
-            tau -= self.gravity(q)
+        if self.kind == "gravity_compensated":     # what the robot added to this torque, as a robot removes it
+            tau -= self.gravity(q) if self._added_gravity is None else self._added_gravity
         elif self.kind == "current":
             tau /= self.torque_constants
         if self.cutoff <= 0.0:

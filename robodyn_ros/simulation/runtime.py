@@ -117,7 +117,7 @@ class SimulationRuntime:
         if unstable is not None:
             log("warning", "integrator", f"the simulation will likely diverge: {unstable}")
         self.fault = None               # the Divergence that stopped the runtime
-        self.driver = DriverEmulation(robot.model, c, 1.0 / c["rate"], log)
+        self.driver = DriverEmulation(robot.model, c, 1.0 / c["rate"], log, friction_model=model)
         if self.driver.emulating:
             log("info", "driver", self.driver.describe())
         self.command = np.zeros(model.nv)

@@ -4,6 +4,7 @@ missed-command reflex; in the library, without ROS."""
 import numpy as np
 import pytest
 
+import robodyn_ros as rd
 from robodyn_ros.ros.node_parameters import SCHEMAS, load_robot, resolve_node_config
 from robodyn_ros.simulation.driver_emulation import (EMULATION_DEFAULTS, FRICTION_SIGN_WIDTH, DriverEmulation,
                                                       driver_config)
@@ -58,17 +59,24 @@ def test_the_panda_under_zero_commands_stays_put_only_where_the_robot_adds_gravi
         assert drift > 0.05                                # it falls
 
 
-def test_ur_adds_its_friction_compensation_scaled_from_the_urdf():
+def test_ur_adds_its_friction_compensation_scaled_from_the_simulated_robots():
     config = resolve_node_config("simulator", {"robot": "ur5", "driver": "ur"})
-    model = load_robot(config).model.with_friction([2.0, 2.0, 1.5, 0.5, 0.5, 0.5], [3.0, 3.0, 2.0, 1.0, 1.0, 1.0],
-                                                   [0.1] * 6)    # the bundled UR5's URDF has none
-    ur = DriverEmulation(model, config, 0.002)
+    urdf = load_robot(config).model                  # the bundled UR5's URDF has no friction
+    model = urdf.with_friction([2.0, 2.0, 1.5, 0.5, 0.5, 0.5], [3.0, 3.0, 2.0, 1.0, 1.0, 1.0], [0.1] * 6)
+    ur = DriverEmulation(urdf, config, 0.002, friction_model=model)     # the simulated robot has friction
     rng = np.random.default_rng(1)
     q, v = rng.uniform(-1.0, 1.0, model.nv), rng.uniform(-0.5, 0.5, model.nv)
     command = rng.normal(0.0, 1.0, model.nv)
     friction = model.viscous * v + model.coulomb * np.tanh(v / FRICTION_SIGN_WIDTH) + model.friction_offset
     added = ur.applied(0.0, q, v, command, True) - command - ur.gravity(q)
     np.testing.assert_allclose(added, 0.85 * friction, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ur.gravity(q), rd.gravity_torque(urdf, q), atol=1e-9)   # its gravity: the URDF's
+    # the simulator node's: of the plant it simulates (the URDF's friction without one)
+    runtime = runtime_of({"robot": "ur5", "driver": "ur", "plant": "perturbed:3"})
+    plant = runtime.sim.plant.model
+    assert np.all(plant.viscous > 0.0)
+    np.testing.assert_allclose(runtime.driver.friction(v), 0.85 * (plant.viscous * v + plant.coulomb * np.tanh(
+        v / FRICTION_SIGN_WIDTH) + plant.friction_offset), rtol=1e-12, atol=1e-12)
     franka = DriverEmulation(model, resolve_node_config("simulator", {"robot": "ur5", "driver": "franka"}), 0.001)
     np.testing.assert_allclose(franka.applied(0.0, q, v, command, True), command + franka.gravity(q), atol=1e-12)
 
@@ -95,10 +103,12 @@ def test_efforts_as_currents_and_gravity_compensated():
     runtime.measure_joints_into(q, v, effort)
     assert np.abs(runtime.sim.tau_command).max() > 5.0         # the robot applies its gravity ...
     assert np.abs(effort).max() < 1e-6                         # ... and reports none of it
+    without = runtime.sim.tau_command.copy()
     runtime.driver.set_payload(Payload.box(runtime.robot.wrist_link, 2.0, (0.0, 0.0, 0.05)))
-    with_payload = runtime.sim.tau_command.copy()
-    runtime.driver.effort_into(runtime.sim.t, runtime.sim.q, with_payload)
-    assert np.abs(with_payload).max() > 0.5                    # the set payload's gravity is compensated too
+    runtime.set_command(np.zeros(6))
+    runtime.measure_joints_into(q, v, effort)
+    assert np.abs(runtime.sim.tau_command - without).max() > 0.5   # the set payload's gravity is added ...
+    assert np.abs(effort).max() < 1e-6                              # ... and compensated in the efforts alike
 
 
 def test_the_ten_hertz_filter_step_response():
