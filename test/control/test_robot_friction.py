@@ -217,3 +217,59 @@ def test_the_adapted_loop_on_a_ur_sends_the_residual(ur5, seed):
             assert run["non_finite_commands"] == 0
     assert rms[True][0] < 0.5 * rms[False][0]
     assert rms[True][1] < 0.1 * rms[False][1]
+
+
+def test_the_mpc_loop_sends_the_residual_once_both_are_known(ur5):
+    """The ``mpc`` node's loop with ``output: commands`` under the ``ur`` profile, on states whose efforts answer
+    its commands as a UR's do: its plans leave friction out until the robot's compensation is identified and a
+    learned set applied (as the parameter gate applies one); then they keep it, and each command is the plan's
+    torque and the learned Coulomb term less the robot's compensation at the measured velocity."""
+    from types import SimpleNamespace
+
+    from robodyn_ros.control.mpc.config import parameter_vector
+    from robodyn_ros.control.mpc.solution import OMIT_FRICTION
+    from robodyn_ros.control.mpc_loop import MpcLoop
+    model = ur5.model
+    config = resolve_node_config("mpc", {"robot": "ur5", "driver": "ur", "use_base_parameters": True,
+                                         "output": "commands", "horizon": 3, "dt": 0.02, "time_limit": 10.0,
+                                         "compiled": False, "generator.amplitude": 0.2, "generator.period": 1.5})
+    loop = MpcLoop(ur5, config, publish=lambda command: None)
+    rng = np.random.default_rng(6)
+    width = loop.base_update.base.coulomb_width
+    scale = rng.uniform(0.3, 1.0, model.nv)
+    compensation = lambda v: scale * (0.5 * v + np.tanh(v / width))
+    plant = perturbed_plant(model, 6).model
+    try:
+        assert loop.mpc.wait(600.0), loop.mpc.error
+        assert loop.omitted & OMIT_FRICTION and not loop.friction_compensation
+        effort, t = None, 1.0
+        for k in range(1400):
+            t = 1.0 + 0.002 * k
+            q, v, _ = loop.reference.evaluate(t - 1.0)          # on the reference (the first state's time)
+            if k == 1200:          # a learned set, as the gate applies one
+                u = loop.base_update
+                u.gate.applied = u.base.from_full(full_parameters(plant))
+                u.gate.applied_tag = parameter_vector(plant)
+                u.theta = u.gate.applied_tag.copy()
+                assert loop._take(SimpleNamespace(status="accepted")) == "accepted"
+            tau = loop.on_state(t, q, v, effort)
+            if k % 10 == 0:
+                loop.solve()
+            if k == 1199:          # identified, but nothing learned: the robot's compensation stands
+                assert loop.robot_friction.trusted and not loop.friction_compensation
+                assert loop.solution[1].omitted & OMIT_FRICTION
+            effort = None if tau is None else tau + compensation(v)
+        assert loop.friction_compensation and not loop.solution[1].omitted & OMIT_FRICTION
+        # the next command, against the plan it is taken from
+        t += 0.002
+        q, v, _ = loop.reference.evaluate(t - 1.0)
+        t_plan, plan = loop.solution
+        v_d = loop.reference.evaluate(t - loop.t0)[1]
+        expected = (plan.torque(np.concatenate([q, v]), t - t_plan) + loop.coulomb * np.tanh(v_d / width)
+                    - loop.robot_friction.torque(v))
+        tau = loop.on_state(t, q, v, effort)
+        np.testing.assert_allclose(tau, expected, atol=1e-9)
+        np.testing.assert_allclose(loop.robot_friction.torque(v), compensation(v), atol=0.02 * scale.max())
+        assert np.abs(loop.coulomb).max() > 0.5          # the learned Coulomb term is sent
+    finally:
+        loop.close()
