@@ -71,6 +71,7 @@ class ControlLoop:
         self.controller = self._make_controller()
         self.robot_friction, self._robot_added = self._make_robot_friction()
         self._friction_columns = friction_columns(self.base_update.base) if self.base_update is not None else None
+        self._commands_paired = 0       # output.commands when the robot friction's pending command was sent
         self.blend = ParameterBlend(self.base_update.beta_nominal, config["base_parameters.blend_time"]) \
             if self.base_update is not None else None
         self.fast_law = FastComputedTorque(self.controller) \
@@ -245,6 +246,7 @@ class ControlLoop:
         published = self.output.publish(tau, t)
         if self.robot_friction is not None:
             self.robot_friction.commanded(v, published)
+            self._commands_paired = self.output.commands
         if self.base_update is not None and effort is not None and self.base_update.observe(t, q, v, effort):
             decision = self.base_update.offer_initial()
             if decision is not None:
@@ -261,6 +263,8 @@ class ControlLoop:
         (:func:`~robodyn_ros.control.robot_friction.friction_learned`: an applied estimate or
         ``initial_parameters``, not after ``~/reset``), no friction of its own before."""
         fit = self.robot_friction
+        if self.output.commands != self._commands_paired:     # a watchdog command went out since: not paired
+            fit.forget_command()
         if effort is not None:
             fit.observe(self._robot_added(q, effort))
         residual = fit.trusted and friction_learned(self.blend, self._friction_columns)

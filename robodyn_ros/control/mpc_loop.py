@@ -79,6 +79,7 @@ class MpcLoop:
                                          c["tracking_error.window"])
         self.adaptation = AdaptationWatchdog(c["adaptation_timeout"]) if self.base_update is not None else None
         self.robot_friction = self._robot_added = None
+        self._commands_paired = 0
         if c["robot_compensates_friction"] and c["friction_compensation"] and self.base_update is not None \
                 and self.output is not None:     # the residual needs this loop's own commands
             from .base_parameter_update import effort_measurement
@@ -223,6 +224,7 @@ class MpcLoop:
             published = self.output.publish(tau, t)
             if self.robot_friction is not None:
                 self.robot_friction.commanded(v, published)
+                self._commands_paired = self.output.commands
             return published
         return None
 
@@ -231,6 +233,8 @@ class MpcLoop:
         robot's) in the next solves and at the joint-state rate once that is identified and the applied set's
         friction learned (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule), none before."""
         fit = self.robot_friction
+        if self.output.commands != self._commands_paired:     # a watchdog command went out since: not paired
+            fit.forget_command()
         if effort is not None:
             fit.observe(self._robot_added(q, effort))
         u, idx = self.base_update, self._friction_columns

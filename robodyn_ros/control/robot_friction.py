@@ -16,18 +16,20 @@ joint, as
                               the robot's gravity cancels exactly, whatever its model),
 
 where ``τ_c`` is the command sent after the previous joint state (applied over the interval that ends at this
-one) and ``q̇`` that state's velocity. Each joint's ``y`` is fitted by least squares with the friction law of the
+one) and ``q̇`` that state's velocity. Each joint's ``y`` is fitted by least squares, with exponential forgetting
+over :data:`MEMORY` samples, with the friction law of the
 base parameters, ``f_r,j(q̇_j) = φ(q̇_j)ᵀ θ_j``, ``φ(q̇) = [q̇, tanh(q̇ / ε), 1]`` (viscous, Coulomb with the
 smoothing ``ε`` of ``base_parameters.coulomb_width``, offset): ``θ_j = (Σ φ φᵀ)⁻¹ Σ φ y_j``
 (:class:`RobotFrictionFit`). The fit is trusted once every joint has moved in both directions, at least
 :data:`MIN_SAMPLES` / 4 samples faster than :data:`MOVING` each way, and its normal matrix is well conditioned,
-``λ_min(Σ φ φᵀ / N) ≥`` :data:`MIN_EXCITATION`, over at least :data:`MIN_SAMPLES` samples. Until then, and for a joint that never moves that much, the robot's compensation
+``λ_min(Σ φ φᵀ / N) ≥`` :data:`MIN_EXCITATION` (``N`` the samples' weight), over at least :data:`MIN_SAMPLES`
+samples. Until then, and for a joint that never moves that much, the robot's compensation
 stands and the controller sends none of its own; afterwards it sends ``f̂(q̇_r) - f̂_r(q̇)``, the learned friction
 less the robot's (:mod:`robodyn_ros.control.base_parameter_control`'s laws, the ``mpc`` node's ``output:
 commands``).
 
-Samples with a non-finite value, and those after a command the robot did not apply (no command yet, a reset)
-are skipped. Efforts the driver low-pass filters (``effort.filter_cutoff``) are not instantaneous torques and
+Samples with a non-finite value, and those after a command the robot did not apply as the last one sent (no
+command yet, a time reset, a watchdog command sent between two states) are skipped. Efforts the driver low-pass filters (``effort.filter_cutoff``) are not instantaneous torques and
 cannot be paired with the commands: the configuration is refused.
 """
 from __future__ import annotations
@@ -44,6 +46,10 @@ MIN_EXCITATION = 2e-4
 stays at 0 (its three columns are then one)."""
 REFIT_EVERY = 50
 """Samples between two solves of the normal equations."""
+MEMORY = 15000
+"""Samples the fit remembers (exponential forgetting, ``Σ ← (1 - 1/MEMORY) Σ`` per sample: 30 s at UR's 500 Hz),
+so that it follows a change of the robot's compensation (the driver's friction-model scale set anew, a warm
+joint) and forgets samples of a robot that did not apply the commands (a protective stop)."""
 
 
 def robot_added_torque(measurement, robot_gravity):
@@ -91,6 +97,7 @@ class RobotFrictionFit:
         self.normal = np.zeros((self.nv, 3, 3))    # Σ φ φᵀ per joint
         self.moment = np.zeros((self.nv, 3))       # Σ φ y per joint
         self.samples = 0
+        self.weight = 0.0                          # Σ of the samples' forgetting weights
         self.theta = np.zeros((self.nv, 3))        # [f_v, f_c, f_o] of each joint's fit
         self.excitation = np.zeros(self.nv)        # λ_min(Σ φ φᵀ / N) per joint at the last solve
         self.moving = np.zeros((self.nv, 2), dtype=int)    # samples faster than MOVING, (positive, negative)
@@ -120,14 +127,16 @@ class RobotFrictionFit:
         self.moving[:, 0] += v > MOVING
         self.moving[:, 1] += v < -MOVING
         phi = self.basis(v)
-        self.normal += phi[:, :, None] * phi[:, None, :]
-        self.moment += phi * y[:, None]
+        keep = 1.0 - 1.0 / MEMORY
+        self.normal = keep * self.normal + phi[:, :, None] * phi[:, None, :]
+        self.moment = keep * self.moment + phi * y[:, None]
+        self.weight = keep * self.weight + 1.0
         self.samples += 1
         if self.samples % REFIT_EVERY == 0:
             self._solve()
 
     def _solve(self):
-        self.excitation = np.linalg.eigvalsh(self.normal / self.samples)[:, 0]
+        self.excitation = np.linalg.eigvalsh(self.normal / self.weight)[:, 0]
         if (self.samples < self.min_samples or np.any(self.excitation < self.min_excitation)
                 or np.any(self.moving < self.min_samples // 4)):
             return

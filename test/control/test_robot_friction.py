@@ -169,9 +169,13 @@ def test_the_ur_profile_sends_the_residual_once_both_are_known(ur5):
             if k == switch:             # a learned set applied (as the gate would), at once
                 for loop in (ur, plain):
                     loop.blend.switch(learned, t, 0.0)
+            samples = ur.robot_friction.samples
             tau, _ = ur.on_state(t, q, v, effort)
             tau_plain, _ = plain.on_state(t, q, v)
+            assert ur.robot_friction.samples == samples + (0 < k != 501)
             effort = tau + compensation(v) + rng.normal(0.0, 0.05, model.nv)
+            if k == 500:               # a watchdog command between two states: the next effort answers it
+                effort = ur.output.publish(np.zeros(model.nv)) + compensation(v)
             records.append((k, ur.robot_friction.trusted, tau_plain - tau, v))
     finally:
         ur.close()
