@@ -16,21 +16,21 @@ joint, as
                               the robot's gravity cancels exactly, whatever its model),
 
 where ``τ_c`` is the command sent after the previous joint state (applied over the interval that ends at this
-one) and ``q̇`` that state's velocity. Each joint's ``y`` is fitted by least squares, with exponential forgetting
-over :data:`MEMORY` samples, with the friction law of the
-base parameters, ``f_r,j(q̇_j) = φ(q̇_j)ᵀ θ_j``, ``φ(q̇) = [q̇, tanh(q̇ / ε), 1]`` (viscous, Coulomb with the
-smoothing ``ε`` of ``base_parameters.coulomb_width``, offset): ``θ_j = (Σ φ φᵀ)⁻¹ Σ φ y_j``
-(:class:`RobotFrictionFit`). The fit is trusted once every joint has moved in both directions, at least
-:data:`MIN_SAMPLES` / 4 samples faster than :data:`MOVING` each way, and its normal matrix is well conditioned,
-``λ_min(Σ φ φᵀ / N) ≥`` :data:`MIN_EXCITATION` (``N`` the samples' weight), over at least :data:`MIN_SAMPLES`
-samples. Until then, and for a joint that never moves that much, the robot's compensation
-stands and the controller sends none of its own; afterwards it sends ``f̂(q̇_r) - f̂_r(q̇)``, the learned friction
-less the robot's (:mod:`robodyn_ros.control.base_parameter_control`'s laws, the ``mpc`` node's ``output:
-commands``).
+one) and ``q̇`` that state's velocity. Each joint's ``y`` is fitted by least squares (with exponential forgetting
+over :data:`MEMORY` samples) with the friction law of the base parameters, ``f_r,j(q̇_j) = φ(q̇_j)ᵀ θ_j``,
+``φ(q̇) = [q̇, tanh(q̇ / ε), 1]`` (viscous, Coulomb with the smoothing ``ε`` of ``base_parameters.coulomb_width``,
+offset): ``θ_j = (Σ φ φᵀ)⁻¹ Σ φ y_j`` (:class:`RobotFrictionFit`). The fit is trusted once every joint has moved
+in both directions, at least :data:`MIN_SAMPLES` / 4 samples faster than :data:`MOVING` each way, and its normal
+matrix is well conditioned, ``λ_min(Σ φ φᵀ / N) ≥`` :data:`MIN_EXCITATION` (``N`` the samples' weight), over at
+least :data:`MIN_SAMPLES` samples. Until then, and for a joint that never moves that much, the robot's
+compensation stands and the controller sends none of its own; afterwards it sends ``f̂(q̇_r) - f̂_r(q̇)``, the
+learned friction less the robot's (:mod:`robodyn_ros.control.base_parameter_control`'s laws, the ``mpc`` node's
+``output: commands``).
 
 Samples with a non-finite value, and those after a command the robot did not apply as the last one sent (no
-command yet, a time reset, a watchdog command sent between two states) are skipped. Efforts the driver low-pass filters (``effort.filter_cutoff``) are not instantaneous torques and
-cannot be paired with the commands: the configuration is refused.
+command yet, a time reset, a watchdog command sent between two states) are skipped. Efforts the driver low-pass
+filters (``effort.filter_cutoff``) are not instantaneous torques and cannot be paired with the commands: the
+configuration is refused.
 """
 from __future__ import annotations
 
@@ -55,8 +55,8 @@ joint) and forgets samples of a robot that did not apply the commands (a protect
 def robot_added_torque(measurement, robot_gravity):
     """``(q, effort) -> y + τ_c`` (nv,): the measured torque less the robot's gravity (module docstring), from a
     driver's effort reading. ``measurement``: the :class:`~robodyn_ros.estimation.effort_measurement.
-    EffortMeasurement` of the controller's ``effort.*`` (None: joint torques as they are); ``robot_gravity(q)``: the gravity the robot adds (zeros
-    if it adds none). ValueError (naming the parameter) for filtered efforts."""
+    EffortMeasurement` of the controller's ``effort.*`` (None: joint torques as they are); ``robot_gravity(q)``:
+    the gravity the robot adds (zeros if it adds none). ValueError (naming the parameter) for filtered efforts."""
     if measurement is None:       # joint torques as they are
         return lambda q, effort: np.asarray(effort, dtype=float) - robot_gravity(q)
     if measurement.cutoff > 0.0:
