@@ -42,7 +42,7 @@ from .mpc.solution import describe_omitted, omitted_terms
 from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .payload_update import check_payload_plausible, payload_body_parameters
-from .robot_friction import RobotFrictionFit, friction_columns, friction_learned, robot_added_torque
+from .robot_friction import FrictionResidual, friction_learned
 from .reference import ConstantReference, FourierSampler, fourier_reference
 from .sample_period import SamplePeriod
 from .slotine_li import SlotineLiController
@@ -69,9 +69,7 @@ class ControlLoop:
         self.pi_nominal = model.inertial_parameters()
         self.base_update = self._make_base_update()
         self.controller = self._make_controller()
-        self.robot_friction, self._robot_added = self._make_robot_friction()
-        self._friction_columns = friction_columns(self.base_update.base) if self.base_update is not None else None
-        self._commands_paired = 0       # output.commands when the robot friction's pending command was sent
+        self.robot_friction = self._make_robot_friction()
         self.blend = ParameterBlend(self.base_update.beta_nominal, config["base_parameters.blend_time"]) \
             if self.base_update is not None else None
         self.fast_law = FastComputedTorque(self.controller) \
@@ -104,16 +102,15 @@ class ControlLoop:
         return update
 
     def _make_robot_friction(self):
-        """``(RobotFrictionFit, robot_added_torque)`` when a base-parameter law is to send the friction residual
-        (``robot_compensates_friction`` and ``friction_compensation``), else ``(None, None)``."""
-        c, model = self.config, self.robot.model
+        """A :class:`~robodyn_ros.control.robot_friction.FrictionResidual` when a base-parameter law is to send the
+        friction residual (``robot_compensates_friction`` and ``friction_compensation``), else None."""
+        c = self.config
         if not (c["robot_compensates_friction"] and c["friction_compensation"] and self.base_update is not None):
-            return None, None
-        zero = np.zeros(model.nv)
+            return None
         gravity = (lambda q: self.functions.gravity(q, self.pi_nominal)) if c["gravity_compensated_by_robot"] \
-            else (lambda q: zero)
-        added = robot_added_torque(effort_measurement(self.robot, c), gravity)
-        return RobotFrictionFit(model.nv, self.base_update.base.coulomb_width), added
+            else None
+        return FrictionResidual(self.robot.model.nv, self.base_update.base, effort_measurement(self.robot, c),
+                                gravity)
 
     def _make_controller(self):
         c, model = self.config, self.robot.model
@@ -146,7 +143,7 @@ class ControlLoop:
         self._hold.reset()
         self.output.start()
         if self.robot_friction is not None:
-            self.robot_friction.forget_command()
+            self.robot_friction.restart()
         self.tracking.restart()
         if self.adaptation is not None:
             self.adaptation.restart()
@@ -245,8 +242,7 @@ class ControlLoop:
         self._t_prev = t
         published = self.output.publish(tau, t)
         if self.robot_friction is not None:
-            self.robot_friction.commanded(v, published)
-            self._commands_paired = self.output.commands
+            self.robot_friction.commanded(v, published, self.output.commands)
         if self.base_update is not None and effort is not None and self.base_update.observe(t, q, v, effort):
             decision = self.base_update.offer_initial()
             if decision is not None:
@@ -262,15 +258,11 @@ class ControlLoop:
         sends the friction residual once the robot's compensation is identified and the law's friction learned
         (:func:`~robodyn_ros.control.robot_friction.friction_learned`: an applied estimate or
         ``initial_parameters``, not after ``~/reset``), no friction of its own before."""
-        fit = self.robot_friction
-        if self.output.commands != self._commands_paired:     # a watchdog command went out since: not paired
-            fit.forget_command()
-        if effort is not None:
-            fit.observe(self._robot_added(q, effort))
-        residual = fit.trusted and friction_learned(self.blend, self._friction_columns)
+        residual = self.robot_friction.update(q, effort, friction_learned(self.blend, self.robot_friction.columns),
+                                              self.output.commands)
         if residual != self.controller.friction_compensation:
             self.controller.friction_compensation = residual
-            self.controller.robot_friction = fit.torque if residual else None
+            self.controller.robot_friction = self.robot_friction.fit.torque if residual else None
 
     def _rebase_time(self, jump):
         """After a time reset by ``jump`` s (< 0): shift the reference and trajectory start times, forget the
@@ -377,7 +369,7 @@ class ControlLoop:
         if self.base_update is not None:
             values.update(base_parameter_updates=self.base_parameter_updates, **self.base_update.diagnostic_values())
         if self.robot_friction is not None:
-            values.update(self.robot_friction.diagnostic_values(),
+            values.update(self.robot_friction.fit.diagnostic_values(),
                           friction_residual_sent=self.controller.friction_compensation)
         return values
 

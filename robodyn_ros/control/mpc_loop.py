@@ -41,7 +41,7 @@ from .mpc.solution import OMIT_FRICTION, omitted_terms, without_robot_terms
 from .mpc.stage import prediction_model
 from .payload_update import payload_body_parameters
 from .reference import fourier_reference
-from .robot_friction import RobotFrictionFit, friction_columns, robot_added_torque
+from .robot_friction import FrictionResidual, holds_learned_friction
 from .torque_output import TorqueOutput
 from .tracking_watchdog import TrackingWatchdog
 
@@ -78,16 +78,13 @@ class MpcLoop:
         self.tracking = TrackingWatchdog(robot.model.joint_names, c["tracking_error.threshold"],
                                          c["tracking_error.window"])
         self.adaptation = AdaptationWatchdog(c["adaptation_timeout"]) if self.base_update is not None else None
-        self.robot_friction = self._robot_added = None
-        self._commands_paired = 0
+        self.robot_friction = None
         if c["robot_compensates_friction"] and c["friction_compensation"] and self.base_update is not None \
                 and self.output is not None:     # the residual needs this loop's own commands
             from .base_parameter_update import effort_measurement
-            zero = np.zeros(robot.model.nv)
-            gravity = self._robot_gravity if c["gravity_compensated_by_robot"] else (lambda q: zero)
-            self._robot_added = robot_added_torque(effort_measurement(robot, c), gravity)
-            self.robot_friction = RobotFrictionFit(robot.model.nv, self.base_update.base.coulomb_width)
-            self._friction_columns = friction_columns(self.base_update.base)
+            self.robot_friction = FrictionResidual(
+                robot.model.nv, self.base_update.base, effort_measurement(robot, c),
+                self._robot_gravity if c["gravity_compensated_by_robot"] else None)
         self.start()
 
     @staticmethod
@@ -165,7 +162,7 @@ class MpcLoop:
         if self.output is not None:
             self.output.start()
         if self.robot_friction is not None:
-            self.robot_friction.forget_command()
+            self.robot_friction.restart()
         self.tracking.restart()
         if self.adaptation is not None:
             self.adaptation.restart()
@@ -220,11 +217,10 @@ class MpcLoop:
                 tau = tau + self.coulomb * np.tanh(v_d / self.base_update.base.coulomb_width)
             if self.robot_friction is not None and self.friction_compensation \
                     and not self.solution[1].omitted & OMIT_FRICTION:      # the residual
-                tau = tau - self.robot_friction.torque(v)
+                tau = tau - self.robot_friction.fit.torque(v)
             published = self.output.publish(tau, t)
             if self.robot_friction is not None:
-                self.robot_friction.commanded(v, published)
-                self._commands_paired = self.output.commands
+                self.robot_friction.commanded(v, published, self.output.commands)
             return published
         return None
 
@@ -232,13 +228,9 @@ class MpcLoop:
         """A sample of the robot's friction compensation from ``effort``; friction (the residual, less the
         robot's) in the next solves and at the joint-state rate once that is identified and the applied set's
         friction learned (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule), none before."""
-        fit = self.robot_friction
-        if self.output.commands != self._commands_paired:     # a watchdog command went out since: not paired
-            fit.forget_command()
-        if effort is not None:
-            fit.observe(self._robot_added(q, effort))
-        u, idx = self.base_update, self._friction_columns
-        residual = fit.trusted and bool(np.any(u.gate.applied[idx] != u.beta_nominal[idx]))
+        u, residual = self.base_update, self.robot_friction
+        learned = holds_learned_friction(u.gate.applied, u.beta_nominal, residual.columns)
+        residual = residual.update(q, effort, learned, self.output.commands)
         if residual != self.friction_compensation:
             self.friction_compensation = residual
             self.omitted = omitted_terms(self.gravity_compensated_by_robot, residual)
@@ -285,7 +277,8 @@ class MpcLoop:
             values.update(parameter_updates=self.parameter_updates, parameters_refused=self.refused,
                           parameters_restored=self.restored, **self.base_update.diagnostic_values())
         if self.robot_friction is not None:
-            values.update(self.robot_friction.diagnostic_values(), friction_residual_sent=self.friction_compensation)
+            values.update(self.robot_friction.fit.diagnostic_values(),
+                          friction_residual_sent=self.friction_compensation)
         return values
 
     def status(self, solution):

@@ -52,11 +52,13 @@ so that it follows a change of the robot's compensation (the driver's friction-m
 joint) and forgets samples of a robot that did not apply the commands (a protective stop)."""
 
 
-def robot_added_torque(measurement, robot_gravity):
+def robot_added_torque(measurement, robot_gravity=None):
     """``(q, effort) -> y + τ_c`` (nv,): the measured torque less the robot's gravity (module docstring), from a
     driver's effort reading. ``measurement``: the :class:`~robodyn_ros.estimation.effort_measurement.
     EffortMeasurement` of the controller's ``effort.*`` (None: joint torques as they are); ``robot_gravity(q)``:
-    the gravity the robot adds (zeros if it adds none). ValueError (naming the parameter) for filtered efforts."""
+    the gravity the robot adds (None: it adds none). ValueError (naming the parameter) for filtered efforts."""
+    if robot_gravity is None:
+        robot_gravity = lambda q: 0.0      # noqa: E731
     if measurement is None:       # joint torques as they are
         return lambda q, effort: np.asarray(effort, dtype=float) - robot_gravity(q)
     if measurement.cutoff > 0.0:
@@ -75,15 +77,21 @@ def friction_columns(base):
                      if base.full_names[i].startswith(("viscous_", "coulomb_", "offset_"))], dtype=int)
 
 
+def holds_learned_friction(beta, beta_nominal, columns):
+    """Whether the base parameters ``beta`` (r,) hold friction coefficients (``columns``, :func:`friction_columns`)
+    other than the nominal ones ``beta_nominal`` (r,): learned, not the URDF's."""
+    return bool(np.any(beta[columns] != beta_nominal[columns]))
+
+
 def friction_learned(blend, columns):
     """Whether the base parameters a law takes from ``blend`` (a :class:`~robodyn_ros.control.parameter_blend.
     ParameterBlend`) hold learned friction, now and for the rest of the ramp under way: the target's and, during
     a ramp, the start's friction coefficients (``columns``, :func:`friction_columns`) are not all the nominal
     ones. (Blending from the nominal set, the law's friction grows from the URDF's over the ramp: the residual
     then would take the robot's whole compensation away before the learned friction is there.)"""
-    nominal = blend.beta_nominal[columns]
     start = blend.ramp_start
-    return bool(np.any(blend.target[columns] != nominal)) and (start is None or bool(np.any(start[columns] != nominal)))
+    return holds_learned_friction(blend.target, blend.beta_nominal, columns) and (
+        start is None or holds_learned_friction(start, blend.beta_nominal, columns))
 
 
 class RobotFrictionFit:
@@ -161,3 +169,38 @@ class RobotFrictionFit:
             values.update(robot_friction_viscous=self.theta[:, 0].round(4).tolist(),
                           robot_friction_coulomb=self.theta[:, 1].round(4).tolist())
         return values
+
+
+class FrictionResidual:
+    """What a control loop needs to send the friction residual (module docstring): the :class:`RobotFrictionFit`
+    of the robot's compensation (:attr:`fit`), fed with the loop's commands and the efforts that answer them, and
+    the rule for sending it.
+
+    base: the loop's :class:`~robodyn_ros.identification.base_parameters.BaseParameters` (the Coulomb smoothing,
+    the friction columns :attr:`columns`); measurement, robot_gravity: as for :func:`robot_added_torque`."""
+
+    def __init__(self, nv, base, measurement, robot_gravity=None):
+        self.fit = RobotFrictionFit(nv, base.coulomb_width)
+        self.columns = friction_columns(base)
+        self._added = robot_added_torque(measurement, robot_gravity)
+        self._sent = None          # the loop's command count when the paired command went out
+
+    def update(self, q, effort, learned, commands=None):
+        """A sample from ``effort`` (nv,; None: none), the answer to the last command at the configuration ``q``;
+        returns whether the residual is to be sent now: the fit trusted and the law's friction ``learned``.
+        ``commands``: the loop's count of commands sent (a watchdog command sent since the paired one: no
+        sample)."""
+        if commands is not None and commands != self._sent:
+            self.fit.forget_command()
+        if effort is not None:
+            self.fit.observe(self._added(q, effort))
+        return self.fit.trusted and learned
+
+    def commanded(self, v, command, commands=None):
+        """The command (nv,) sent from the state of velocity ``v`` (nv,), the ``commands``-th."""
+        self.fit.commanded(v, command)
+        self._sent = commands
+
+    def restart(self):
+        """A new activation: the last command is not paired with the next effort."""
+        self.fit.forget_command()

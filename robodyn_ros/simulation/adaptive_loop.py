@@ -48,7 +48,7 @@ from ..control.base_parameter_update import OBSERVE_PERIOD, PAYLOAD_FRESH, nomin
 from ..control.parameter_blend import BLEND_TIME, ParameterBlend
 from ..control.consistent_parameters import ConsistentParameters
 from ..control.parameter_gate import ParameterGate, friction_from_base, friction_indices, mass_matrix_weighting
-from ..control.robot_friction import RobotFrictionFit, friction_columns, friction_learned, robot_added_torque
+from ..control.robot_friction import FrictionResidual, friction_learned
 from ..estimation.estimator_parameters import COULOMB_WIDTH
 from ..estimation.online_estimator import OnlineEstimator
 from ..identification.base_parameters import compute_base_parameters, full_parameters
@@ -245,10 +245,10 @@ class AdaptiveLoop:
         self.estimator = joint_torque_estimator(model, c.cutoff, c.filter_order, c.effort_std, width,
                                                 effort=profile_defaults("estimator", c.driver))
         # the robot's friction compensation, identified from the commands and efforts (ControlLoop's)
-        self.robot_friction = RobotFrictionFit(model.nv, width) \
+        self.robot_friction = FrictionResidual(
+            model.nv, self.base, self.estimator.effort if self.estimator.effort.converts else None,
+            self.driver.gravity if self.driver.adds_gravity else None) \
             if robot_friction and profile.get("friction_compensation", True) and c.controller != "mpc" else None
-        self._robot_added = robot_added_torque(self.estimator.effort if self.estimator.effort.converts else None,
-                                               self._robot_gravity) if self.robot_friction is not None else None
         if not np.array_equal(self.estimator.base.independent, self.base.independent):
             raise ModelError("the estimator's base parameters differ from the controllers'")
         self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window,
@@ -259,22 +259,15 @@ class AdaptiveLoop:
         self.controller = self._controller()
         # computed torque and Slotine-Li take a new applied set over a ramp (the MPC's θ is checked first)
         self.blend = ParameterBlend(self.estimator.beta_nominal, c.blend_time) if c.controller != "mpc" else None
-        self._friction_columns = friction_columns(self.base)
-
-    def _robot_gravity(self, q):
-        """The gravity the emulated driver adds at ``q`` (nv,) (zeros if it adds none)."""
-        return self.driver.gravity(q) if self.driver.adds_gravity else np.zeros(self.model.nv)
 
     def _robot_friction_update(self, effort, q):
         """A sample of the robot's friction compensation from ``effort`` (the answer to the last command); the
         law sends the friction residual once that is identified and the applied set's friction learned
         (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule)."""
-        fit = self.robot_friction
-        fit.observe(self._robot_added(q, effort))
-        residual = fit.trusted and friction_learned(self.blend, self._friction_columns)
+        residual = self.robot_friction.update(q, effort, friction_learned(self.blend, self.robot_friction.columns))
         if residual != self.controller.friction_compensation:
             self.controller.friction_compensation = residual
-            self.controller.robot_friction = fit.torque if residual else None
+            self.controller.robot_friction = self.robot_friction.fit.torque if residual else None
 
     def _controller(self):
         c, beta = self.config, self.estimator.beta_nominal

@@ -169,14 +169,14 @@ def test_the_ur_profile_sends_the_residual_once_both_are_known(ur5):
             if k == switch:             # a learned set applied (as the gate would), at once
                 for loop in (ur, plain):
                     loop.blend.switch(learned, t, 0.0)
-            samples = ur.robot_friction.samples
+            samples = ur.robot_friction.fit.samples
             tau, _ = ur.on_state(t, q, v, effort)
             tau_plain, _ = plain.on_state(t, q, v)
-            assert ur.robot_friction.samples == samples + (0 < k != 501)
+            assert ur.robot_friction.fit.samples == samples + (0 < k != 501)
             effort = tau + compensation(v) + rng.normal(0.0, 0.05, model.nv)
             if k == 500:               # a watchdog command between two states: the next effort answers it
                 effort = ur.output.publish(np.zeros(model.nv)) + compensation(v)
-            records.append((k, ur.robot_friction.trusted, tau_plain - tau, v))
+            records.append((k, ur.robot_friction.fit.trusted, tau_plain - tau, v))
     finally:
         ur.close()
         plain.close()
@@ -217,7 +217,7 @@ def test_the_adapted_loop_on_a_ur_sends_the_residual(ur5, seed):
         run = adapted.run()
         rms[residual] = (_window_rms(run, 5.0, 7.5), _window_rms(oracle.run(), 5.0, 7.5))
         if residual:
-            assert adapted.controller.friction_compensation and adapted.robot_friction.trusted
+            assert adapted.controller.friction_compensation and adapted.robot_friction.fit.trusted
             assert run["non_finite_commands"] == 0
     assert rms[True][0] < 0.5 * rms[False][0]
     assert rms[True][1] < 0.1 * rms[False][1]
@@ -260,7 +260,7 @@ def test_the_mpc_loop_sends_the_residual_once_both_are_known(ur5):
             if k % 10 == 0:
                 loop.solve()
             if k == 1199:          # identified, but nothing learned: the robot's compensation stands
-                assert loop.robot_friction.trusted and not loop.friction_compensation
+                assert loop.robot_friction.fit.trusted and not loop.friction_compensation
                 assert loop.solution[1].omitted & OMIT_FRICTION
             effort = None if tau is None else tau + compensation(v)
         assert loop.friction_compensation and not loop.solution[1].omitted & OMIT_FRICTION
@@ -270,10 +270,10 @@ def test_the_mpc_loop_sends_the_residual_once_both_are_known(ur5):
         t_plan, plan = loop.solution
         v_d = loop.reference.evaluate(t - loop.t0)[1]
         expected = (plan.torque(np.concatenate([q, v]), t - t_plan) + loop.coulomb * np.tanh(v_d / width)
-                    - loop.robot_friction.torque(v))
+                    - loop.robot_friction.fit.torque(v))
         tau = loop.on_state(t, q, v, effort)
         np.testing.assert_allclose(tau, expected, atol=1e-9)
-        np.testing.assert_allclose(loop.robot_friction.torque(v), compensation(v), atol=0.02 * scale.max())
+        np.testing.assert_allclose(loop.robot_friction.fit.torque(v), compensation(v), atol=0.02 * scale.max())
         assert np.abs(loop.coulomb).max() > 0.5          # the learned Coulomb term is sent
     finally:
         loop.close()
