@@ -228,9 +228,9 @@ class MpcLoop:
         """A sample of the robot's friction compensation from ``effort``; friction (the residual, less the
         robot's) in the next solves and at the joint-state rate once that is identified and the applied set's
         friction learned (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule), none before."""
-        u, residual = self.base_update, self.robot_friction
-        learned = holds_learned_friction(u.gate.applied, u.beta_nominal, residual.columns)
-        residual = residual.update(q, effort, learned, self.output.commands)
+        u = self.base_update
+        learned = holds_learned_friction(u.gate.applied, u.beta_nominal, self.robot_friction.columns)
+        residual = self.robot_friction.update(q, effort, learned, self.output.commands)
         if residual != self.friction_compensation:
             self.friction_compensation = residual
             self.omitted = omitted_terms(self.gravity_compensated_by_robot, residual)

@@ -260,7 +260,7 @@ class AdaptiveLoop:
         # computed torque and Slotine-Li take a new applied set over a ramp (the MPC's θ is checked first)
         self.blend = ParameterBlend(self.estimator.beta_nominal, c.blend_time) if c.controller != "mpc" else None
 
-    def _robot_friction_update(self, effort, q):
+    def _robot_friction_update(self, q, effort):
         """A sample of the robot's friction compensation from ``effort`` (the answer to the last command); the
         law sends the friction residual once that is identified and the applied set's friction learned
         (:class:`~robodyn_ros.control.control_loop.ControlLoop`'s rule)."""
@@ -352,7 +352,7 @@ class AdaptiveLoop:
             if blended is not None:
                 self.controller.set_parameters(blended)
             if self.robot_friction is not None:
-                self._robot_friction_update(meas.tau, meas.q)
+                self._robot_friction_update(meas.q, meas.tau)
             q_d, tau = self._command(t, meas, dt)
             if not np.all(np.isfinite(tau)):
                 non_finite += 1

@@ -13,6 +13,7 @@ import pytest
 
 import robodyn_ros as rd
 from robodyn_ros.control.base_parameter_control import BaseParameterComputedTorque, BaseParameterSlotineLi
+from robodyn_ros.control.base_parameter_update import EFFORT_PARAMETERS
 from robodyn_ros.control.control_loop import ControlLoop
 from robodyn_ros.control.robot_friction import MIN_SAMPLES, RobotFrictionFit, robot_added_torque
 from robodyn_ros.estimation.effort_measurement import EffortMeasurement
@@ -103,9 +104,8 @@ def test_the_robots_added_torque_from_each_kind_of_effort(ur5):
     gravity = lambda q: rd.gravity_torque(model, q)
 
     def measurement(**effort):
-        config = {**{name: resolve_node_config("estimator", {"robot": "ur5"})[name] for name in
-                     ("effort.kind", "effort.torque_constants", "effort.filter_cutoff", "effort.payload_mass",
-                      "effort.payload_com")}, **effort}
+        defaults = resolve_node_config("estimator", {"robot": "ur5"})
+        config = {**{name: defaults[name] for name in EFFORT_PARAMETERS}, **effort}
         return EffortMeasurement(model, config, ur5.wrist_link)
 
     # gravity-compensated: the effort is already the torque less the robot's gravity (whatever its model)
