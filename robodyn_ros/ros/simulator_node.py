@@ -16,7 +16,9 @@ efforts as the driver reports them, its rate limit and watchdogs, logged on one 
 stop after ``receive_timeout`` lasts until the node is deactivated and activated again. ``~/set_payload``
 (Trigger): the robot is told the load of the ``payload.*`` parameters (mass 0: none), whose gravity it then
 adds and leaves out of gravity-compensated efforts; until then the robot's set payload is none. The counts
-``driver_stops`` and ``driver_reflexes`` are attributes of the node (and in the services' replies).
+``driver_stops``, ``driver_reflexes``, ``driver_missed_cycles`` (cycles the controller had time for and sent
+no command in) and ``catch_up_steps`` (steps the simulator took late, after it was starved of CPU: not counted
+against the controller) are attributes of the node (and in ``~/error_recovery``'s reply).
 
 Timing and stepping (real time, as fast as possible, lockstep, ``publish_decimation``, the stepping thread
 of ``step_thread``), and the stop on a diverged step (no more joint states, one error line naming the joint
@@ -82,6 +84,8 @@ class SimulatorNode(RobodynNode):
     command_timed_out = property(lambda self: self.runtime.command_timed_out)
     driver_stops = property(lambda self: self.runtime.driver.stops)
     driver_reflexes = property(lambda self: self.runtime.driver.reflexes)
+    driver_missed_cycles = property(lambda self: self.runtime.driver.missed_cycles)
+    catch_up_steps = property(lambda self: self.runtime.catch_up_steps)
 
     def _log(self, level, kind, text):
         if level == "throttled":
@@ -203,7 +207,8 @@ class SimulatorNode(RobodynNode):
     def _on_error_recovery(self, request, response):
         response.success, message = self.runtime.error_recovery()
         driver = self.runtime.driver
-        response.message = f"{message} (stops {driver.stops}, reflexes {driver.reflexes})"
+        response.message = (f"{message} (stops {driver.stops}, reflexes {driver.reflexes}, missed cycles "
+                            f"{driver.missed_cycles}, simulator catch-up steps {self.runtime.catch_up_steps})")
         return response
 
     def _on_set_payload(self, request, response):

@@ -14,11 +14,15 @@ Commands, per simulator step at time ``t`` (:meth:`DriverEmulation.applied`):
   robot's friction with the model it has of it, scaled per joint by the driver's friction-model parameters),
   scaled by s and with a sharper sign than the plant's Coulomb smoothing: what the robot leaves, the residual,
   is not zero and not a multiple of the plant's friction;
-* ``receive_timeout`` T > 0 (UR's ``robot_receive_timeout``): more than T simulated seconds without a new
-  command stop the robot; ``missed_command_limit`` N > 0 (Franka): N consecutive steps without a new command
+* ``receive_timeout`` T > 0 (UR's ``robot_receive_timeout``): more than T s of missed cycles (steps without a
+  new command) in a row stop the robot; ``missed_command_limit`` N > 0 (Franka): N consecutive missed cycles
   trip the ``communication_constraints_violation`` reflex (a step without one reuses the last command, as
   libfranka does with a lost packet). Both watchdogs are armed by the first command (the driver's control
-  loop starts with it). A stopped robot holds the position where it stopped (its own gravity model and a
+  loop starts with it). A cycle is missed only when it was ``due``: the controller had a cycle's time to
+  answer the state before it. A real robot's cycle is its own hardware clock; a simulator starved of CPU
+  catches up on several steps at once, microseconds apart, and those are the simulator's lateness, not the
+  controller's: they neither count nor reset the run of missed cycles. ``missed_cycles`` counts every missed
+  cycle since the driver was made (commands later than one cycle: what libfranka tolerates 19 of in a row). A stopped robot holds the position where it stopped (its own gravity model and a
   critically damped joint-space hold at ``HOLD_FREQUENCY``: the brakes, within the model's gravity error) and
   ignores commands: after a UR stop until :meth:`reset` (the simulator node deactivated and activated
   again: the driver's program restarted), after a Franka reflex until :meth:`error_recovery`.
@@ -88,7 +92,7 @@ class DriverEmulation:
         self._pi = self._pi_robot.copy()
         self.payload = None
         self._zero = np.zeros(model.nv)
-        self.stops = self.reflexes = 0
+        self.stops = self.reflexes = self.missed_cycles = 0
         self.reset()
 
     @property
@@ -112,11 +116,10 @@ class DriverEmulation:
     # ---------------------------------------------------------------------------------------- state
     def reset(self):
         """A new start (the simulator node activated): running, watchdogs disarmed until the first command,
-        the rate limiter and the effort filter from scratch. The stop and reflex counts are kept."""
+        the rate limiter and the effort filter from scratch. The stop, reflex and missed-cycle counts are kept."""
         self.stopped = None          # None, "receive_timeout" or "reflex"
         self.armed = False
-        self.missed = 0
-        self.last_command_time = None
+        self.missed = 0              # missed cycles in a row
         self._last_tau = np.zeros(self.model.nv)
         self._hold = None
         self._filtered = None
@@ -148,11 +151,12 @@ class DriverEmulation:
         return np.asarray(self._regressor(q, self._zero, self._zero)) @ self._pi
 
     # -------------------------------------------------------------------------------------- commands
-    def applied(self, t, q, v, command, fresh):
+    def applied(self, t, q, v, command, fresh, due=True):
         """The torque (nv,) the robot applies over the step at time ``t`` from state ``(q, v)`` (nv,) given
-        the last received ``command`` (nv,); ``fresh``: a new command arrived since the last step."""
+        the last received ``command`` (nv,); ``fresh``: a new command arrived since the last step; ``due``: the
+        controller had a cycle's time to send it (False for a simulator's catch-up step: module docstring)."""
         if self.stopped is None:
-            self._watch(t, fresh)
+            self._watch(t, fresh, due)
         if self.stopped is not None:
             return self._hold_torque(q, v)
         tau = command
@@ -173,16 +177,18 @@ class DriverEmulation:
         viscous, coulomb, offset = self._friction
         return self.friction_scale * (viscous * v + coulomb * np.tanh(v / FRICTION_SIGN_WIDTH) + offset)
 
-    def _watch(self, t, fresh):
+    def _watch(self, t, fresh, due):
         """The watchdogs (module docstring) at the step at time ``t``."""
         if fresh:
-            self.armed, self.missed, self.last_command_time = True, 0, t
+            self.armed, self.missed = True, 0
             return
-        if not self.armed:
+        if not self.armed or not due:
             return
         self.missed += 1
-        if self.receive_timeout > 0.0 and t - self.last_command_time > self.receive_timeout + 1e-9:
-            self._stop("receive_timeout", f"{self.driver}: no command for {t - self.last_command_time:.3f} s: program "
+        self.missed_cycles += 1
+        silent = self.missed * self.dt
+        if self.receive_timeout > 0.0 and silent > self.receive_timeout + 1e-9:
+            self._stop("receive_timeout", f"{self.driver}: no command for {silent:.3f} s: program "
                                           f"stopped (robot_receive_timeout {self.receive_timeout:g} s); the robot "
                                           f"holds until the simulator is deactivated and activated again")
         elif self.missed_limit > 0 and self.missed >= self.missed_limit:

@@ -129,8 +129,9 @@ class SimulationRuntime:
         self.active = self._running = False
         self.last_command_time = 0.0
         self.commands_received = self.steps = 0
+        self.catch_up_steps = 0          # real time: steps taken less than half a step's wall period after a publish
         self.command_timed_out = self.awaiting_command = False
-        self.last_step_wall = time.monotonic()
+        self.last_step_wall = self._published_wall = time.monotonic()
 
     def robot_dynamics(self, q, v, tau, pi):
         return self.kernels.aba(q, v, tau)
@@ -267,7 +268,7 @@ class SimulationRuntime:
                                                        f"(timeout {c['command_timeout']} s): applying zero torque")
             self.command_timed_out = True
             tau = self._zero_command
-        tau = self.driver.applied(sim.t, sim.q, sim.v, tau, self._fresh_command)
+        tau = self.driver.applied(sim.t, sim.q, sim.v, tau, self._fresh_command, self._command_due())
         self._fresh_command = False
         q_last, v_last = sim.q, sim.v         # the step replaces the arrays, never writes into them
         try:
@@ -285,6 +286,17 @@ class SimulationRuntime:
         self.publish_state()
         return True
 
+    def _command_due(self):
+        """Whether the controller had a cycle to answer the last published state before this step: in real
+        time, half a step's wall period has passed since it was published (else this is a catch-up step of a
+        simulator that was starved of CPU, counted in ``catch_up_steps``; the driver's watchdogs do not count
+        it against the controller); as fast as possible and in lockstep, always."""
+        factor = self.config["real_time_factor"]
+        if factor <= 0.0 or time.monotonic() - self._published_wall >= 0.5 * self.sim.config.dt / factor:
+            return True
+        self.catch_up_steps += 1
+        return False
+
     def _stop_diverged(self, divergence):
         """Stop for good after a diverged step (module docstring): one error line, no more steps or publishing."""
         self.fault = divergence
@@ -299,6 +311,7 @@ class SimulationRuntime:
         if self.fault is not None:
             return
         self.publish()
+        self._published_wall = time.monotonic()
         self.awaiting_command = True
 
     def measure_joints_into(self, q, v, tau):

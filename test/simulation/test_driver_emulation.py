@@ -183,3 +183,60 @@ def test_franka_limits_the_torque_rate():
     np.testing.assert_allclose(applied[0], np.clip(target, -1.0, 1.0), atol=1e-12)     # 1000 N m/s x 1 ms
     np.testing.assert_allclose(applied[4], np.clip(target, -5.0, 5.0), atol=1e-12)
     np.testing.assert_allclose(applied[11], target, atol=1e-12)
+
+
+def test_cycles_the_controller_had_no_time_for_neither_count_nor_reset_the_missed_run():
+    franka, model = emulation("franka")
+    q, v, zero = np.full(model.nv, 0.1), np.zeros(model.nv), np.zeros(model.nv)
+    franka.applied(0.0, q, v, zero, True)
+    for k in range(19):
+        franka.applied(1e-3 * (k + 1), q, v, zero, False)                # 19 missed cycles
+    for k in range(40):
+        franka.applied(0.02 + 1e-3 * k, q, v, zero, False, due=False)    # a catch-up burst: not the controller's
+    assert franka.stopped is None and franka.missed_cycles == 19
+    franka.applied(0.06, q, v, zero, False)                              # the 20th missed cycle in a row
+    assert franka.stopped == "reflex" and franka.missed_cycles == 20
+
+    ur, model = emulation("ur", robot="ur5")
+    q, v, zero = np.full(model.nv, 0.3), np.zeros(model.nv), np.zeros(model.nv)
+    ur.applied(0.0, q, v, zero, True)
+    for k in range(20):
+        ur.applied(0.002 * (k + 1), q, v, zero, False)                   # 40 ms without a command
+    for k in range(50):
+        ur.applied(0.042 + 0.002 * k, q, v, zero, False, due=False)
+    assert ur.stopped is None
+    ur.applied(0.2, q, v, zero, False)                                   # 42 ms of cycles without one
+    assert ur.stopped == "receive_timeout" and "no command for 0.042 s" in ur.logs[-1][2]
+
+
+@pytest.mark.parametrize("driver, robot, period, limit", [("franka", "panda", 1e-3, 20), ("ur", "ur5", 2e-3, 21)])
+def test_a_starved_simulator_catching_up_trips_no_watchdog_a_silent_controller_does(monkeypatch, driver, robot,
+                                                                                       period, limit):
+    """In real time on a clock the test moves: the simulator starved of CPU for 45 cycles catches up at once
+    (the controller could answer none of those states: no stop, no reflex), then a controller silent while the
+    simulator keeps time trips the driver's watchdog at its limit (Franka 20 cycles, UR 40 ms), not before."""
+    import robodyn_ros.simulation.runtime as runtime_module
+    clock = [100.0]
+    monkeypatch.setattr(runtime_module, "time", type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])}))
+    runtime = runtime_of({"robot": robot, "driver": driver, "real_time_factor": 1.0, "lockstep": False})
+    nv = runtime.robot.model.nv
+
+    def tick(cycles=1):
+        clock[0] += cycles * period
+        runtime.on_real_time_tick()
+
+    for _ in range(5):                                   # the controller answers every state
+        runtime.set_command(np.zeros(nv))
+        tick()
+    steps = runtime.steps
+    tick(45)                                             # starved: 45 steps in one burst
+    assert runtime.steps - steps == 45 and runtime.catch_up_steps == 44
+    assert runtime.driver.stopped is None and runtime.driver.missed_cycles == 1
+    runtime.set_command(np.zeros(nv))
+    tick()
+    for k in range(limit - 1):                           # the controller silent, the simulator on time
+        tick()
+        assert runtime.driver.stopped is None, k
+    tick()
+    assert runtime.driver.stopped == ("reflex" if driver == "franka" else "receive_timeout")
+    assert runtime.driver.missed_cycles == 1 + limit
