@@ -24,10 +24,11 @@ a ``robodyn config`` file, or the one written for a URDF; private domain, as fas
   against the node's reference.
 
 The nominal and the adapted run see the same noise (same seed). The report has the fields of the library
-loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`) but those of the oracle run
-(``tracking_rms_oracle``, ``oracle_window_ratios``, ``time_to_oracle``): a third run through the nodes would
-cost as much again, and a library oracle beside node runs would not share their noise or their timing; the
-oracle is measured with ``--library``.
+loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`); those of the oracle run
+(``tracking_rms_oracle``, ``oracle_window_ratios``, ``time_to_oracle``) with ``oracle`` (``--oracle``; computed
+torque and Slotine-Li): a third run through the same nodes, same noise, whose controller is given the plant's
+exact model (:class:`NodeOracle`, as the library loop's
+:class:`~robodyn_ros.simulation.adaptive_loop.OracleLoop`): it costs as much wall time as another run.
 """
 from __future__ import annotations
 
@@ -65,13 +66,59 @@ def _twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, e
     }
 
 
+class NodeOracle:
+    """The ``inverse_dynamics`` node's loop (a :class:`~robodyn_ros.control.control_loop.ControlLoop` with a
+    base-parameter law and no estimates) given the exact model of the plant the ``simulator`` node's ``runtime``
+    integrates: the law's base parameters ``β = K π_plant`` (armature and friction included; the loop's
+    ``base_parameters.coulomb_width`` must be the plant's), and at the instant a payload is attached (the
+    runtime's ``on_attach``, before the next step) the plant's with the payload's inertia added to its body. A
+    robot that compensates friction (``ur``) is sent the plant's friction less the robot's exact compensation,
+    the driver's own. The gravity a driver adds stays the robot's own model's (the law's ``beta_robot``), as in
+    the nominal and adapted runs. ModelError when the plant does not move as the model does or its base
+    parameters are other columns (no oracle for a robot of another structure)."""
+
+    def __init__(self, loop, runtime):
+        from ..identification.base_parameters import compute_base_parameters, full_parameters
+        from ..model.errors import ModelError
+        from ..simulation.adaptive_loop import same_kinematics
+
+        sim, model, base = runtime.sim, loop.robot.model, loop.base_update.base
+        simulated = sim.plant.model if sim.plant is not None else sim.model
+        if not same_kinematics(model, simulated):
+            raise ModelError("--oracle: the plant does not move as the robot's model does (other joints, axes or "
+                             "placements): no oracle for it")
+        if not np.array_equal(compute_base_parameters(simulated, coulomb_width=base.coulomb_width).independent,
+                              base.independent):
+            raise ModelError("--oracle: the plant's base parameters are not the model's: no oracle for it")
+        self.loop, self.model, self.base = loop, model, base
+        self.pi_full = full_parameters(simulated)
+        self.payload_applied = None
+        loop.controller.set_parameters(base.from_full(self.pi_full))
+        if loop.robot_friction is not None:       # the exact residual: no fit of the robot's compensation
+            loop.robot_friction = None
+            loop.controller.friction_compensation = True
+            loop.controller.robot_friction = runtime.driver.friction
+        runtime.on_attach = self.attach
+
+    def attach(self, payload):
+        """The plant's parameters with ``payload`` (a :class:`~robodyn_ros.simulation.simulator.Payload`)."""
+        from ..identification.sensor_wrench import link_inertia_in_body
+        pi_full = self.pi_full.copy()
+        body = self.model.frames[payload.link].body
+        pi_full[10 * body:10 * body + 10] += link_inertia_in_body(self.model, payload.pi, payload.link)
+        self.loop.controller.set_parameters(self.base.from_full(pi_full))
+        self.payload_applied = True
+
+
 def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, params_file, plant="panda_twin", seed=0,
-                   timeout=1200.0, engine="robodyn", driver="generic"):
+                   timeout=1200.0, engine="robodyn", driver="generic", oracle=None):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
     "non_finite_commands", "diagnostics", "wall_seconds", "completed", "first_parameter_update"}`` (the
     simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
     ``samples``, ``updates``, ``skipped_overload`` and ``payload_events`` times). ``params_file``: the nodes'
-    parameter file (the robot's), ``plant``: the simulator's ``plant`` parameter."""
+    parameter file (the robot's), ``plant``: the simulator's ``plant`` parameter. ``oracle``: None, or the
+    plant's Coulomb width (with ``adapt`` False, computed torque or Slotine-Li): the controller is given the
+    plant's exact model (:class:`NodeOracle`; ``"payload_applied"`` in the result)."""
     from std_msgs.msg import Float64MultiArray
 
     from ..control.parameter_gate import friction_from_base
@@ -82,6 +129,8 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
     from .demo_recorder import DemoRecorder
 
     overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine, driver)
+    if oracle is not None:   # the law's Coulomb sign as the plant's: its β then holds the plant's friction exactly
+        overrides[controller]["base_parameters.coulomb_width"] = float(oracle)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
@@ -94,6 +143,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
                 mpc = up.nodes["mpc"].mpc
                 if not mpc.wait(timeout):
                     raise RuntimeError(f"the MPC was not built within {timeout} s: {mpc.error or 'still building'}")
+            exact = NodeOracle(up.nodes[controller].loop, sim.runtime) if oracle is not None else None
             up.activate(order=["simulator"])
             nv = sim.robot.model.nv
             estimator = up.nodes["estimator"]
@@ -131,7 +181,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
             "non_finite_commands": int(non_finite + recorder.non_finite_commands),
             "diagnostics": diagnostics, "wall_seconds": wall, "completed": bool(completed),
             "first_parameter_update": first_update[0] if first_update else None, "estimator": estimator_counts,
-            "driver_events": driver_events}
+            "driver_events": driver_events, "payload_applied": exact.payload_applied if exact is not None else None}
 
 
 def _record_mpc_tracking(node, loop, robot, errors):
@@ -153,16 +203,20 @@ def _record_mpc_tracking(node, loop, robot, errors):
 
 
 def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller="computed_torque", seed=0,
-                   timeout=1200.0, robot="panda", plant="twin", engine="robodyn", driver="generic"):
+                   timeout=1200.0, robot="panda", plant="twin", engine="robodyn", driver="generic", oracle=False):
     """The paired runs (nominal, adapted) over DDS for ``robot`` simulated as ``plant`` by ``engine`` (as
-    :func:`robodyn_ros.cli.demo.run_twin`); returns ``(report, {"adapted", "nominal"})``."""
-    from ..simulation.adaptive_loop import rms, time_to_within, window_report
+    :func:`robodyn_ros.cli.demo.run_twin`), and with ``oracle`` the oracle run (module docstring; its series
+    under the adapted run's ``"oracle"``); returns ``(report, {"adapted", "nominal"})``."""
+    from ..simulation.adaptive_loop import oracle_report, plant_coulomb_width, rms, time_to_within, window_report
     from ..simulation.plant import load_plant
     from .demo_robot import plant_description
     from .demo_robot import demo_robot, plant_source
 
     if controller not in ("computed_torque", "slotine_li", "mpc"):
         raise ValueError(f"the twin scenario over the nodes runs computed_torque, slotine_li or mpc, not {controller!r}")
+    if oracle and controller == "mpc":
+        raise ValueError("--oracle over the nodes runs computed_torque or slotine_li (the library loop's oracle, "
+                         "--library, runs the MPC)")
     setup = demo_robot(robot)
     source = plant_source(plant, setup)
     plant_model = load_plant(source, setup.model)
@@ -170,6 +224,11 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, setup.params_file, source,
                                  seed, timeout, engine, driver) for name, adapt in (("nominal", False), ("adapted", True))}
     nominal, adapted = runs["nominal"], runs["adapted"]
+    every = [nominal, adapted]
+    if oracle:     # as the library loop's report has it: the oracle's series under the adapted run's
+        adapted["oracle"] = run_nodes_once(duration, attach_time, payload_mass, controller, False, setup.params_file,
+                                           source, seed, timeout, engine, driver, oracle=plant_coulomb_width(plant_model))
+        every.append(adapted["oracle"])
     lo = attach_time * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
     diag = adapted["diagnostics"]
@@ -197,10 +256,12 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "consistent_fits": int(diag.get("consistent_fits", 0)),
         "consistent_failures": int(diag.get("consistent_failures", 0)),
         "estimator": adapted["estimator"],
-        "completed": bool(nominal["completed"] and adapted["completed"]),
-        "wall_seconds": round(nominal["wall_seconds"] + adapted["wall_seconds"], 2),
+        "completed": all(run["completed"] for run in every),
+        "wall_seconds": round(sum(run["wall_seconds"] for run in every), 2),
         "joints": list(plant_model.model.joint_names),
         "coulomb_true": [float(x) for x in plant_model.model.coulomb],
         "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }
+    if oracle:
+        report.update(oracle_report(adapted, adapted["oracle"], lo, attach_time))
     return report, runs

@@ -75,11 +75,15 @@ class SimulationRuntime:
     simulator node's parameters (a mapping read live); publish(): publishes the current state (called after
     every ``publish_decimation``-th step); log(level, kind, text): ``level`` one of ``"info"``,
     ``"warning"``, ``"throttled"`` (at most one per kind and period), ``"error"``; on_stop(): called once
-    when a diverged step stops the runtime (module docstring), e.g. to cancel the caller's timers."""
+    when a diverged step stops the runtime (module docstring), e.g. to cancel the caller's timers.
+    ``on_attach(payload)``: an attribute called with the :class:`~robodyn_ros.simulation.simulator.Payload`
+    whenever one is attached, before the next step (the oracle run of ``robodyn demo --oracle`` gives it to its
+    controller at that instant)."""
 
     def __init__(self, robot, config, publish, log, on_stop=lambda: None):
         c = self.config = config
         self.robot, self.publish, self.log, self.on_stop = robot, publish, log, on_stop
+        self.on_attach = lambda payload: None
         plant = load_plant(c["plant"], robot.model, locked_joints=robot_locked_joints(robot, c["plant"])) \
             if c.get("plant") else None
         model = plant.model if plant is not None else robot.model
@@ -359,6 +363,7 @@ class SimulationRuntime:
         self.sim.forward_dynamics = self.payload_dynamics
         self.log("info", "attached", f"payload of {self.payload.mass} kg attached to {self.payload.link} at "
                                      f"t = {self.sim.t:.3f} s")
+        self.on_attach(self.payload)
 
     def detach(self):
         self.sim.detach_payload()
