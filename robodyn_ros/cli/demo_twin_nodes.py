@@ -130,7 +130,7 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
 
     overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine, driver)
     if oracle is not None:   # the law's Coulomb sign as the plant's: its β then holds the plant's friction exactly
-        overrides[controller]["base_parameters.coulomb_width"] = float(oracle)
+        overrides["inverse_dynamics"]["base_parameters.coulomb_width"] = float(oracle)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
@@ -143,8 +143,10 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
                 mpc = up.nodes["mpc"].mpc
                 if not mpc.wait(timeout):
                     raise RuntimeError(f"the MPC was not built within {timeout} s: {mpc.error or 'still building'}")
-            exact = NodeOracle(up.nodes[controller].loop, sim.runtime) if oracle is not None else None
             up.activate(order=["simulator"])
+            # the simulator's runtime exists from its configuration on; its first state waits for the executor,
+            # so the oracle's model is in place before the controller answers it
+            exact = NodeOracle(up.nodes["inverse_dynamics"].loop, sim.runtime) if oracle is not None else None
             nv = sim.robot.model.nv
             estimator = up.nodes["estimator"]
             recorder = DemoRecorder(recorder_node, sim.config["command_topic"], estimator.config["payload_topic"], nv)

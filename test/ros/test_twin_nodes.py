@@ -34,11 +34,16 @@ def _assert_adapted(report, min_tracking_ratio):
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
 def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
     """The demo's scenario over DDS (15 s, 2 kg at 7.5 s; the gate judges its first estimate after 4 s of
-    motion, so the tracking window 5-7.5 s is adapted): computed torque with the twin's estimate."""
-    report, _ = run_twin_nodes(duration=15.0, attach_time=7.5, controller="computed_torque")
+    motion, so the tracking window 5-7.5 s is adapted): computed torque with the twin's estimate. With the oracle
+    run (``--oracle``: the same nodes, the controller given the twin's exact model and the payload's at its
+    attachment), which must track far better than both loops before and after the payload."""
+    report, _ = run_twin_nodes(duration=15.0, attach_time=7.5, controller="computed_torque", oracle=True)
     _print_report(report)
     _assert_adapted(report, min_tracking_ratio=5.0)
     assert report["tracking_rms_after_payload_adapted"] < report["tracking_rms_after_payload_nominal"]
+    assert report["oracle_payload_applied"] is True
+    assert report["tracking_rms_oracle"] < 0.2 * report["tracking_rms_adapted"]
+    assert all(ratio > 1.0 for _, ratio, _ in report["oracle_window_ratios"][8:])   # 9 s on: the payload's model
 
 
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
