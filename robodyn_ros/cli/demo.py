@@ -370,7 +370,7 @@ def plot_friction(ax, adapted, report):
 
 
 def oracle_line(report):
-    """The summary's line on the oracle run (none without one: the node-based twin run)."""
+    """The summary's line on the oracle run (none without one: the nodes' twin run without ``--oracle``)."""
     if "tracking_rms_oracle" not in report:
         return []
     reached = report["time_to_oracle"]
