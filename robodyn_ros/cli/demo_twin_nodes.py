@@ -229,7 +229,8 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     every = [nominal, adapted]
     if oracle:     # as the library loop's report has it: the oracle's series under the adapted run's
         adapted["oracle"] = run_nodes_once(duration, attach_time, payload_mass, controller, False, setup.params_file,
-                                           source, seed, timeout, engine, driver, oracle=plant_coulomb_width(plant_model))
+                                           source, seed, timeout, engine, driver,
+                                           oracle=plant_coulomb_width(plant_model))
         every.append(adapted["oracle"])
     lo = attach_time * 2.0 / 3.0
     r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)

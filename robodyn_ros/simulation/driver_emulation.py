@@ -22,10 +22,11 @@ Commands, per simulator step at time ``t`` (:meth:`DriverEmulation.applied`):
   answer the state before it. A real robot's cycle is its own hardware clock; a simulator starved of CPU
   catches up on several steps at once, microseconds apart, and those are the simulator's lateness, not the
   controller's: they neither count nor reset the run of missed cycles. ``missed_cycles`` counts every missed
-  cycle since the driver was made (commands later than one cycle: what libfranka tolerates 19 of in a row). A stopped robot holds the position where it stopped (its own gravity model and a
-  critically damped joint-space hold at ``HOLD_FREQUENCY``: the brakes, within the model's gravity error) and
-  ignores commands: after a UR stop until :meth:`reset` (the simulator node deactivated and activated
-  again: the driver's program restarted), after a Franka reflex until :meth:`error_recovery`.
+  cycle since the driver was made (commands later than one cycle: what libfranka tolerates 19 of in a row).
+  A stopped robot holds the position where it stopped (its own gravity model and a critically damped
+  joint-space hold at ``HOLD_FREQUENCY``: the brakes, within the model's gravity error) and ignores commands:
+  after a UR stop until :meth:`reset` (the simulator node deactivated and activated again: the driver's program
+  restarted), after a Franka reflex until :meth:`error_recovery`.
 
 Efforts (:meth:`effort_into`), from the applied torque with the sensor noise already added (so the noise is
 on the torque, before any conversion): ``effort.kind`` ``torque`` as it is; ``gravity_compensated`` minus
@@ -156,7 +157,7 @@ class DriverEmulation:
         the last received ``command`` (nv,); ``fresh``: a new command arrived since the last step; ``due``: the
         controller had a cycle's time to send it (False for a simulator's catch-up step: module docstring)."""
         if self.stopped is None:
-            self._watch(t, fresh, due)
+            self._watch(fresh, due)
         if self.stopped is not None:
             return self._hold_torque(q, v)
         tau = command
@@ -177,8 +178,8 @@ class DriverEmulation:
         viscous, coulomb, offset = self._friction
         return self.friction_scale * (viscous * v + coulomb * np.tanh(v / FRICTION_SIGN_WIDTH) + offset)
 
-    def _watch(self, t, fresh, due):
-        """The watchdogs (module docstring) at the step at time ``t``."""
+    def _watch(self, fresh, due):
+        """The watchdogs (module docstring) at one step."""
         if fresh:
             self.armed, self.missed = True, 0
             return
