@@ -76,9 +76,10 @@ class SimulationRuntime:
     every ``publish_decimation``-th step); log(level, kind, text): ``level`` one of ``"info"``,
     ``"warning"``, ``"throttled"`` (at most one per kind and period), ``"error"``; on_stop(): called once
     when a diverged step stops the runtime (module docstring), e.g. to cancel the caller's timers.
-    ``on_attach(payload)``: an attribute called with the :class:`~robodyn_ros.simulation.simulator.Payload`
-    whenever one is attached, before the next step (the oracle run of ``robodyn demo --oracle`` gives it to its
-    controller at that instant)."""
+    ``on_attach(payload)``: an attribute called by :meth:`attach` with the attached
+    :class:`~robodyn_ros.simulation.simulator.Payload` (at ``payload.attach_time`` or on request), before the next
+    step (the oracle run of ``robodyn demo --oracle`` gives it to its controller at that instant); a load replaced
+    live through the ``payload.*`` parameters (:meth:`apply_payload_parameters`) is not reported."""
 
     def __init__(self, robot, config, publish, log, on_stop=lambda: None):
         c = self.config = config
