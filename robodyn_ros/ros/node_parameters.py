@@ -130,7 +130,8 @@ SIMULATOR = ROBOT + TOPICS + (
     P("step_thread", bool, True, "Step in a thread of its own (real time: absolute-deadline sleeps; as fast as "
       "possible without lockstep: back to back) instead of on executor timers.", read_only=True),
     P("command_timeout", float, 0.1, "Simulated seconds without a command after which the simulator applies "
-      "zero torque and warns.", range=(0.0, 1e6), live=True),
+      "zero torque and warns (from the first command on: until then the robot holds where it started).",
+      range=(0.0, 1e6), live=True),
     P("initial_positions", list[float], [], "Initial joint positions (joint order); empty: the bundled home."),
     P("engine", str, "robodyn", "What integrates the plant: robodyn (this package's dynamics, the integrator "
       "below) or mujoco (MuJoCo on the plant written as MJCF, implicitfast; needs pip install "

@@ -26,7 +26,9 @@ Commands, per simulator step at time ``t`` (:meth:`DriverEmulation.applied`):
   A stopped robot holds the position where it stopped (its own gravity model and a critically damped
   joint-space hold at ``HOLD_FREQUENCY``: the brakes, within the model's gravity error) and ignores commands:
   after a UR stop until :meth:`reset` (the simulator node deactivated and activated again: the driver's program
-  restarted), after a Franka reflex until :meth:`error_recovery`.
+  restarted), after a Franka reflex until :meth:`error_recovery`. Every driver, ``generic`` included, holds the
+  same way from a start (:meth:`reset`) until the first command: a robot waits on its brakes for its controller,
+  so a controller that comes up late finds the arm where it was, not fallen under gravity.
 
 Efforts (:meth:`effort_into`), from the applied torque with the sensor noise already added (so the noise is
 on the torque, before any conversion): ``effort.kind`` ``torque`` as it is; ``gravity_compensated`` minus
@@ -116,8 +118,9 @@ class DriverEmulation:
 
     # ---------------------------------------------------------------------------------------- state
     def reset(self):
-        """A new start (the simulator node activated): running, watchdogs disarmed until the first command,
-        the rate limiter and the effort filter from scratch. The stop, reflex and missed-cycle counts are kept."""
+        """A new start (the simulator node activated): holding until the first command, which arms the
+        watchdogs; the rate limiter and the effort filter from scratch. The stop, reflex and missed-cycle counts
+        are kept."""
         self.stopped = None          # None, "receive_timeout" or "reflex"
         self.armed = False
         self.missed = 0              # missed cycles in a row
@@ -158,7 +161,7 @@ class DriverEmulation:
         controller had a cycle's time to send it (False for a simulator's catch-up step: module docstring)."""
         if self.stopped is None:
             self._watch(fresh, due)
-        if self.stopped is not None:
+        if self.stopped is not None or not self.armed:       # stopped, or waiting for the first command
             return self._hold_torque(q, v)
         tau = command
         if self.max_rate > 0.0:
@@ -181,6 +184,8 @@ class DriverEmulation:
     def _watch(self, fresh, due):
         """The watchdogs (module docstring) at one step."""
         if fresh:
+            if not self.armed:
+                self._hold = None            # the wait's hold is over: a later stop holds where it stops
             self.armed, self.missed = True, 0
             return
         if not self.armed or not due:
@@ -205,7 +210,7 @@ class DriverEmulation:
         self.log("error", why, text)
 
     def _hold_torque(self, q, v):
-        """The stopped robot's torque: its own gravity and a critically damped hold of the position where it
+        """The stopped (or waiting) robot's torque: its own gravity and a critically damped hold of the position where it
         stopped (stiffness ``ω² M_ii``, damping ``2 ω M_ii`` at the stop's configuration)."""
         if self._hold is None:
             m = np.diag(self._crba(q)).copy()

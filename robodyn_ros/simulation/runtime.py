@@ -7,8 +7,9 @@ pacing (real time, or as fast as possible). The node converts commands, publishe
 
 Timing: ``real_time_factor > 0`` steps to the wall clock, catching up whole steps and dropping wall time
 when more than ``MAX_CATCH_UP_STEPS`` behind; ``0`` runs as fast as possible, in ``lockstep`` stepping as
-soon as a command answers the last published state (or after ``lockstep_timeout`` wall seconds). A command
-older than ``command_timeout`` simulated seconds is replaced by zero torque. The robot's driver (``driver`` and the
+soon as a command answers the last published state (or after ``lockstep_timeout`` wall seconds). From a start
+until the first command the robot holds its position, as a robot on its brakes waits for its controller (the
+driver's hold); after it, a command older than ``command_timeout`` simulated seconds is replaced by zero torque. The robot's driver (``driver`` and the
 driver parameters: :class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`, ``self.driver``) then
 turns the command into the applied torque (gravity and friction compensation added, its rate limit, its
 watchdogs' stop and hold) and the applied torque into the reported effort. ``publish_decimation`` k > 1
@@ -135,7 +136,7 @@ class SimulationRuntime:
         self.last_command_time = 0.0
         self.commands_received = self.steps = 0
         self.catch_up_steps = 0          # real time: steps taken less than half a step's wall period after a publish
-        self.command_timed_out = self.awaiting_command = False
+        self.command_timed_out = self.awaiting_command = self.commanded = False
         self.last_step_wall = self._published_wall = time.monotonic()
 
     def robot_dynamics(self, q, v, tau, pi):
@@ -151,7 +152,10 @@ class SimulationRuntime:
         """Activation: time references from now (the caller publishes the first state)."""
         self.active = True
         self.last_command_time = self.sim.t
+        self.commanded = self._fresh_command     # a command arrived (the timeout runs from it): one received
+        #                                          while inactive is taken at the first step
         self.driver.reset()
+        self.log("info", "waiting", "holding the start position until the first command")
         self._wall_start, self._sim_start = time.monotonic(), self.sim.t
 
     def threaded(self):
@@ -267,7 +271,7 @@ class SimulationRuntime:
             self._auto_attached = True
             self.attach()
         tau = self.command                 # validated on receipt (set_command)
-        if sim.t - self.last_command_time > c["command_timeout"]:
+        if self.commanded and sim.t - self.last_command_time > c["command_timeout"]:
             if not self.command_timed_out:
                 self.log("warning", "command_timeout", f"no command for {sim.t - self.last_command_time:.3f} s "
                                                        f"(timeout {c['command_timeout']} s): applying zero torque")
@@ -344,7 +348,7 @@ class SimulationRuntime:
         """A command (nv,) in command order, validated by the caller; in lockstep it answers the last
         published state, so the next steps are taken now."""
         self.command = self.robot.from_command(command)
-        self._fresh_command = True
+        self._fresh_command = self.commanded = True
         self.last_command_time = self.sim.t
         self.commands_received += 1
         if self.command_timed_out:

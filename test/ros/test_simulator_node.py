@@ -38,7 +38,7 @@ def run_simulator(context, overrides, wall_seconds, messages_wanted=None):
         model = node.robot.model
         q0 = node.sim.q.copy()
         command = KernelDynamics(model, node.kernels).gravity(q0, model.inertial_parameters()) + 0.5
-        node.runtime.command = command
+        node.runtime.set_command(command)          # the first command, taken from the first step on
         assert up.spin_until(lambda: listener.count_publishers("/joint_states") > 0, 10.0)
         assert bring_up(node)
         if messages_wanted is None:

@@ -59,6 +59,27 @@ def test_the_panda_under_zero_commands_stays_put_only_where_the_robot_adds_gravi
         assert drift > 0.05                                # it falls
 
 
+@pytest.mark.parametrize("driver", ["generic", "franka", "ur"])
+def test_before_its_first_command_the_robot_holds_where_it_started_and_no_timeout_runs(driver):
+    """A controller that comes up late (a loaded machine, a slow first build) finds the arm where it started,
+    not fallen under gravity with zero torque; the command timeout runs from the first command on."""
+    runtime = runtime_of({"driver": driver, "real_time_factor": 0.0, "lockstep": False, "command_timeout": 0.1,
+                          "noise.effort": 0.01})
+    home, dt = runtime.sim.q.copy(), 1.0 / runtime.config["rate"]
+    for _ in range(round(0.5 / dt)):                       # 0.5 s without a command
+        runtime.step_and_publish()
+    assert np.abs(runtime.sim.q - home).max() < 0.01 and np.abs(runtime.sim.v).max() < 0.05
+    assert not runtime.command_timed_out and runtime.driver.stops == runtime.driver.reflexes == 0
+    assert [kind for _, kind, _ in runtime.logs if kind in ("command_timeout", "receive_timeout", "reflex")] == []
+    zero = np.zeros(runtime.robot.model.nv)
+    runtime.set_command(zero)                              # one command, then silence: the timeout runs
+    for _ in range(round(0.5 / dt)):
+        runtime.step_and_publish()
+    assert runtime.command_timed_out or runtime.driver.stops + runtime.driver.reflexes == 1
+    if driver == "generic":                                # zero torque after the timeout: it falls
+        assert np.abs(runtime.sim.q - home).max() > 0.05
+
+
 def test_ur_adds_its_friction_compensation_scaled_from_the_simulated_robots():
     config = resolve_node_config("simulator", {"robot": "ur5", "driver": "ur"})
     urdf = load_robot(config).model                  # the bundled UR5's URDF has no friction
