@@ -1,8 +1,10 @@
-"""robodyn record BAG [--topics TOPIC ...] [--storage mcap|sqlite3] [--duration S]: record live ROS 2
+"""robodyn record BAG [--topics TOPIC ...] [--storage mcap|sqlite3] [--duration S] [--span S]: record live ROS 2
 topics into a rosbag2 bag with rosbags, for users without the ros2 bag CLI.
 
 Each topic is recorded with the type the ROS graph reports for it, as soon as a publisher appears. The
-recording stops on Ctrl-C (SIGINT) or SIGTERM, or after ``--duration`` seconds, and the bag then appears
+recording stops on Ctrl-C (SIGINT) or SIGTERM, after ``--duration`` seconds of wall time, or once the first
+topic's recorded header stamps span ``--span`` seconds (the robot's time: a simulator running faster than real
+time is recorded for less wall time; whichever comes first), and the bag then appears
 at BAG complete; on any failure (or when nothing was received) nothing is left at BAG (the bag is
 written in a hidden temporary folder and renamed at the end). Progress (messages per topic) on stderr.
 Joint states with a non-finite position, an infinite velocity or effort, or a value beyond 1e9 (a diverged
@@ -28,6 +30,8 @@ def build_parser():
                    help="topics to record (default /joint_states)")
     p.add_argument("--storage", default="mcap", choices=("mcap", "sqlite3"), help="bag storage (default mcap)")
     p.add_argument("--duration", type=float, help="stop after this many seconds (default: until Ctrl-C)")
+    p.add_argument("--span", type=float, help="stop once the first topic's header stamps span this many seconds "
+                   "(the robot's time, e.g. a simulator's faster than real time)")
     p.add_argument("--use-sim-time", action="store_true", help="stamp messages with /clock time")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return p
@@ -47,14 +51,16 @@ def main(argv=None):
             return
         counts = ", ".join(f"{t} {n}" + (" (waiting for a publisher)" if t in recorder.pending else "")
                            for t, n in recorder.counts.items())
-        _say(sys.stderr, f"\rrecording {elapsed:6.1f} s: {counts}", end="")
+        spanned = f" ({recorder.span:.1f} s of stamps)" if args.span is not None else ""
+        _say(sys.stderr, f"\rrecording {elapsed:6.1f} s{spanned}: {counts}", end="")
 
     try:
-        if args.duration is not None and not args.duration > 0:
-            raise ModelError(f"--duration {args.duration}: must be positive")
+        for name, value in (("--duration", args.duration), ("--span", args.span)):
+            if value is not None and not 0 < value < float("inf"):
+                raise ModelError(f"{name} {value}: must be positive")
         path, counts, dropped = record_topics(args.bag, args.topics, storage=args.storage, duration=args.duration,
-                                     use_sim_time=args.use_sim_time, stop=stop.requested,
-                                     progress=progress)
+                                              span=args.span, use_sim_time=args.use_sim_time, stop=stop.requested,
+                                              progress=progress)
     except ModelError as exc:
         _say(sys.stderr, f"\nrobodyn record: error: {' '.join(str(exc).split())}\nnothing was written")
         return 2

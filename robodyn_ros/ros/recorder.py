@@ -7,6 +7,11 @@ them with the node clock's time as the bag timestamp (so ``use_sim_time`` record
 Joint states with values no joint has (a non-finite position, an infinite or absurd value:
 :func:`robodyn_ros.bags.value_check.joint_state_problem`) are left out and counted per topic (``dropped``).
 
+``span_topic``: the header stamps of that topic's recorded messages are followed (:attr:`TopicRecorder.span`, the
+seconds of the robot's time they cover), for a recording that ends after so much of the robot's time rather
+than of the wall clock's (a simulator faster or slower than real time); its type must start with a
+``std_msgs/Header``.
+
 QoS: reliable when every publisher of the topic offers reliable delivery (nothing is dropped between
 publisher and bag), else best effort (which connects to any publisher); volatile; a deep queue.
 
@@ -46,7 +51,7 @@ class TopicRecorder:
     topic is subscribed (the command does it while spinning), then :meth:`finish` or :meth:`abort`.
     """
 
-    def __init__(self, node, path, topics, storage="mcap", depth=1000):
+    def __init__(self, node, path, topics, storage="mcap", depth=1000, span_topic=None):
         from rosbags.rosbag2 import Writer
         from rosbags.rosbag2.enums import StoragePlugin
 
@@ -66,6 +71,10 @@ class TopicRecorder:
         self.node, self.depth = node, int(depth)
         self.topics = list(dict.fromkeys(topics))
         self.counts = {t: 0 for t in self.topics}
+        if span_topic is not None and span_topic not in self.topics:
+            raise ModelError(f"span topic {span_topic} is not among the recorded topics")
+        self.span_topic = span_topic
+        self._stamps = None            # (first, last) header stamp in ns of span_topic's recorded messages
         self.dropped = {}
         self.types = {}
         self._staging = tempfile.mkdtemp(prefix=f".{os.path.basename(self.path)}.", suffix=".partial", dir=parent)
@@ -75,6 +84,12 @@ class TopicRecorder:
         self._subscriptions = []
         from ..bags.storage import ros2_typestore
         self._typestore = ros2_typestore()
+
+    @property
+    def span(self):
+        """Seconds between the first and the last header stamp of ``span_topic`` recorded so far (0 before
+        two)."""
+        return 0.0 if self._stamps is None else 1e-9 * (self._stamps[1] - self._stamps[0])
 
     @property
     def pending(self):
@@ -99,6 +114,10 @@ class TopicRecorder:
                 raise ModelError(f"topic {topic} is published with several types: {kinds}")
             type_name = kinds[0]
             cls = message_class(type_name)
+            if topic == self.span_topic and \
+                    next(iter(cls.get_fields_and_field_types().items()), None) != ("header", "std_msgs/Header"):
+                raise ModelError(f"topic {topic} ({type_name}) has no header stamp to measure the recorded span "
+                                 f"by; record by wall time (--duration) instead")
             try:
                 connection = self._writer.add_connection(topic, type_name, typestore=self._typestore)
             except Exception as exc:   # rosbags knows only the standard message definitions
@@ -112,8 +131,11 @@ class TopicRecorder:
         from ..bags.cdr import JOINT_STATE_TYPE
         from ..bags.value_check import joint_state_problem
 
+        from ..bags.cdr import header_stamp_ns
+
         clock = self.node.get_clock()
         check = joint_state_problem if type_name == JOINT_STATE_TYPE else None
+        spanned = topic == self.span_topic
 
         def write(raw):
             if self._writer is None:
@@ -125,6 +147,10 @@ class TopicRecorder:
                 return
             self._writer.write(connection, clock.now().nanoseconds, raw)
             self.counts[topic] += 1
+            if spanned:
+                stamp = header_stamp_ns(raw)
+                self._stamps = (stamp, stamp) if self._stamps is None else \
+                    (min(self._stamps[0], stamp), max(self._stamps[1], stamp))
         return write
 
     def _stop(self):
@@ -161,10 +187,10 @@ class TopicRecorder:
         shutil.rmtree(self._staging, ignore_errors=True)
 
 
-def record_topics(bag, topics, *, storage="mcap", duration=None, use_sim_time=False, stop=lambda: False,
+def record_topics(bag, topics, *, storage="mcap", duration=None, span=None, use_sim_time=False, stop=lambda: False,
                   progress=None):
-    """Record ``topics`` into the bag directory ``bag`` until ``stop()`` is true or ``duration`` seconds pass
-    (in a context of its own); returns ``(path, {topic: message count}, {topic: (joint states dropped, the
+    """Record ``topics`` into the bag directory ``bag`` until ``stop()`` is true, ``duration`` seconds pass or
+    the first topic's header stamps span ``span`` seconds (:attr:`TopicRecorder.span`), in a context of its own; returns ``(path, {topic: message count}, {topic: (joint states dropped, the
     first one's reason)})``. On any failure nothing is left at ``bag``. ``progress(recorder, elapsed)`` is
     called about once a second."""
     import rclpy
@@ -177,14 +203,14 @@ def record_topics(bag, topics, *, storage="mcap", duration=None, use_sim_time=Fa
     try:
         node = rclpy.create_node("robodyn_record", context=context,
                                  parameter_overrides=[Parameter("use_sim_time", value=bool(use_sim_time))])
-        recorder = TopicRecorder(node, bag, topics, storage=storage)
+        recorder = TopicRecorder(node, bag, topics, storage=storage, span_topic=topics[0] if span else None)
         from rclpy.executors import SingleThreadedExecutor
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         start = last_report = time.monotonic()
         while not stop():
             now = time.monotonic()
-            if duration is not None and now - start >= duration:
+            if duration is not None and now - start >= duration or span is not None and recorder.span >= span:
                 break
             if recorder.pending:
                 recorder.discover()

@@ -163,3 +163,72 @@ def test_nothing_received_leaves_nothing(tmp_path):
     assert process.returncode == 2
     assert "no message received on /joint_states, /ft" in err and "nothing was written" in err
     assert os.listdir(tmp_path) == []
+
+
+def _publish_until_done(process, kind, topic, publisher_qos, messages, period=0.002):
+    """From a node in this process's domain (that of ``isolated_ros_domain``), publish ``messages`` of type ``kind``
+    on ``topic`` once the recorder ``process`` subscribed, ``period`` s apart, until it ends; returns how many
+    were published."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        publisher = rclpy.create_node("talker", context=context).create_publisher(kind, topic, publisher_qos)
+        return _publish(process, publisher, messages, period)
+    finally:
+        context.try_shutdown()
+
+
+def _publish(process, publisher, messages, period):
+    deadline = time.monotonic() + 30.0
+    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert publisher.get_subscription_count() > 0 or process.poll() is not None, "the recorder never subscribed"
+    sent = 0
+    for message in messages:
+        if process.poll() is not None:
+            break
+        publisher.publish(message)
+        sent += 1
+        time.sleep(period)
+    return sent
+
+
+def test_span_ends_the_recording_after_so_much_of_the_robots_time(motion, tmp_path):
+    """``--span 0.5`` on joint states stamped 5 ms apart and published 2 ms apart (a simulator at 2.5 x real
+    time): the command ends by itself once the recorded stamps span 0.5 s, long before the stream does; the bag
+    holds those 0.5 s (and what was in flight)."""
+    urdf, names, t, Q, V, tau = motion
+    with isolated_ros_domain():
+        process = _command(tmp_path / "bag", "--span", "0.5")
+        try:
+            sent = _publish_until_done(process, JointState, "/joint_states", qos.JOINT_STATE_OUTPUT_QOS,
+                                       (_message(names, t[k], Q[k], V[k], tau[k]) for k in range(2000)))
+            out, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, err
+    assert sent < 2000                                         # it ended before the stream did
+    series = read_joint_states(tmp_path / "bag", joint_names=names)
+    span = series.t[-1] - series.t[0]
+    assert 0.5 - 1e-9 <= span and len(series.t) < sent, (span, len(series.t), sent)
+    np.testing.assert_array_equal(series.q, Q[:len(series.t)])
+
+
+def test_span_needs_a_topic_with_a_header_stamp(tmp_path):
+    from std_msgs.msg import Float64MultiArray
+    with isolated_ros_domain():
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        process = subprocess.Popen([sys.executable, "-m", "robodyn_ros.cli", "record", str(tmp_path / "bag"),
+                                    "--topics", "/effort_controller/commands", "--span", "1", "--quiet"], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _publish_until_done(process, Float64MultiArray, "/effort_controller/commands", qos.COMMAND_QOS,
+                                (Float64MultiArray(data=[0.0]) for _ in range(5000)))
+            out, err = process.communicate(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 2, err
+    assert "topic /effort_controller/commands (std_msgs/msg/Float64MultiArray) has no header stamp" in err, err
+    assert os.listdir(tmp_path) == []
