@@ -75,3 +75,30 @@ def plant_description(plant, source):
     if plant.startswith("perturbed"):
         return f"{plant} (a plausible real robot drawn around the URDF)"
     return source
+
+
+def carried_payload(setup, payload_mass, duration, com=(0.0, 0.0, 0.05)):
+    """``(mass, note)``: the payload the demo attaches to ``setup``'s wrist link for the requested
+    ``payload_mass`` (kg, a 0.1-m box centred ``com`` in the link frame) along its reference over ``duration`` s:
+    the requested mass when the robot carries it within :data:`~robodyn_ros.simulation.payload_capacity.MARGIN`
+    of its effort limits (:func:`~robodyn_ros.simulation.payload_capacity.payload_capacity`), else the largest
+    that it carries, in steps of 0.1 kg (0: none), with ``note`` the one line saying why (None when unchanged)."""
+    import math
+
+    from ..simulation.payload_capacity import payload_capacity
+
+    model = setup.model
+    capacity = payload_capacity(model, setup.reference, setup.robot.wrist_link, com, duration)
+    if payload_mass <= capacity.mass:
+        return float(payload_mass), None
+    carried = math.floor(10.0 * capacity.mass + 1e-9) / 10.0
+    j = model.joint_names.index(capacity.joint)
+    limit = f"{capacity.joint}'s effort limit ({model.effort_limit[j]:g} N m)"
+    if capacity.mass <= 0.0:
+        why = f"the motion alone needs {100.0 * capacity.motion_ratio[j]:.0f} % of {limit}"
+    else:
+        why = f"a {payload_mass:g}-kg payload at {setup.robot.wrist_link} needs more of {limit} along the motion"
+    why += f" than the {100.0 * capacity.margin:.0f} % within which the demo attaches a payload"
+    if carried > 0.0:
+        return carried, f"{why}: a {carried:g}-kg payload attached instead"
+    return carried, f"{why}: no payload attached (a home where gravity loads the joints less leaves room for one)"

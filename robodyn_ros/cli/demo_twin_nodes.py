@@ -211,8 +211,7 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     under the adapted run's ``"oracle"``); returns ``(report, {"adapted", "nominal"})``."""
     from ..simulation.adaptive_loop import oracle_report, plant_coulomb_width, rms, time_to_within, window_report
     from ..simulation.plant import load_plant
-    from .demo_robot import plant_description
-    from .demo_robot import demo_robot, plant_source
+    from .demo_robot import carried_payload, demo_robot, plant_description, plant_source
 
     if controller not in ("computed_torque", "slotine_li", "mpc"):
         raise ValueError(f"the twin scenario over the nodes runs computed_torque, slotine_li or mpc, not {controller!r}")
@@ -222,7 +221,9 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     setup = demo_robot(robot)
     source = plant_source(plant, setup)
     plant_model = load_plant(source, setup.model)
-    attach_time = duration / 2.0 if attach_time is None else attach_time
+    payload_mass, payload_note = carried_payload(setup, payload_mass, duration)
+    attach_time = None if payload_mass <= 0.0 else duration / 2.0 if attach_time is None else attach_time
+    end = attach_time if attach_time is not None else duration      # the tracking window: the last third before it
     runs = {name: run_nodes_once(duration, attach_time, payload_mass, controller, adapt, setup.params_file, source,
                                  seed, timeout, engine, driver) for name, adapt in (("nominal", False), ("adapted", True))}
     nominal, adapted = runs["nominal"], runs["adapted"]
@@ -232,24 +233,27 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
                                            source, seed, timeout, engine, driver,
                                            oracle=plant_coulomb_width(plant_model))
         every.append(adapted["oracle"])
-    lo = attach_time * 2.0 / 3.0
-    r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, attach_time), rms(adapted["error"], adapted["t"], lo, attach_time)
+    lo = end * 2.0 / 3.0
+    r_nom, r_ad = rms(nominal["error"], nominal["t"], lo, end), rms(adapted["error"], adapted["t"], lo, end)
     diag = adapted["diagnostics"]
-    settle = time_to_within(adapted["t_estimate"], adapted["payload_mass"], payload_mass, attach_time)
+    settle = None if attach_time is None else \
+        time_to_within(adapted["t_estimate"], adapted["payload_mass"], payload_mass, attach_time)
+    after = (attach_time if attach_time is not None else 0.0) + 3.0
     report = {
         "scenario": "twin", "robot": robot, "plant": plant_description(plant, source),
         "model": f"nominal {setup.model.name or robot}", "runtime": "ROS nodes over DDS (in-process bringup)",
         "engine": engine, "driver": driver,
         "driver_events": {name: run["driver_events"] for name, run in runs.items()},
         "controller": controller, "duration": float(duration), "simulated_time": float(duration),
-        "tracking_window": [float(lo), float(attach_time)],
+        "tracking_window": [float(lo), float(end)],
         "tracking_rms_nominal": r_nom, "tracking_rms_adapted": r_ad,
         "tracking_ratio": r_nom / r_ad if r_ad > 0 else float("inf"),
-        "payload_attach_time": float(attach_time), "payload_mass_true": float(payload_mass),
+        "payload_attach_time": None if attach_time is None else float(attach_time),
+        "payload_mass_true": float(payload_mass),
         "payload_mass_estimated": float(adapted["payload_mass"][-1]) if len(adapted["payload_mass"]) else float("nan"),
         "payload_source": "joint_torques", "payload_time_to_5_percent": settle,
-        "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], attach_time + 3.0, np.inf),
-        "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], attach_time + 3.0, np.inf),
+        "tracking_rms_after_payload_adapted": rms(adapted["error"], adapted["t"], after, np.inf),
+        "tracking_rms_after_payload_nominal": rms(nominal["error"], nominal["t"], after, np.inf),
         "non_finite_commands": int(adapted["non_finite_commands"] + nominal["non_finite_commands"]),
         **window_report(adapted, nominal),
         "gate": {k[len("gate_"):]: int(v) for k, v in diag.items() if k.startswith("gate_")},
@@ -265,6 +269,8 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         "coulomb_true": [float(x) for x in plant_model.model.coulomb],
         "coulomb_estimated": [float(x) for x in adapted["coulomb"][-1]] if len(adapted["coulomb"]) else [],
     }
+    if payload_note is not None:
+        report["payload_note"] = payload_note
     if oracle:
-        report.update(oracle_report(adapted, adapted["oracle"], lo, attach_time))
+        report.update(oracle_report(adapted, adapted["oracle"], lo, end))
     return report, runs
