@@ -136,7 +136,7 @@ class SimulationRuntime:
         self.last_command_time = 0.0
         self.commands_received = self.steps = 0
         self.catch_up_steps = 0          # real time: steps taken less than half a step's wall period after a publish
-        self.command_timed_out = self.awaiting_command = self.commanded = False
+        self.command_timed_out = self.awaiting_command = self.commanded = self._told_waiting = False
         self.last_step_wall = self._published_wall = time.monotonic()
 
     def robot_dynamics(self, q, v, tau, pi):
@@ -155,7 +155,7 @@ class SimulationRuntime:
         self.commanded = self._fresh_command     # a command arrived (the timeout runs from it): one received
         #                                          while inactive is taken at the first step
         self.driver.reset()
-        self.log("info", "waiting", "holding the start position until the first command")
+        self._told_waiting = False
         self._wall_start, self._sim_start = time.monotonic(), self.sim.t
 
     def threaded(self):
@@ -271,6 +271,9 @@ class SimulationRuntime:
             self._auto_attached = True
             self.attach()
         tau = self.command                 # validated on receipt (set_command)
+        if not self.commanded and not self._told_waiting:
+            self._told_waiting = True
+            self.log("info", "waiting", "holding the start position until the first command")
         if self.commanded and sim.t - self.last_command_time > c["command_timeout"]:
             if not self.command_timed_out:
                 self.log("warning", "command_timeout", f"no command for {sim.t - self.last_command_time:.3f} s "

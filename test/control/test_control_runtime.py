@@ -137,7 +137,7 @@ def test_simulation_runtime_stops_for_good_on_a_diverged_step():
     runtime.on_real_time_tick()
     runtime.step_to_next_publish()
     runtime.publish_state()
-    assert (runtime.steps, len(published), len(logs), stops) == (steps, count, 3, [1])   # + start's "holding"
+    assert (runtime.steps, len(published), len(logs), stops) == (steps, count, 2, [1])
     runtime.stop()
 
     panda = SimulationRuntime(load_robot(resolve_node_config("simulator", {"real_time_factor": 0.0,
