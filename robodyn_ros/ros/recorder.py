@@ -128,10 +128,8 @@ class TopicRecorder:
         return self.pending
 
     def _writer_for(self, topic, connection, type_name):
-        from ..bags.cdr import JOINT_STATE_TYPE
+        from ..bags.cdr import JOINT_STATE_TYPE, header_stamp_ns
         from ..bags.value_check import joint_state_problem
-
-        from ..bags.cdr import header_stamp_ns
 
         clock = self.node.get_clock()
         check = joint_state_problem if type_name == JOINT_STATE_TYPE else None
@@ -190,9 +188,9 @@ class TopicRecorder:
 def record_topics(bag, topics, *, storage="mcap", duration=None, span=None, use_sim_time=False, stop=lambda: False,
                   progress=None):
     """Record ``topics`` into the bag directory ``bag`` until ``stop()`` is true, ``duration`` seconds pass or
-    the first topic's header stamps span ``span`` seconds (:attr:`TopicRecorder.span`), in a context of its own; returns ``(path, {topic: message count}, {topic: (joint states dropped, the
-    first one's reason)})``. On any failure nothing is left at ``bag``. ``progress(recorder, elapsed)`` is
-    called about once a second."""
+    the first topic's header stamps span ``span`` seconds (:attr:`TopicRecorder.span`), in a context of its own;
+    returns ``(path, {topic: message count}, {topic: (joint states dropped, the first one's reason)})``. On any
+    failure nothing is left at ``bag``. ``progress(recorder, elapsed)`` is called about once a second."""
     import rclpy
     from rclpy.parameter import Parameter
     from rclpy.signals import SignalHandlerOptions
