@@ -94,11 +94,12 @@ def carried_payload(setup, payload_mass, duration, com=(0.0, 0.0, 0.05)):
     carried = math.floor(10.0 * capacity.mass + 1e-9) / 10.0
     j = model.joint_names.index(capacity.joint)
     limit = f"{capacity.joint}'s effort limit ({model.effort_limit[j]:g} N m)"
+    margin = f"the {100.0 * capacity.margin:.0f} % within which the demo attaches a payload"
     if capacity.mass <= 0.0:
-        why = f"the motion alone needs {100.0 * capacity.motion_ratio[j]:.0f} % of {limit}"
+        why = f"the motion alone needs {100.0 * capacity.motion_ratio[j]:.0f} % of {limit}, more than {margin}"
     else:
-        why = f"a {payload_mass:g}-kg payload at {setup.robot.wrist_link} needs more of {limit} along the motion"
-    why += f" than the {100.0 * capacity.margin:.0f} % within which the demo attaches a payload"
+        why = (f"a {payload_mass:g}-kg payload at {setup.robot.wrist_link} needs more of {limit} along the motion "
+               f"than {margin}")
     if carried > 0.0:
         return carried, f"{why}: a {carried:g}-kg payload attached instead"
     return carried, f"{why}: no payload attached (a home where gravity loads the joints less leaves room for one)"
