@@ -210,8 +210,8 @@ class DriverEmulation:
         self.log("error", why, text)
 
     def _hold_torque(self, q, v):
-        """The stopped (or waiting) robot's torque: its own gravity and a critically damped hold of the position where it
-        stopped (stiffness ``ω² M_ii``, damping ``2 ω M_ii`` at the stop's configuration)."""
+        """The stopped (or waiting) robot's torque: its own gravity and a critically damped hold of the position
+        where it stopped (stiffness ``ω² M_ii``, damping ``2 ω M_ii`` at the stop's configuration)."""
         if self._hold is None:
             m = np.diag(self._crba(q)).copy()
             w = 2.0 * np.pi * HOLD_FREQUENCY

@@ -41,30 +41,31 @@ class PayloadCapacity(NamedTuple):
     margin: float
 
 
-def payload_capacity(model, reference, link, com, duration, margin=MARGIN, size=(0.1, 0.1, 0.1), coulomb_width=COULOMB_WIDTH):
+def payload_capacity(model, reference, link, com, duration, margin=MARGIN, size=(0.1, 0.1, 0.1),
+                     coulomb_width=COULOMB_WIDTH):
     """The :class:`PayloadCapacity` of ``model`` (its own inertial parameters and ``effort_limit``) for a box
     payload of edges ``size`` centred at ``com`` (3,) in ``link``'s frame, along ``reference.evaluate(t)`` on
     [0, ``duration``] every ``SAMPLE_PERIOD`` s (module docstring); ``τ₀`` with the model's armature and
     friction (Coulomb sign ``tanh(v / coulomb_width)``). Joints without a finite positive effort limit bound
     nothing."""
-    body = model.frames[link].body
-    unit = np.zeros(10 * model.nbodies)
-    unit[10 * body:10 * body + 10] = link_inertia_in_body(model, Payload.box(link, 1.0, com, size).pi, link)
     t = np.arange(0.0, float(duration) + 1e-9, SAMPLE_PERIOD)
     Q, V, A = (np.array(x, dtype=float) for x in zip(*(reference.evaluate(s) for s in t)))
     tau_0 = predict_torques(model, Q, V, A, coulomb_width)          # rigid body, armature and friction
-    tau_1 = batch_regressor(model, Q, V, A) @ unit                   # per kg of payload
     limit = np.asarray(model.effort_limit, dtype=float)
     limited = np.isfinite(limit) & (limit > 0.0)
-    worst_ratio = np.where(limited, np.abs(tau_0) / np.where(limited, limit, 1.0), 0.0).max(axis=0)
+    motion_ratio = np.where(limited, np.abs(tau_0) / np.where(limited, limit, 1.0), 0.0).max(axis=0)
+    if np.any(motion_ratio > margin):                               # no room for any payload
+        return PayloadCapacity(motion_ratio, 0.0, model.joint_names[int(np.argmax(motion_ratio))], float(margin))
+    body = model.frames[link].body
+    unit = np.zeros(10 * model.nbodies)
+    unit[10 * body:10 * body + 10] = link_inertia_in_body(model, Payload.box(link, 1.0, com, size).pi, link)
+    tau_1 = batch_regressor(model, Q, V, A) @ unit                   # per kg of payload
     loaded = limited & (np.abs(tau_1) > 1e-12)
     room = np.full(tau_1.shape, np.inf)
     bound = np.broadcast_to(margin * limit, tau_1.shape)
     room[loaded] = (bound[loaded] - np.sign(tau_1[loaded]) * tau_0[loaded]) / np.abs(tau_1[loaded])
     per_joint = room.min(axis=0)
     j = int(np.argmin(per_joint))
-    mass, joint = (float(per_joint[j]), model.joint_names[j]) if np.isfinite(per_joint[j]) else (np.inf, None)
-    if np.any(worst_ratio > margin):
-        j = int(np.argmax(worst_ratio))
-        return PayloadCapacity(worst_ratio, 0.0, model.joint_names[j], float(margin))
-    return PayloadCapacity(worst_ratio, max(mass, 0.0), joint, float(margin))
+    if not np.isfinite(per_joint[j]):
+        return PayloadCapacity(motion_ratio, np.inf, None, float(margin))
+    return PayloadCapacity(motion_ratio, max(float(per_joint[j]), 0.0), model.joint_names[j], float(margin))

@@ -9,10 +9,11 @@ Timing: ``real_time_factor > 0`` steps to the wall clock, catching up whole step
 when more than ``MAX_CATCH_UP_STEPS`` behind; ``0`` runs as fast as possible, in ``lockstep`` stepping as
 soon as a command answers the last published state (or after ``lockstep_timeout`` wall seconds). From a start
 until the first command the robot holds its position, as a robot on its brakes waits for its controller (the
-driver's hold); after it, a command older than ``command_timeout`` simulated seconds is replaced by zero torque. The robot's driver (``driver`` and the
-driver parameters: :class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`, ``self.driver``) then
-turns the command into the applied torque (gravity and friction compensation added, its rate limit, its
-watchdogs' stop and hold) and the applied torque into the reported effort. ``publish_decimation`` k > 1
+driver's hold); after it, a command older than ``command_timeout`` simulated seconds is replaced by zero
+torque. The robot's driver (``driver`` and the driver parameters:
+:class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`, ``self.driver``) then turns the command
+into the applied torque (gravity and friction compensation added, its rate limit, its watchdogs' stop and
+hold) and the applied torque into the reported effort. ``publish_decimation`` k > 1
 publishes after every k-th step only.
 
 Divergence: after every step the state is checked (:class:`~robodyn_ros.simulation.divergence.DivergenceCheck`);
@@ -152,8 +153,8 @@ class SimulationRuntime:
         """Activation: time references from now (the caller publishes the first state)."""
         self.active = True
         self.last_command_time = self.sim.t
-        self.commanded = self._fresh_command     # a command arrived (the timeout runs from it): one received
-        #                                          while inactive is taken at the first step
+        # a command arrived (the timeout runs from it); one received while inactive is taken at the first step
+        self.commanded = self._fresh_command
         self.driver.reset()
         self._told_waiting = False
         self._wall_start, self._sim_start = time.monotonic(), self.sim.t
