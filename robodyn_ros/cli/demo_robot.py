@@ -77,16 +77,19 @@ def plant_description(plant, source):
     return source
 
 
-def carried_payload(setup, payload_mass, duration, com=(0.0, 0.0, 0.05)):
+def carried_payload(setup, payload_mass, duration, com=None):
     """``(mass, note)``: the payload the demo attaches to ``setup``'s wrist link for the requested
-    ``payload_mass`` (kg, a 0.1-m box centred ``com`` in the link frame) along its reference over ``duration`` s:
+    ``payload_mass`` (kg, a 0.1-m box centred ``com`` in the link frame; None: the demo's, the library loop's
+    ``AdaptiveLoopConfig.payload_com``, the simulator's ``payload.com``) along its reference over ``duration`` s:
     the requested mass when the robot carries it within :data:`~robodyn_ros.simulation.payload_capacity.MARGIN`
     of its effort limits (:func:`~robodyn_ros.simulation.payload_capacity.payload_capacity`), else the largest
     that it carries, in steps of 0.1 kg (0: none), with ``note`` the one line saying why (None when unchanged)."""
     import math
 
+    from ..simulation.adaptive_loop import AdaptiveLoopConfig
     from ..simulation.payload_capacity import payload_capacity
 
+    com = AdaptiveLoopConfig.payload_com if com is None else com
     model = setup.model
     capacity = payload_capacity(model, setup.reference, setup.robot.wrist_link, com, duration)
     if payload_mass <= capacity.mass:

@@ -173,24 +173,20 @@ def _publish_until_done(process, kind, topic, publisher_qos, messages, period=0.
     rclpy.init(context=context)
     try:
         publisher = rclpy.create_node("talker", context=context).create_publisher(kind, topic, publisher_qos)
-        return _publish(process, publisher, messages, period)
+        deadline = time.monotonic() + 30.0
+        while publisher.get_subscription_count() == 0 and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert publisher.get_subscription_count() > 0 or process.poll() is not None, "the recorder never subscribed"
+        sent = 0
+        for message in messages:
+            if process.poll() is not None:
+                break
+            publisher.publish(message)
+            sent += 1
+            time.sleep(period)
+        return sent
     finally:
         context.try_shutdown()
-
-
-def _publish(process, publisher, messages, period):
-    deadline = time.monotonic() + 30.0
-    while publisher.get_subscription_count() == 0 and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.05)
-    assert publisher.get_subscription_count() > 0 or process.poll() is not None, "the recorder never subscribed"
-    sent = 0
-    for message in messages:
-        if process.poll() is not None:
-            break
-        publisher.publish(message)
-        sent += 1
-        time.sleep(period)
-    return sent
 
 
 def test_span_ends_the_recording_after_so_much_of_the_robots_time(motion, tmp_path):

@@ -9,8 +9,8 @@ recorded motion as rich as the planned one (the identified regressor's condition
 simulated robot followed the plan), the identified model's held-out torque error within 2 %, and the block's
 last step, the adaptive loop on the identified robot, writing its report.
 
-Minutes of work per arm (an optimisation, 40 s of the simulated robot's time recorded, a 15-s library loop): one after another with
-the other tests that start many processes (setup.cfg's --dist loadgroup)."""
+Minutes of work per arm (an optimisation, 40 s of the simulated robot's time recorded, a 15-s library loop): one
+after another with the other tests that start many processes (setup.cfg's --dist loadgroup)."""
 import json
 import os
 import re
