@@ -16,7 +16,9 @@ least squares determine every base parameter with similar relative accuracy from
 URDF's position limits (or narrower ranges), velocity limits and effort limits (the nominal model's
 inverse dynamics, friction included), each shrunk by a margin, starting and ending at rest, and, given
 a :class:`~robodyn_ros.identification.collision_clearance.ClearanceModel`, clear of the floor (or a
-workspace box) and of itself at every millisecond.
+workspace box) and of itself at every millisecond. The optimiser is given the gradients of log κ and of the
+torques in the coefficients, differenced through the samples (:func:`displaced_samples`: 3 nv + 1 evaluations
+of the regressor, where differencing the 2 nv K + nv coefficients takes one each).
 """
 from __future__ import annotations
 
@@ -80,11 +82,8 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
     grid = np.linspace(0.0, period, grid_points or 40 * harmonics, endpoint=False)
     from .batch import predict_torques
 
-    def cost(trajectory):
-        q, v, a = trajectory.evaluate(grid)
-        W = base.regressor(model, q, v, a).reshape(-1, base.count)
-        s = np.linalg.svd(W, compute_uv=False)
-        return float(np.log(s[0] / max(s[-1], 1e-300)))
+    def regressor(q, v, a):
+        return base.regressor(model, q, v, a)
 
     def torques(q, v, a):
         return predict_torques(model, q, v, a, coulomb_width)
@@ -102,11 +101,66 @@ def design_for_model(model, period=10.0, harmonics=5, margin=0.05, coulomb_width
                              f"{problem}; give --start")
     trajectory = design_exciting_trajectory(
         nv, lower, upper, model.velocity_limit, a_max=a_max, period=period, harmonics=harmonics,
-        cost=cost, seed=seed, tau_check=torques, tau_max=model.effort_limit, margin=margin, start_at_rest=True,
+        sample_cost=lambda q, v, a: log_condition_number(regressor, q, v, a), seed=seed, tau_check=torques,
+        tau_derivatives=lambda q, v, a: sample_jacobians(torques, q, v, a)[1], tau_max=model.effort_limit,
+        margin=margin, start_at_rest=True,
         grid_points=len(grid), max_iterations=max_iterations, q_start=q_start, clearance=clearance, anchor=anchor,
         progress=progress)
     t, q, v, a = trajectory.sample(0.001)
     return trajectory, regressor_condition_number(model, base, q, v, a)
+
+
+SAMPLE_STEP = (np.sqrt(np.finfo(float).eps), np.sqrt(np.finfo(float).eps), 1.0)
+"""Forward-difference steps in q, v and a of :func:`displaced_samples`, relative to max(1, |x|): the square root
+of the machine epsilon where f is nonlinear; 1 in a, in which the torques and the regressor are linear."""
+
+
+def displaced_samples(Q, V, A, steps=SAMPLE_STEP):
+    """For each group g (0: q, 1: v, 2: a) and joint j: ``(g, j, h, (Q', V', A'))`` with column j of group g
+    displaced by h (N,) in every sample at once (h = steps[g] max(1, |x|)). For a function whose row i
+    depends on sample i alone (torques, regressor rows), one evaluation at the displaced samples gives the
+    forward difference of every row with respect to its own sample's q_j, v_j or a_j: 3 n + 1 evaluations
+    give the derivative with respect to any parameters of the motion, by the chain rule through the
+    samples, where differencing those parameters directly takes one evaluation per parameter."""
+    groups = (Q, V, A)
+    for g, X in enumerate(groups):
+        for j in range(X.shape[1]):
+            h = steps[g] * np.maximum(1.0, np.abs(X[:, j]))
+            displaced = X.copy()
+            displaced[:, j] += h
+            h = displaced[:, j] - X[:, j]   # the step as represented
+            yield g, j, h, tuple(displaced if k == g else groups[k] for k in range(3))
+
+
+def sample_jacobians(f, Q, V, A):
+    """``(f(Q, V, A) (N, m), J (3, N, m, n))`` for f whose row i depends on sample i alone: J[g, i] the
+    forward-difference Jacobian of row i with respect to sample i's q (g = 0), v (1) or a (2)
+    (:func:`displaced_samples`)."""
+    f0 = np.asarray(f(Q, V, A), dtype=float)
+    J = np.empty((3, len(Q), f0.shape[1], Q.shape[1]))
+    for g, j, h, samples in displaced_samples(Q, V, A):
+        J[g, :, :, j] = (np.asarray(f(*samples), dtype=float) - f0) / h[:, None]
+    return f0, J
+
+
+def log_condition_number(regressor, Q, V, A):
+    """log κ (module docstring) of the regressor rows ``regressor(Q, V, A)`` (N, nv, r) stacked, and its
+    gradient (3, N, nv) with respect to every sample's q, v and a. With W = U diag(s) V^T,
+    d s_k = u_k^T dW v_k, so d log κ = u_1^T dW v_1 / s_1 - u_r^T dW v_r / s_r, a sum over the samples
+    of their own rows' terms, each differenced by :func:`displaced_samples`."""
+    W = np.asarray(regressor(Q, V, A), dtype=float)
+    N, nv, r = W.shape
+    U, s, Vt = np.linalg.svd(W.reshape(N * nv, r), full_matrices=False)
+    s_min = max(s[-1], 1e-300)
+    u_max, u_min = U[:, 0].reshape(N, nv), U[:, -1].reshape(N, nv)
+    w_max, w_min = W @ Vt[0], W @ Vt[-1]      # (N, nv): W v_1 and W v_r sample by sample
+    gradient = np.empty((3, N, nv))
+    for g, j, h, samples in displaced_samples(Q, V, A):
+        D = np.asarray(regressor(*samples), dtype=float)
+        d_max = np.einsum("ik,ik->i", u_max, D @ Vt[0] - w_max)
+        d_min = np.einsum("ik,ik->i", u_min, D @ Vt[-1] - w_min)
+        gradient[g, :, j] = (d_max / s[0] - d_min / s_min) / h
+    return float(np.log(s[0] / s_min)), gradient
 
 
 def start_problem(model, q, lower=None, upper=None, margin=0.05, clearance=None, coulomb_width=0.05):

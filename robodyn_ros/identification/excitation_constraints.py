@@ -69,13 +69,15 @@ class ClearanceConstraints:
 
 
 class LimitConstraints:
-    """Limit constraints of the design as SLSQP inequality dictionaries (fun(x) >= 0) and as a test."""
+    """Limit constraints of the design as SLSQP inequality dictionaries (fun(x) >= 0) and as a test.
+    ``tau_derivatives(q, v, a)`` (optional): (3, N, n, n), every sample's torque Jacobians with respect to
+    its q, v and a, chained to the torque rows' Jacobian (else SLSQP differences them)."""
 
-    def __init__(self, coefficients, lower, upper, v_max, a_max, tau_check, tau_max):
+    def __init__(self, coefficients, lower, upper, v_max, a_max, tau_check, tau_max, tau_derivatives=None):
         self.coefficients = coefficients
         self.lower, self.upper = lower, upper
         self.symmetric = [(1, v_max)] + ([] if a_max is None else [(2, a_max)])
-        self.tau_check, self.tau_max = tau_check, tau_max
+        self.tau_check, self.tau_max, self.tau_derivatives = tau_check, tau_max, tau_derivatives
         self._cache = {}
 
     def _linear(self, grid, margin):
@@ -102,11 +104,25 @@ class LimitConstraints:
         limit = (1 - margin) * self.tau_max
         return np.concatenate([(limit - tau).ravel(), (limit + tau).ravel()])
 
+    def _torque_slack_jacobian(self, x, grid):
+        """(2 N n, size): d/dx of :meth:`_torque_slack`, dtau/dx = sum_r dtau/dq^(r) dq^(r)/dx."""
+        N, n = len(grid), self.coefficients.n
+        key = ("maps", grid.tobytes())
+        if key not in self._cache:
+            self._cache[key] = [self.coefficients.linear_map(grid, r).reshape(N, n, -1) for r in range(3)]
+        maps = self._cache[key]
+        J = self.tau_derivatives(*(G @ x for G in maps))
+        d_tau = sum(np.einsum("ikj,ijp->ikp", J[r], maps[r]) for r in range(3)).reshape(N * n, -1)
+        return np.vstack([-d_tau, d_tau])
+
     def slsqp_constraints(self, grid, margin):
         G, h = self._linear(grid, margin)
         constraints = [{"type": "ineq", "fun": lambda x: h - G @ x, "jac": lambda x: -G}]
         if self.tau_check is not None:
-            constraints.append({"type": "ineq", "fun": lambda x: self._torque_slack(x, grid, margin)})
+            torque = {"type": "ineq", "fun": lambda x: self._torque_slack(x, grid, margin)}
+            if self.tau_derivatives is not None:
+                torque["jac"] = lambda x: self._torque_slack_jacobian(x, grid)
+            constraints.append(torque)
         return constraints
 
     def satisfied(self, x, grid, margin, tolerance=0.0) -> bool:

@@ -251,11 +251,20 @@ def _anchor_configuration(n, q_start, clearance, anchor):
     return anchor
 
 
-def _objective(coefficients, cost, grid, lower, upper, v_max, a_max):
+def _objective(coefficients, cost, sample_cost, grid, lower, upper, v_max, a_max):
     """``(objective, with_gradient)``: x -> ``cost(trajectory)`` when a cost is given (SLSQP differences
-    it), else the D-optimal signal criterion of `_excitation_cost` returning its exact gradient too."""
+    it); x -> ``sample_cost(q, v, a)`` on the grid and its exact gradient through the linear maps x -> q,
+    v, a when a sample cost is given; else the D-optimal signal criterion of `_excitation_cost` returning
+    its exact gradient too."""
     if cost is not None:
         return (lambda x: float(cost(coefficients.trajectory(x)))), False
+    if sample_cost is not None:
+        maps = [coefficients.linear_map(grid, r).reshape(len(grid), coefficients.n, -1) for r in range(3)]
+
+        def objective(x):
+            value, gradient = sample_cost(*(G @ x for G in maps))
+            return value, sum(np.einsum("ij,ijp->p", d, G) for d, G in zip(gradient, maps))
+        return objective, True
     a_scale = a_max if a_max is not None else v_max * coefficients.omega_f * coefficients.K
     scales = np.concatenate([(upper - lower) / 2.0, v_max, a_scale])
     return _excitation_cost(coefficients, grid, scales), True
@@ -302,6 +311,7 @@ def design_exciting_trajectory(
     margin: float = 0.05, start_at_rest: bool = False, q_start=None, grid_points: int | None = None,
     max_iterations: int = 100, clearance=None, anchor=None, clearance_buffer: float = 0.01,
     check_interval: float = 0.001, refinements: int = 3, progress: Callable[[int, int], None] | None = None,
+    sample_cost=None, tau_derivatives=None,
 ) -> FourierTrajectory:
     """Optimise a Fourier trajectory (module docstring) that respects joint limits with a margin.
 
@@ -313,8 +323,11 @@ def design_exciting_trajectory(
     q_start imposes q(0) = q_start.
 
     Minimises ``cost(trajectory)`` (e.g. the condition number of the identification regressor;
-    gradient by finite differences) or, when cost is None, the D-optimal signal criterion of
-    `_excitation_cost`. Afterwards the limits are re-checked on a grid 10 times denser and, if
+    gradient by finite differences), or ``sample_cost(q, v, a)`` of the (N, n) samples on the grid returning
+    the value and its gradient (3, N, n) with respect to every sample's q, v and a (chained to the
+    coefficients exactly), or, when neither is given, the D-optimal signal criterion of
+    `_excitation_cost`. ``tau_derivatives(q, v, a)``, optional with tau_check: (3, N, n, n), the Jacobians
+    of every sample's torques with respect to its q, v and a (else SLSQP differences the torque rows). Afterwards the limits are re-checked on a grid 10 times denser and, if
     needed, the oscillation is shrunk towards the start/centre until they hold with margin/2
     (``design_report.final_scale``). Deterministic given ``seed``. Returns the FourierTrajectory with
     its ``design_report``.
@@ -337,9 +350,11 @@ def design_exciting_trajectory(
     anchor = _anchor_configuration(n, q_start, clearance, anchor)
     coefficients = _Coefficients(n, int(harmonics), float(period))
     grid = np.linspace(0.0, period, grid_points or 20 * harmonics, endpoint=False)
-    limits = LimitConstraints(coefficients, lower, upper, v_max, a_max, tau_check, tau_max)
+    if cost is not None and sample_cost is not None:
+        raise ModelError("give cost or sample_cost, not both")
+    limits = LimitConstraints(coefficients, lower, upper, v_max, a_max, tau_check, tau_max, tau_derivatives)
     E, e = _equality_constraints(coefficients, start_at_rest, q_start)
-    objective, with_gradient = _objective(coefficients, cost, grid, lower, upper, v_max, a_max)
+    objective, with_gradient = _objective(coefficients, cost, sample_cost, grid, lower, upper, v_max, a_max)
     value = lambda x: objective(x)[0] if with_gradient else objective(x)  # noqa: E731
 
     center = anchor if anchor is not None else (lower + upper) / 2.0
