@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"the ROS 2 command
               pytest.mark.xdist_group("processes")]
 
 GUIDE = os.path.join(cli.CHECKOUT, "docs/NODES.md")      # the guide whose commands these tests run
-VERB_FLAGS = ["--no-daemon", "--spin-time", "3"]  # no daemon left behind; discovery time for a loaded machine
+VERB_FLAGS = ["--no-daemon", "--spin-time", "1"]  # no daemon left behind; a node not yet discovered is asked again
 START = 180.0      # s for a launch to bring its nodes up (imports, URDF, cached kernels; minutes on a loaded machine)
 CALL = 120.0       # s for one ros2 verb
 STOP = 60.0        # s for every process to end after a stop signal (reported: see tools/ctrl_c_trials.py)
