@@ -327,10 +327,10 @@ def design_exciting_trajectory(
     the value and its gradient (3, N, n) with respect to every sample's q, v and a (chained to the
     coefficients exactly), or, when neither is given, the D-optimal signal criterion of
     `_excitation_cost`. ``tau_derivatives(q, v, a)``, optional with tau_check: (3, N, n, n), the Jacobians
-    of every sample's torques with respect to its q, v and a (else SLSQP differences the torque rows). Afterwards the limits are re-checked on a grid 10 times denser and, if
-    needed, the oscillation is shrunk towards the start/centre until they hold with margin/2
-    (``design_report.final_scale``). Deterministic given ``seed``. Returns the FourierTrajectory with
-    its ``design_report``.
+    of every sample's torques with respect to its q, v and a (else SLSQP differences the torque rows).
+    Afterwards the limits are re-checked on a grid 10 times denser and, if needed, the oscillation is
+    shrunk towards the start/centre until they hold with margin/2 (``design_report.final_scale``).
+    Deterministic given ``seed``. Returns the FourierTrajectory with its ``design_report``.
 
     ``clearance``: a configuration constraint with ``slack(Q) -> (N,)`` (exact smallest margin, >= 0
     when it holds) and ``smooth_slack(Q) -> ((N, k), (N, k, n))`` (smooth lower bounds and their

@@ -36,7 +36,8 @@ def _motion(model, seed):
     rng = np.random.default_rng(seed)
     x = 0.2 * rng.normal(size=coefficients.size)
     bounded = np.isfinite(model.lower) & np.isfinite(model.upper)   # Kinova's continuous joints are not
-    x[:model.nv] = np.where(bounded, (np.where(bounded, model.lower, 0.0) + np.where(bounded, model.upper, 0.0)) / 2, 0.0)
+    lower, upper = np.where(bounded, model.lower, 0.0), np.where(bounded, model.upper, 0.0)
+    x[:model.nv] = (lower + upper) / 2.0
     maps = [coefficients.linear_map(grid, r).reshape(len(grid), model.nv, -1) for r in range(3)]
     return x, maps
 
