@@ -101,7 +101,8 @@ class MpcLoop:
         return update
 
     def close(self):
-        """Stop the base-parameter worker thread (if any)."""
+        """Stop the MPC's build if it is still running and the base-parameter worker thread (if any)."""
+        self.mpc.close()
         if self.base_update is not None:
             self.base_update.close()
 

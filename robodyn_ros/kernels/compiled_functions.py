@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import casadi as ca
 import numpy as np
@@ -35,6 +38,32 @@ CFLAGS = ("-O1", "-fPIC", "-shared", "-fno-math-errno", "-w")
 
 class CompileError(RuntimeError):
     """gcc failed or no C compiler was found."""
+
+
+class BuildCancelled(CompileError):
+    """The build was cancelled (:func:`cancellable`) before its library was in place."""
+
+
+_BUILD = threading.local()
+
+
+@contextmanager
+def cancellable(event):
+    """Builds of :func:`compile_casadi_library` that this thread starts inside the block stop once
+    ``event`` (a ``threading.Event``) is set: the running compiler processes are killed, their temporary
+    directory removed, nothing is put into the cache, and the build raises :class:`BuildCancelled`. A node
+    that shuts down during its first build ends at once and leaves no compiler running behind it."""
+    previous = getattr(_BUILD, "cancel", None)
+    _BUILD.cancel = event
+    try:
+        yield
+    finally:
+        _BUILD.cancel = previous
+
+
+def _check_cancel(cancel):
+    if cancel is not None and cancel.is_set():
+        raise BuildCancelled("build cancelled")
 
 
 _PACKAGE_FINGERPRINT = []
@@ -121,6 +150,8 @@ def _build_library(compiler, sources, flags, link, lib, tmp, label):
     """Compile ``sources`` by parallel compiler processes, the largest first, and link them (with the
     libraries ``link``) into ``lib``, moved into place atomically; progress on stderr with ``label``."""
     sizes = {src: os.path.getsize(src) for src in sources}
+    cancel = getattr(_BUILD, "cancel", None)
+    _check_cancel(cancel)
     start = time.perf_counter()
     if label:
         print(f"robodyn: compiling {label}: {len(sources)} units, {sum(sizes.values()) / 1e6:.1f} MB of C",
@@ -128,10 +159,11 @@ def _build_library(compiler, sources, flags, link, lib, tmp, label):
 
     def compile_unit(src):
         unit = flags if len(sources) == 1 and flags != CFLAGS else unit_flags(sizes[src])
-        return _compile_unit(compiler, src, tuple(f for f in unit if f != "-shared"), sizes[src], label)
+        return _compile_unit(compiler, src, tuple(f for f in unit if f != "-shared"), sizes[src], label, cancel)
 
     with ThreadPoolExecutor(max_workers=default_jobs()) as pool:
         cpu = list(pool.map(compile_unit, sorted(sources, key=lambda s: -sizes[s])))
+    _check_cancel(cancel)
     tmp_lib = os.path.join(tmp, "lib.so")
     proc = subprocess.run(compiler + ["-shared", "-o", tmp_lib] + [s[:-2] + ".o" for s in sources] + list(link)
                           + ["-lm"],
@@ -144,16 +176,25 @@ def _build_library(compiler, sources, flags, link, lib, tmp, label):
               f"compiler, load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
 
 
-def _compile_unit(compiler, src, flags, size, label):
+def _compile_unit(compiler, src, flags, size, label, cancel=None):
     """Compile the C file ``src`` (``size`` bytes) with ``flags`` into ``src[:-2].o``; the CPU seconds of
-    that compiler process alone. Raises :class:`CompileError` with the tail of its stderr."""
+    that compiler process alone. Raises :class:`CompileError` with the tail of its stderr, and
+    :class:`BuildCancelled` when ``cancel`` is set before or while it runs (the compiler killed)."""
+    _check_cancel(cancel)
     start = time.perf_counter()
     proc = subprocess.Popen(compiler + list(flags) + ["-c", src, "-o", src[:-2] + ".o"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    err = proc.stderr.read()
-    proc.stderr.close()
-    _, status, usage = os.wait4(proc.pid, 0)
+    done = threading.Event()
+    if cancel is not None:
+        threading.Thread(target=_kill_when_cancelled, args=(proc, cancel, done), daemon=True).start()
+    try:
+        err = proc.stderr.read()
+        proc.stderr.close()
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        done.set()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    _check_cancel(cancel)
     if proc.returncode != 0:
         tail = "\n".join(err.strip().splitlines()[-20:])
         raise CompileError(f"C compiler failed (exit {proc.returncode}) on {src}:\n{tail}")
@@ -162,6 +203,33 @@ def _compile_unit(compiler, src, flags, size, label):
         print(f"robodyn:   {os.path.basename(src)} ({size / 1e6:.1f} MB, {' '.join(flags[:2])}) "
               f"compiled in {time.perf_counter() - start:.1f} s ({cpu:.1f} s CPU)", file=sys.stderr, flush=True)
     return cpu
+
+
+def _kill_when_cancelled(proc, cancel, done, poll=0.05):
+    """Once ``cancel`` is set, unless ``done`` (the compiler ended) comes first: kill the processes the
+    compiler driver ``proc`` started (cc1, as: /proc's children lists), which it then reaps before it
+    exits with an error, or the driver itself when it has none at that moment (killed first, its children
+    would be left to whatever reaps orphans)."""
+    while not cancel.wait(poll):
+        if done.is_set():
+            return
+    while not done.is_set():
+        below, todo = [], [proc.pid]
+        while todo:
+            pid = todo.pop()
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as fh:
+                    kids = [int(k) for k in fh.read().split()]
+            except OSError:
+                kids = []
+            below += kids
+            todo += kids
+        for pid in reversed(below) if below else [proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        done.wait(poll)
 
 
 def compile_casadi_functions(functions, key, flags=CFLAGS):

@@ -1,7 +1,11 @@
 """MPC tests on the Panda (fingers locked), closed loop on OUR forward dynamics (ABA + friction, RK4 at
 1 kHz, ``τ = τ_ff + K (x - x_pred)`` between solves). The problem functions run in CasADi's virtual
-machine here (no gcc in the test); the compiled path is the benchmark's (robodyn bench mpc).
+machine here (gcc runs in one test only: a build cancelled while it compiles); the compiled path is the
+benchmark's (robodyn bench mpc).
 """
+import os
+import time
+
 import numpy as np
 import pytest
 from conftest import assert_close, erd_path
@@ -429,6 +433,52 @@ def test_background_controller_serves_gravity_while_it_builds(panda):
     assert not bad.wait(60)
     sol = bad.solve(HOME, np.zeros(7), ConstantReference(HOME))
     assert sol.status == "fallback_gravity" and "qp_solver" in sol.solver_status and np.all(np.isfinite(sol.tau_ff))
+
+
+def _compilers_below_this_process():
+    """Pids of the C compiler processes (gcc, cc1, as, ...) below this process."""
+    found, todo = [], [int(t) for t in os.listdir("/proc/self/task")]
+    todo = [(os.getpid(), t) for t in todo]
+    while todo:
+        pid, tid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                kids = [int(k) for k in fh.read().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                with open(f"/proc/{kid}/comm") as fh:
+                    name = fh.read().strip()
+            except OSError:
+                continue
+            if name in ("cc", "gcc", "cc1", "as", "collect2", "ld", "clang"):
+                found.append(kid)
+            todo.append((kid, kid))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_closing_a_background_controller_mid_build_kills_the_compiler_and_caches_nothing(panda, tmp_path,
+                                                                                          monkeypatch):
+    """A node shut down during its first MPC build (close) ends it at once: no compiler left running, no
+    temporary sources or library in the cache, the gravity fallback still served."""
+    from robodyn_ros.control.mpc import BackgroundController
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
+    ctl = BackgroundController(panda, MPCConfig(horizon=7, dt=0.015, solver="rti", compiled=True))
+    deadline = time.monotonic() + 120.0
+    while not _compilers_below_this_process():
+        assert not ctl.ready and ctl.error is None and time.monotonic() < deadline, "no compiler started"
+        time.sleep(0.02)
+    start = time.monotonic()
+    ctl.close()
+    closed = time.monotonic() - start
+    assert not ctl._thread.is_alive() and closed < 10.0, closed
+    assert _compilers_below_this_process() == []
+    assert not ctl.ready and "cancelled" in ctl.error, ctl.error
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == []
+    sol = ctl.solve(HOME, np.zeros(7), ConstantReference(HOME))
+    assert sol.status == "fallback_gravity" and np.all(np.isfinite(sol.tau_ff))
 
 
 def test_stage_jacobians_on_threads_give_the_same_solution(panda):

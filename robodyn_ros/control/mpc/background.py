@@ -7,6 +7,7 @@ import threading
 import numpy as np
 
 from ...dynamics.rnea import rnea
+from ...kernels.compiled_functions import cancellable
 from ..command_guard import effort_bounds
 from .config import MPCConfig, parameter_vector, replace_inertial_parameters, split_parameters
 from .controller import ModelPredictiveController
@@ -19,7 +20,8 @@ class BackgroundController:
     until :attr:`ready`, ``solve`` returns gravity compensation at the measured configuration with the
     current parameters (status ``fallback_gravity``, solver status ``building``; never non-finite).
     Parameters set before it is ready are applied when it is. A build that fails keeps the fallback and
-    names the error in the solver status (:attr:`error`).
+    names the error in the solver status (:attr:`error`). :meth:`close` cancels a build still running
+    (its compiler processes killed, nothing cached).
 
     ``solve``, ``prepare``, ``set_parameters``, ``set_inertial_parameters``, ``theta``, ``tau_max``,
     ``config`` and ``gravity(q)`` as the controller's."""
@@ -32,12 +34,14 @@ class BackgroundController:
         self.controller = None
         self.error = None
         self._lock = threading.Lock()
+        self._cancel = threading.Event()
         self._thread = threading.Thread(target=self._build, name="mpc-build", daemon=True)
         self._thread.start()
 
     def _build(self):
         try:
-            controller = ModelPredictiveController(self.model, self.config)
+            with cancellable(self._cancel):
+                controller = ModelPredictiveController(self.model, self.config)
         except Exception as err:                                  # noqa: BLE001 - reported, fallback kept
             self.error = f"{type(err).__name__}: {err}"
             return
@@ -48,6 +52,12 @@ class BackgroundController:
     @property
     def ready(self):
         return self.controller is not None
+
+    def close(self, timeout=10.0):
+        """Cancel the build if it is still running and wait for its thread (at most ``timeout`` s; the
+        tracing before the compiler starts is not interrupted). A built controller stays usable."""
+        self._cancel.set()
+        self._thread.join(timeout)
 
     def wait(self, timeout=None):
         """Block until the build has finished (or ``timeout`` s); returns :attr:`ready`."""
