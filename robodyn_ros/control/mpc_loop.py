@@ -62,6 +62,7 @@ class MpcLoop:
         self.reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
                                            c["generator.harmonics"])
         self.solves = self.fallbacks = self.parameter_updates = 0
+        self._fallbacks_reported = 0          # fallbacks counted in the last status (the node's 1-Hz diagnostics)
         self.base_update = self._make_base_update(robot, c)
         self.soundness = MpcSoundness(prediction_model(robot.model, mpc_config), c["dt"])   # as the NLP predicts
         self.refused = self.restored = 0      # parameter sets the MPC was not sound with (before, after a solve)
@@ -283,9 +284,13 @@ class MpcLoop:
         return values
 
     def status(self, solution):
-        """``(level, message, values)`` of the node's /diagnostics after ``solution``: WARN on a fallback (the
-        status), while a joint tracks worse than ``tracking_error.threshold`` and while adaptation is on and
-        nothing has been applied (``adaptation_timeout``, with the gate's reason)."""
+        """``(level, message, values)`` of the node's /diagnostics after ``solution``, the last solve: WARN on a
+        fallback (its status, or the count of fallbacks since the last status), while a joint tracks worse
+        than ``tracking_error.threshold`` and while adaptation is on and nothing has been applied
+        (``adaptation_timeout``, with the gate's reason)."""
+        recent, self._fallbacks_reported = self.fallbacks - self._fallbacks_reported, self.fallbacks
         notes = [] if solution.status in ("solved", "rti") else [solution.status]
+        if recent and not notes:
+            notes = [f"{recent} fallback(s) since the last report"]
         notes += diagnostics_notes(self.tracking, self.adaptation, self.base_update)
         return ("WARN" if notes else "OK"), ("; ".join(notes) or solution.status), self.diagnostic_values(solution)

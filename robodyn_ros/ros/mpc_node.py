@@ -8,7 +8,8 @@ node (time from the first joint-state stamp).
 for the inverse_dynamics node in
 mode ``mpc``, which applies ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate between solves;
 ``output: commands`` does that here and publishes the torques itself. Also ``~/solve_time``
-(std_msgs/Float64, s) and ``/diagnostics`` (solve time, iterations, status). The estimator's payload
+(std_msgs/Float64, s) after every solve and ``/diagnostics`` at 1 Hz (the last solve's time, iterations
+and status, the counts of solves and fallbacks). The estimator's payload
 updates the model of the next solve; with ``use_base_parameters`` the estimator's base parameters do, as
 consistent full parameters through the parameter gate (:class:`~robodyn_ros.control.mpc_loop.MpcLoop`).
 
@@ -62,6 +63,7 @@ class MpcNode(RobodynNode):
         self.solution_pub = self.pub(Float64MultiArray, c["solution_topic"], qos.ESTIMATE_QOS)
         self.solve_time_pub = self.pub(Float64, "~/solve_time", qos.ESTIMATE_QOS)
         self.diag_pub = self.pub(DiagnosticArray, "/diagnostics", qos.DIAGNOSTICS_QOS)
+        self.timer(1.0, self._publish_diagnostics, steady=True, group=self.service_group)
         self.sub(JointState, c["joint_states_topic"], self._on_state, qos.SENSOR_INPUT_QOS, raw=True)
         if c["use_estimates"]:
             self.sub(InertiaStamped, c["payload_topic"], self._on_payload, qos.ESTIMATE_QOS, group=self.service_group)
@@ -117,6 +119,11 @@ class MpcNode(RobodynNode):
         msg.data = array("d", solution_to_array(t, solution).tobytes())
         self.solution_pub.publish(msg)
         self.solve_time_pub.publish(Float64(data=float(solution.solve_time)))
+
+    def _publish_diagnostics(self):
+        if not self.active or self.loop.solution is None:
+            return
+        t, solution = self.loop.solution
         level, text, values = self.loop.status(solution)
         self.diag_pub.publish(rm.make_diagnostic_array(
             rm.seconds_to_time(t), f"{self.get_name()}: model predictive control", level, text, values,

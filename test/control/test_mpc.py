@@ -539,3 +539,30 @@ def test_cached_plant_functions_are_named_by_the_friction_they_contain(panda, tm
     assert np.abs(steps[0] - steps[1]).max() > 1e-4                     # the friction changes the step
     for step, a in zip(steps, exact):                                     # and each is its model's
         assert_close((step - v) / 1e-5, a, rtol=1e-3)
+
+
+def test_horizon_samples_of_a_fourier_reference_in_one_call_equal_one_call_per_time(panda):
+    """The MPC samples its reference at t + k dt over the horizon: a Fourier reference (the nodes' generator)
+    at all times in one vectorised call, any other reference per time; both agree with evaluate(t)."""
+    from robodyn_ros.control.reference import fourier_reference, sample_reference
+
+    class PerTime:                                     # the same trajectory seen as an arbitrary reference
+        def __init__(self, reference):
+            self.reference = reference
+
+        def evaluate(self, t):
+            return self.reference.evaluate(float(t))
+
+    fourier = fourier_reference(HOME, 0.3, 4.0, 2)
+    times = 1.234 + 0.01 * np.arange(21)
+    for reference in (fourier, QuinticTrajectory(HOME, HOME + 0.3, 0.1, t_start=1.3)):
+        sampled = sample_reference(reference, times)
+        for r in range(3):
+            expected = np.array([reference.evaluate(float(t))[r] for t in times])
+            assert sampled[r].shape == (21, 7)
+            assert_close(sampled[r], expected, rtol=1e-13)
+    ctl = ModelPredictiveController(panda, MPCConfig(horizon=20, dt=0.01, solver="rti"))
+    p, Xr = ctl.reference_parameters(HOME, np.zeros(7), fourier, 1.234)
+    p_per_time, Xr_per_time = ctl.reference_parameters(HOME, np.zeros(7), PerTime(fourier), 1.234)
+    assert_close(p, p_per_time, rtol=1e-13)
+    assert_close(Xr, Xr_per_time, rtol=1e-13)

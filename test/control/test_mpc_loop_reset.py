@@ -56,3 +56,24 @@ def test_a_file_of_another_robot_is_refused_with_a_diagnostics_line(tmp_path):
         np.testing.assert_array_equal(u.gate.applied, u.beta_nominal)
     finally:
         mpc_loop.close()
+
+
+def test_status_warns_of_every_fallback_since_the_last_report():
+    """The node reports at 1 Hz while it solves at up to 1 kHz: fallbacks between two reports turn the next
+    one WARN with their count, even when the last solve before it was solved; the report after is OK again."""
+    mpc_loop, config = loop(use_base_parameters=False)
+    try:
+        q = np.asarray(load_robot(config).home, dtype=float)
+        assert mpc_loop.mpc.wait(120)
+        mpc_loop.on_state(0.0, q, np.zeros_like(q))
+        solved = mpc_loop.solve()[1]
+        assert solved.status == "rti"
+        mpc_loop.status(solved)                      # whatever came before
+        assert mpc_loop.status(solved)[:2] == ("OK", "rti")
+        mpc_loop.fallbacks += 2                      # two solves fell back since (counted as solve() counts them)
+        level, text, values = mpc_loop.status(solved)
+        assert (level, text, values["fallbacks"]) == ("WARN", "2 fallback(s) since the last report",
+                                                      mpc_loop.fallbacks)
+        assert mpc_loop.status(solved)[:2] == ("OK", "rti")
+    finally:
+        mpc_loop.close()

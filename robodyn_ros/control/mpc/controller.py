@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..command_guard import effort_bounds
-from ..reference import ReferenceClippedWarning
+from ..reference import ReferenceClippedWarning, sample_reference
 from .compile_cache import ocp_functions
 from .config import MPCConfig, check_config, parameter_vector, replace_inertial_parameters
 from .nlp import nlp_solve, nlp_solver
@@ -106,16 +106,15 @@ class ModelPredictiveController:
         positions outside the (margin-reduced) joint limits are clipped, with a
         :class:`ReferenceClippedWarning` naming the joints."""
         N, dt, n = self.ocp.N, self.config.dt, self.ocp.n
-        samples = [reference.evaluate(t + k * dt) for k in range(N + 1)]
-        Q = np.array([s[0] for s in samples])
+        Q, V, A = sample_reference(reference, t + dt * np.arange(N + 1))
         lo, hi = self.x_lo[:n], self.x_hi[:n]
         outside = np.any((Q < lo) | (Q > hi), axis=0)
         if np.any(outside):
             names = ", ".join(self.model.joint_names[i] for i in np.flatnonzero(outside))
             warnings.warn(f"MPC reference outside the joint limits clipped for {names}", ReferenceClippedWarning,
                           stacklevel=3)
-        Xr = np.hstack([np.clip(Q, lo, hi), np.array([s[1] for s in samples])])
-        Ar = np.array([s[2] for s in samples[:N]])
+        Xr = np.hstack([np.clip(Q, lo, hi), V])
+        Ar = A[:N]
         return np.concatenate([q, v, Xr.reshape(-1), Ar.reshape(-1), self.theta]), Xr
 
     def _initial_guess(self, x0, predicted=False):
