@@ -79,8 +79,8 @@ def fourier_reference(q0, amplitudes, period, harmonics=1):
 
 def sample_reference(reference, times):
     """``(Q, V, A)``, each (len(times), nv): ``reference`` at ``times``. A :class:`FourierTrajectory` is
-    evaluated at all of them in one vectorised call (its basis built once per derivative order, not once
-    per time: 21 times cost about what 1.3 did), any other reference once per time."""
+    evaluated at all of them in one vectorised call (its basis built once per derivative order rather than
+    once per time), any other reference once per time."""
     times = np.asarray(times, dtype=float)
     if isinstance(reference, FourierTrajectory):
         return reference.evaluate(times)
