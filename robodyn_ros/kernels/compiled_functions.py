@@ -32,6 +32,7 @@ from ..dynamics.crba import crba
 from ..dynamics.regressor import slotine_li_regressor
 from ..dynamics.rnea import rnea
 from .build import cache_dir, cpu_signature, default_jobs, find_compiler, key_lock
+from .process_tree import descendants
 
 CFLAGS = ("-O1", "-fPIC", "-shared", "-fno-math-errno", "-w")
 
@@ -207,23 +208,14 @@ def _compile_unit(compiler, src, flags, size, label, cancel=None):
 
 def _kill_when_cancelled(proc, cancel, done, poll=0.05):
     """Once ``cancel`` is set, unless ``done`` (the compiler ended) comes first: kill the processes the
-    compiler driver ``proc`` started (cc1, as: /proc's children lists), which it then reaps before it
-    exits with an error, or the driver itself when it has none at that moment (killed first, its children
-    would be left to whatever reaps orphans)."""
+    compiler driver ``proc`` started (cc1, as), which it then reaps before it exits with an error, or the
+    driver itself when it has none at that moment (killed first, its children would be left to whatever
+    reaps orphans)."""
     while not cancel.wait(poll):
         if done.is_set():
             return
     while not done.is_set():
-        below, todo = [], [proc.pid]
-        while todo:
-            pid = todo.pop()
-            try:
-                with open(f"/proc/{pid}/task/{pid}/children") as fh:
-                    kids = [int(k) for k in fh.read().split()]
-            except OSError:
-                kids = []
-            below += kids
-            todo += kids
+        below = descendants(proc.pid)
         for pid in reversed(below) if below else [proc.pid]:
             try:
                 os.kill(pid, signal.SIGKILL)

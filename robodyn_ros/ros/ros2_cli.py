@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from ..kernels.process_tree import descendants
+
 PACKAGE = "robodyn_ros"
 CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # where the ROS 2 command line sources are, beside the checkout (CI) unless ROBODYN_ROS2_CLI says
@@ -178,17 +180,7 @@ class Launched:
     def descendants(self):
         """Pids of the processes below the command (children, grandchildren, ...; orphans reparented to the
         terminal included), alive now."""
-        found, todo = [], [self.terminal.pid]
-        while todo:
-            pid = todo.pop()
-            try:
-                with open(f"/proc/{pid}/task/{pid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except OSError:
-                kids = []
-            found += [k for k in kids if k != self.pid]
-            todo += kids
-        return found
+        return [pid for pid in descendants(self.terminal.pid) if pid != self.pid]
 
     def ctrl_c(self):
         """SIGINT to the whole process group, as Ctrl-C in a terminal sends it."""

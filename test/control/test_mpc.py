@@ -437,25 +437,9 @@ def test_background_controller_serves_gravity_while_it_builds(panda):
 
 def _compilers_below_this_process():
     """Pids of the C compiler processes (gcc, cc1, as, ...) below this process."""
-    found, todo = [], [int(t) for t in os.listdir("/proc/self/task")]
-    todo = [(os.getpid(), t) for t in todo]
-    while todo:
-        pid, tid = todo.pop()
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                kids = [int(k) for k in fh.read().split()]
-        except OSError:
-            continue
-        for kid in kids:
-            try:
-                with open(f"/proc/{kid}/comm") as fh:
-                    name = fh.read().strip()
-            except OSError:
-                continue
-            if name in ("cc", "gcc", "cc1", "as", "collect2", "ld", "clang"):
-                found.append(kid)
-            todo.append((kid, kid))
-    return found
+    from robodyn_ros.kernels.process_tree import command_name, descendants
+    return [pid for pid in descendants(os.getpid())
+            if command_name(pid) in ("cc", "gcc", "cc1", "as", "collect2", "ld", "clang")]
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")

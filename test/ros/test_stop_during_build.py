@@ -12,6 +12,7 @@ import time
 import pytest
 
 from robodyn_ros.benchmarks.nodes import node_process_args
+from robodyn_ros.kernels.process_tree import command_name, descendants
 
 pytest.importorskip("rclpy")
 from robodyn_ros.ros.testing import isolated_ros_domain  # noqa: E402
@@ -22,31 +23,6 @@ pytestmark = [pytest.mark.xdist_group("processes"),
 BUILD = 300.0    # s for the node to start compiling its MPC functions on a loaded machine (kernels first)
 STOP = 15.0      # s for the process to end after SIGTERM (it ends in a fraction of a second when idle)
 COMPILERS = ("cc", "gcc", "cc1", "as", "collect2", "ld", "clang")
-
-
-def _below(pid):
-    """``[(pid, command name)]`` of the processes below ``pid`` (every thread's children)."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{parent}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{parent}/task/{tid}/children") as fh:
-                    kids = [int(k) for k in fh.read().split()]
-            except OSError:
-                continue
-            for kid in kids:
-                try:
-                    with open(f"/proc/{kid}/comm") as fh:
-                        found.append((kid, fh.read().strip()))
-                except OSError:
-                    continue
-                todo.append(kid)
-    return found
 
 
 def test_mpc_node_stopped_while_it_compiles_ends_at_once_and_caches_nothing(tmp_path):
@@ -63,7 +39,7 @@ def test_mpc_node_stopped_while_it_compiles_ends_at_once_and_caches_nothing(tmp_
         try:
             deadline = time.monotonic() + BUILD
             while not (any("compiling MPC functions:" in line for line in output)
-                       and any(name in COMPILERS for _, name in _below(proc.pid))):
+                       and any(command_name(pid) in COMPILERS for pid in descendants(proc.pid))):
                 assert proc.poll() is None and time.monotonic() < deadline, "".join(output)[-3000:]
                 time.sleep(0.02)
             start = time.monotonic()
