@@ -29,8 +29,10 @@
    has built its functions (it serves gravity fallbacks meanwhile; ``mpc_node_ready_seconds``), its
    /diagnostics over ``MPC_SECONDS``: ``mpc_node_rate_hz`` (solves per wall second),
    ``mpc_node_fallbacks_per_1000`` (fallback solutions per 1 000 solves), and its ``~/solve_time``: the
-   median, p99 and largest solve time (the node's ``rate`` is ``ROBODYN_BENCH_MPC_RATE``, default the
-   config's 100 Hz).
+   median, p99 and largest solve time, and the node's state -> solution latency (p50, p99, largest: the arrival of
+   the joint state a solve started from to its solution published, over the node's last 10 000 solves). The
+   node's ``rate`` is ``ROBODYN_BENCH_MPC_RATE`` (default the config's 100 Hz), its ``trigger``
+   ``ROBODYN_BENCH_MPC_TRIGGER`` (default ``timer``; ``joint_state``: a solve on every joint state).
 Measured figures and their dates: docs/PERFORMANCE.md.
 
 Bounded: about 40-60 s including process start-up; child processes are stopped by SIGINT (killed by pid
@@ -364,8 +366,9 @@ def bench_mpc_node(context):
         procs["simulator"] = start("simulator", {"real_time_factor": 1.0, "rate": float(RATE)}, RT_PRIORITY)
         procs["estimator"] = start("estimator", {"decimation": 10}, None)
         procs["inverse_dynamics"] = start("inverse_dynamics", {"mode": "mpc"}, RT_PRIORITY)
-        rate = os.environ.get("ROBODYN_BENCH_MPC_RATE")
-        procs["mpc"] = start("mpc", {"rate": float(rate)} if rate else {}, MPC_PRIORITY)
+        rate, trigger = os.environ.get("ROBODYN_BENCH_MPC_RATE"), os.environ.get("ROBODYN_BENCH_MPC_TRIGGER")
+        procs["mpc"] = start("mpc", {**({"rate": float(rate)} if rate else {}),
+                                     **({"trigger": trigger} if trigger else {})}, MPC_PRIORITY)
 
         def ready():
             return bool(seen) and seen[-1][1].get("solver_status") != "building"
@@ -389,7 +392,10 @@ def bench_mpc_node(context):
         executor.shutdown()
         for proc in procs.values():
             stop_node_process(proc)
-    return {"mpc_node_rate_setting_hz": float(rate) if rate else None,
+    latency = {f"mpc_node_state_to_solution_{p}_ms": round(float(last[1][f"state_to_solution_{p}_us"]) / 1e3, 3)
+               for p in ("p50", "p99", "max") if f"state_to_solution_{p}_us" in last[1]}
+    return {"mpc_node_rate_setting_hz": float(rate) if rate else None, "mpc_node_trigger": trigger or "timer",
+            **latency,
             "mpc_node_rate_hz": round(solves / (last[0] - first[0]), 1),
             "mpc_node_fallbacks_per_1000": round(1000.0 * fallbacks / max(solves, 1), 2),
             "mpc_node_solves": solves, "mpc_node_fallbacks": fallbacks,

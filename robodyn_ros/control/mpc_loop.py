@@ -1,7 +1,7 @@
 """The ``mpc`` node's loop without ROS: :class:`~robodyn_ros.control.mpc.ModelPredictiveController` (built
 in the background by :class:`~robodyn_ros.control.mpc.BackgroundController`, gravity compensation served
-until it is ready) at a fixed rate on the newest joint state, tracking the built-in Fourier reference (time from the first
-joint-state stamp), and, with ``output: commands``, the solution's torque ``tau_ff,k + K_k (x - x_k)`` at
+until it is ready) at a fixed rate on the newest joint state (``trigger: timer``) or on every joint state
+(``trigger: joint_state``), tracking the built-in Fourier reference (time from the first joint-state stamp), and, with ``output: commands``, the solution's torque ``tau_ff,k + K_k (x - x_k)`` at
 the joint-state rate through :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog
 with the MPC model's gravity hold, guard; no solves while stale; after a time reset the reference time is
 re-based so that it continues and the solution of the old time line is dropped).
@@ -21,6 +21,16 @@ once the applied set's friction is learned and the robot's compensation identifi
 the measured efforts (:mod:`~robodyn_ros.control.robot_friction`), the solutions keep the friction and the
 robot's compensation at the measured velocity is taken off each command: the residual.
 
+``trigger: joint_state`` runs the real-time iteration's two phases around the joint states (Diehl et al. 2005,
+sec. 4), on every k-th joint state, k the joint-state rate over ``rate`` rounded (at least 1: every state at
+``rate`` >= the joint-state rate): :meth:`MpcLoop.on_state` runs the feedback phase of the step prepared for
+that state's time (the command and the published solution wait for nothing else), then :meth:`MpcLoop.prepare`
+linearises and factorises the next step for the time its state is expected (stamps spaced by the median of the
+last stamp intervals). A state whose stamp is within half an interval of the prepared time takes the prepared
+step, its plan timed from the prepared time (the measurement stands for the state at that time, as in the
+paper); any other runs both phases at its own stamp. Between solves, ``output: commands`` applies the last
+solution to every state, as with the timer.
+
 ``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the robot's own gravity (of the
 nominal parameters, the URDF: what its driver adds; what the MPC's model knows beyond it is still sent) and the
 MPC model's friction out of every solution's feed-forward at its planned states
@@ -29,6 +39,8 @@ and the Coulomb compensation of ``output: commands``; the published solution say
 inverse_dynamics node can refuse a plan whose convention is not its own.
 """
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
@@ -44,6 +56,10 @@ from .reference import fourier_reference
 from .robot_friction import FrictionResidual, holds_learned_friction
 from .torque_output import TorqueOutput
 from .tracking_watchdog import TrackingWatchdog
+
+
+STAMP_INTERVALS = 9
+"""Joint-state stamp intervals whose median is the expected interval to the next state (``trigger: joint_state``)."""
 
 
 class MpcLoop:
@@ -62,6 +78,12 @@ class MpcLoop:
         self.reference = fourier_reference(robot.home, c["generator.amplitude"], c["generator.period"],
                                            c["generator.harmonics"])
         self.solves = self.fallbacks = self.parameter_updates = 0
+        self.trigger = c["trigger"]
+        self._intervals = deque(maxlen=STAMP_INTERVALS)   # the last joint-state stamp intervals (s)
+        self.rate = c["rate"]
+        self._next = None                     # the stamp of the next solve's state (trigger joint_state)
+        self._prepared_t = None               # the state time the prepared step is for (trigger joint_state)
+        self.fresh = None                     # the solve of the last state, until taken (trigger joint_state)
         self._fallbacks_reported = 0          # fallbacks counted in the last status (the node's 1-Hz diagnostics)
         self.base_update = self._make_base_update(robot, c)
         self.soundness = MpcSoundness(prediction_model(robot.model, mpc_config), c["dt"])   # as the NLP predicts
@@ -160,7 +182,8 @@ class MpcLoop:
             self.mpc.set_inertial_parameters(self.pi_nominal.copy())
 
     def start(self):
-        self.state = self.t0 = self.solution = None
+        self.state = self.t0 = self.solution = self.fresh = self._prepared_t = self._next = None
+        self._intervals.clear()
         if self.output is not None:
             self.output.start()
         if self.robot_friction is not None:
@@ -206,12 +229,17 @@ class MpcLoop:
                 return None
             if verdict == "reset":
                 self.t0 = None if self.t0 is None else self.t0 + (t - newest)
-                self.solution = None
+                self.solution = self._prepared_t = self._next = None
+                self._intervals.clear()
         if self.t0 is None:
             self.t0 = t
+        if self.state is not None and t > self.state[0]:
+            self._intervals.append(t - self.state[0])
         self.state = (t, q, v)
         if self.adaptation is not None:
             self.adaptation.observe(t)
+        if self.trigger == "joint_state" and self._solve_due(t):
+            self.fresh = self._solve_state()
         if self.output is not None and self.solution is not None:
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
             if self.base_update is not None and self.friction_compensation:   # Coulomb at v_d
@@ -237,11 +265,51 @@ class MpcLoop:
             self.friction_compensation = residual
             self.omitted = omitted_terms(self.gravity_compensated_by_robot, residual)
 
-    def solve(self):
-        """One solve from the newest state: ``(t_state, MPCSolution)``, or None (no state yet, or stale)."""
+    def _solve_due(self, t):
+        """``trigger: joint_state``: whether the state at ``t`` is solved: the first within half an interval of
+        the next solve's time or after it; every state before the interval is known."""
+        return self._next is None or t >= self._next - 0.5 * self.expected_interval()
+
+    def _solve_state(self):
+        """``trigger: joint_state``: the solve of the state just kept, at the prepared time when its stamp is
+        within half an interval of it (module docstring), else at its own."""
+        t, prepared, self._prepared_t = self.state[0], self._prepared_t, None
+        interval = self.expected_interval()
+        if prepared is not None and interval is not None and abs(t - prepared) <= 0.5 * interval:
+            t = prepared
+        solved = self.solve(t)
+        if solved is not None and interval is not None:     # k intervals on: the rate in whole intervals
+            self._next = self.state[0] + interval * max(1, round(1.0 / (self.rate * interval)))
+        return solved
+
+    def expected_interval(self):
+        """The median of the last joint-state stamp intervals (s), None before two states."""
+        return float(np.median(self._intervals)) if self._intervals else None
+
+    def take_solution(self):
+        """``trigger: joint_state``: the ``(t, MPCSolution)`` solved for the last joint state, once (None when
+        that state was dropped or has been taken)."""
+        fresh, self.fresh = self.fresh, None
+        return fresh
+
+    def prepare(self):
+        """``trigger: joint_state``: the preparation phase of the next solve, for the time of the state it is
+        expected at (k intervals of :meth:`expected_interval` after the last solve's state, module docstring). Returns the time it took (s); 0 when there is nothing to prepare (no
+        interval known yet, stale, a solver without phases, the controller still building)."""
+        if self._next is None or (self.output is not None and self.output.stale):
+            return 0.0
+        t = self._next
+        elapsed = self.mpc.prepare(self.reference, t - self.t0)
+        self._prepared_t = t if elapsed > 0.0 else None
+        return elapsed
+
+    def solve(self, t=None):
+        """One solve from the newest state (its ``q, v`` taken as the state at ``t``, default its stamp):
+        ``(t, MPCSolution)``, or None (no state yet, or stale)."""
         if self.state is None or (self.output is not None and self.output.stale):
             return None
-        t, q, v = self.state
+        t_state, q, v = self.state
+        t = t_state if t is None else t
         solution = self.mpc.solve(q, v, self.reference, t - self.t0)
         if self._trial is not None and self.mpc.ready:    # the first solve with new parameters: kept if sound
             ok, reason = self.soundness.sound(solution)
@@ -253,7 +321,7 @@ class MpcLoop:
                 self.base_update.revoke()
                 solution = self.mpc.solve(q, v, self.reference, t - self.t0)
             self._trial = None
-        self.tracking.update(t, q - self.reference.evaluate(t - self.t0)[0])
+        self.tracking.update(t_state, q - self.reference.evaluate(t_state - self.t0)[0])
         solution = without_robot_terms(solution, self._robot_gravity, self._friction, self.omitted)
         self.solution = (t, solution)
         self.solves += 1

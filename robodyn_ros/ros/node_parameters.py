@@ -279,7 +279,11 @@ ESTIMATOR = ROBOT + TOPICS + ESTIMATE_TOPICS + ESTIMATION + (
 
 # ------------------------------------------------------------------------------------------------- mpc
 MPC = ROBOT + TOPICS + ESTIMATE_TOPICS + (
-    P("rate", float, 100.0, "Solve rate, Hz.", range=(1.0, 1000.0)),
+    P("rate", float, 100.0, "Solve rate, Hz (trigger joint_state: rounded to every k-th joint state; at least the "
+      "joint-state rate: every state).", range=(1.0, 1000.0)),
+    P("trigger", str, "timer", "When to solve: timer (at rate, on the newest joint state) or joint_state (on every "
+      "k-th joint state, k = joint-state rate / rate rounded; rti: the feedback phase in the state's callback, the "
+      "next step prepared after it).", choices=("timer", "joint_state")),
     P("output", str, "feedforward", "Publish torque commands itself (at the joint-state rate) or "
       "feedforward + gains for the inverse_dynamics node (mode mpc).", choices=("commands", "feedforward")),
     P("state_timeout", float, 0.05, "output commands: wall seconds without a valid joint state after which "

@@ -368,6 +368,35 @@ def test_mpc_node_feeds_the_inverse_dynamics_node():
         assert ctrl.non_finite_commands == 0 and not mpc.rejected and not ctrl.rejected
 
 
+def test_mpc_node_with_trigger_joint_state_solves_every_state_from_its_prepared_step():
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("mpc", "mpc", "mpc")]
+    overrides = {"simulator": {**FAST["simulator"], "payload.mass": 0.0},
+                 "mpc": {"output": "commands", "trigger": "joint_state", "rate": 1000.0, "state_timeout": 0.5}}
+    with ros_context() as context, Bringup(entries, context, config_file("panda"), overrides=overrides,
+                                           use_sim_time=True) as up:
+        listener = rclpy.create_node("listener", context=context)
+        up.add_node(listener)
+        stamps, diagnostics = [], []
+        listener.create_subscription(Float64MultiArray, "/mpc/solution", lambda m: stamps.append(m.data[0]),
+                                     qos.ESTIMATE_QOS)
+        listener.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, qos.DIAGNOSTICS_QOS)
+        up.activate(order=["mpc", "simulator"])
+        sim, mpc = up.nodes["simulator"].sim, up.nodes["mpc"]
+        assert mpc.mpc.wait(300)                                  # built in the background (fallback meanwhile)
+        start = sim.t
+        assert up.spin_until(lambda: sim.t >= start + 0.3, 120.0)
+        assert up.spin_until(lambda: any("state_to_solution_p99_us" in str(d) for d in diagnostics), 30.0)
+        solved = np.array([t for t in stamps if t > start + 0.01])
+        # in lockstep every state waits for its command: each one solved, 1 ms apart (the simulator's rate)
+        assert len(solved) >= 250 and np.allclose(np.diff(solved), 1e-3, atol=1e-9), np.diff(solved)[:20]
+        assert mpc.solution[1].status == "rti"
+        assert mpc.solution[1].solve_time > mpc.solution[1].feedback_time     # prepared before its state came
+        assert np.abs(sim.q - mpc.reference.evaluate(sim.t)[0]).max() < 5e-3
+        assert not mpc.rejected and mpc.fallbacks < mpc.solves
+
+
 def test_slotine_li_mode_closes_the_loop_and_adapts():
     overrides = {**FAST, "inverse_dynamics": {**FAST["inverse_dynamics"], "mode": "slotine_li", "use_estimates": False}}
     with ros_context() as context, Bringup.from_launch("simulation", context, overrides=overrides,

@@ -1,0 +1,107 @@
+"""The mpc node's loop with ``trigger: joint_state`` (:class:`~robodyn_ros.control.mpc_loop.MpcLoop`): the
+real-time iteration's feedback phase on every joint state, the next step prepared after it. Prepared ahead, the
+step is the one a solve of both phases at that time computes (the same linearisation, the same Riccati
+factorisation: checked against a second loop solving both phases on the same states); a state off its expected
+time (a dropped state) is solved at its own stamp; below the joint-state rate, every k-th state is solved, the
+others commanded from the last solution; the closed loop on the Panda tracks."""
+import numpy as np
+import pytest
+
+from robodyn_ros.control.mpc_loop import MpcLoop
+from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
+from robodyn_ros.simulation.simulator import Simulator, SimulatorConfig
+
+RATE = 1000.0
+
+
+def make_loop(**overrides):
+    config = resolve_node_config("mpc", {"compiled": False, "horizon": 5, "time_limit": 1.0, "output": "commands",
+                                         "solver": "rti", **overrides})
+    loop = MpcLoop(load_robot(config), config, publish=lambda command: None)
+    assert loop.mpc.wait(120.0), loop.mpc.error
+    return loop
+
+
+@pytest.fixture(scope="module")
+def loops():
+    made = make_loop(trigger="joint_state", rate=RATE), make_loop(trigger="timer")
+    yield made
+    for loop in made:
+        loop.close()
+
+
+def test_prepared_steps_are_the_steps_of_a_solve_at_that_time(loops):
+    on_state, timer = loops
+    for loop in loops:
+        loop.start()
+    sim = Simulator(on_state.model, SimulatorConfig(dt=1.0 / RATE), on_state.reference.evaluate(0.0)[0])
+    prepared = 0
+    for step in range(150):
+        m = sim.measure_joints()
+        tau = on_state.on_state(m.t, m.q, m.v, m.tau)
+        solved = on_state.take_solution()
+        assert solved is not None and on_state.take_solution() is None      # one solution per state, taken once
+        t, solution = solved
+        assert t == pytest.approx(m.t, abs=1e-12) and solution.status == "rti", solution.status
+        prepared += solution.solve_time > solution.feedback_time      # its preparation ran before the state
+        timer.on_state(m.t, m.q, m.v, m.tau)
+        t_timer, both_phases = timer.solve(t)                         # both phases now, at the same time
+        np.testing.assert_allclose(solution.tau_ff, both_phases.tau_ff, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(solution.K, both_phases.K, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(solution.x_pred, both_phases.x_pred, rtol=0, atol=1e-12)
+        if step > 0:
+            assert on_state.prepare() > 0.0
+        assert np.all(np.isfinite(tau))
+        sim.step(tau)
+    assert prepared == 148        # all but the first two states (no solution, then no interval to predict)
+    q_ref = on_state.reference.evaluate(sim.t - on_state.t0)[0]
+    assert np.max(np.abs(sim.q - q_ref)) < 0.02        # the closed loop tracks
+
+
+def test_a_state_off_its_expected_time_is_solved_at_its_own_stamp(loops):
+    loop = loops[0]
+    loop.start()
+    sim = Simulator(loop.model, SimulatorConfig(dt=1.0 / RATE), loop.reference.evaluate(0.0)[0])
+    jitter = np.random.default_rng(3).uniform(-0.2e-3, 0.2e-3, 40)
+    for step in range(40):
+        m = sim.measure_joints()
+        stamp = m.t + (jitter[step] if step > 1 else 0.0)
+        tau = loop.on_state(stamp, m.q, m.v, m.tau)
+        t, _ = loop.take_solution()
+        if step > 2:                          # within half an interval of the prepared time: timed from it
+            assert t == prepared_for
+            assert abs(t - stamp) <= 0.5 * loop.expected_interval()
+        loop.prepare()
+        prepared_for = loop._prepared_t
+        sim.step(tau)
+    for _ in range(3):                        # three states lost: the next is 4 intervals on
+        sim.step(tau)
+    m = sim.measure_joints()
+    loop.on_state(m.t, m.q, m.v, m.tau)
+    t, solution = loop.take_solution()
+    assert t == m.t and prepared_for != pytest.approx(m.t, abs=1e-6) and solution.status == "rti"
+    assert solution.feedback_time == solution.solve_time        # both phases after the state
+
+
+def test_below_the_joint_state_rate_every_other_state_is_solved(loops):
+    loop = loops[0]
+    loop.rate = 500.0                         # the node's rate parameter, read at configure
+    loop.start()
+    try:
+        sim = Simulator(loop.model, SimulatorConfig(dt=1.0 / RATE), loop.reference.evaluate(0.0)[0])
+        solved_at = []
+        for step in range(60):
+            m = sim.measure_joints()
+            tau = loop.on_state(m.t, m.q, m.v, m.tau)
+            solved = loop.take_solution()
+            if solved is not None:
+                solved_at.append(step)
+                assert solved[1].status == "rti"
+                if step > 2:                  # prepared two intervals ahead, at the state it is solved on
+                    assert solved[1].solve_time > solved[1].feedback_time and solved[0] == pytest.approx(m.t)
+                loop.prepare()
+            assert tau is not None and np.all(np.isfinite(tau))     # every state commanded
+            sim.step(tau)
+        assert solved_at[:2] == [0, 1] and np.all(np.diff(solved_at[1:]) == 2), solved_at
+    finally:
+        loop.rate = RATE
