@@ -24,7 +24,7 @@ from .compile_cache import ocp_functions
 from .config import MPCConfig, check_config, parameter_vector, replace_inertial_parameters
 from .nlp import nlp_solve, nlp_solver
 from .rti import RTIPhases, bounded_qp_name, bounded_qp_solver, sqp_steps
-from .solution import MPCSolution, gravity_solution, shifted_solution
+from .solution import MPCSolution, gravity_solution, shifted_plan, shifted_solution
 
 
 class _Prepared(NamedTuple):
@@ -55,6 +55,7 @@ class ModelPredictiveController:
         self.tau_max = effort_bounds(model)
         self._bounds()
         self._w = None                      # last accepted primal solution
+        self._w_t = None                    # the time (of the solve's reference) its first node is at
         self._solution = None
         self._qp_solvers = {}
         self._prepared = None               # the preparation phase of the next RTI solve
@@ -117,15 +118,15 @@ class ModelPredictiveController:
         Ar = A[:N]
         return np.concatenate([q, v, Xr.reshape(-1), Ar.reshape(-1), self.theta]), Xr
 
-    def _initial_guess(self, x0, predicted=False):
-        """The previous solution shifted by one interval (last interval repeated), else the state ``x0``
-        held with gravity-compensating torques; the first state is the measurement ``x0``, or with
-        ``predicted`` (and a previous solution) the previous plan's state at this time."""
+    def _initial_guess(self, x0, t, predicted=False):
+        """The previous solution moved on to the time ``t`` of this solve (:func:`~.solution.shifted_plan`: by
+        the time since its own, one interval when solves come one interval apart; last interval repeated),
+        else the state ``x0`` held with gravity-compensating torques; the first state is the measurement
+        ``x0``, or with ``predicted`` (and a previous solution) the previous plan's state at this time."""
         ocp = self.ocp
         if self._w is not None:
             X, U = ocp.unpack_numeric(self._w)
-            X = np.vstack([X[1:], X[-1:]])
-            U = np.vstack([U[1:], U[-1:]])
+            X, U = shifted_plan(X, U, self.config.dt, self._shift(t))
             if predicted:
                 return ocp.pack_w(X, U)
         else:
@@ -142,13 +143,13 @@ class ModelPredictiveController:
         q, v = np.asarray(q, dtype=float), np.asarray(v, dtype=float)
         x0 = np.concatenate([q, v])
         if not np.all(np.isfinite(x0)):
-            return self._fallback(x0, "nonfinite_state", 0.0)
+            return self._fallback(x0, t, "nonfinite_state", 0.0)
         if self.config.solver == "rti":
             return self._solve_rti(x0, reference, t)
         p, _ = self.reference_parameters(q, v, reference, t)
         if not np.all(np.isfinite(p)):
-            return self._fallback(x0, "nonfinite_reference", 0.0)
-        w0 = self._initial_guess(x0)
+            return self._fallback(x0, t, "nonfinite_reference", 0.0)
+        w0 = self._initial_guess(x0, t)
         start = time.perf_counter()
         try:
             result = nlp_solve(self._nlp, w0, p, self.lbw, self.ubw)
@@ -160,7 +161,7 @@ class ModelPredictiveController:
 
         def gains():                                                      # the Riccati gains at the solution
             return self.ocp.rti_prepare.call({"w": w, "p": p})["K"]
-        return self._accept(x0, w, gains, "solved", solver_status, iters, elapsed, elapsed)
+        return self._accept(x0, t, w, gains, "solved", solver_status, iters, elapsed, elapsed)
 
     # ------------------------------------------------------------ real-time iteration: two phases
     def prepare(self, reference, t, x_guess=None):
@@ -177,7 +178,7 @@ class ModelPredictiveController:
         if self._w is None and (x_guess is None or not np.all(np.isfinite(x_guess))):
             return 0.0
         n, nx = self.ocp.n, self.ocp.nx
-        w_bar = self._initial_guess(None if self._w is not None else np.asarray(x_guess, dtype=float),
+        w_bar = self._initial_guess(None if self._w is not None else np.asarray(x_guess, dtype=float), t,
                                     predicted=True)
         p, _ = self.reference_parameters(w_bar[:n], w_bar[n:nx], reference, t)
         if not np.all(np.isfinite(p)):
@@ -196,7 +197,7 @@ class ModelPredictiveController:
             self.prepare(reference, t, x0)
             prep, self._prepared = self._prepared, None
             if prep is None:
-                return self._fallback(x0, "nonfinite_reference", time.perf_counter() - start)
+                return self._fallback(x0, t, "nonfinite_reference", time.perf_counter() - start)
             preparation = 0.0                                             # inside this call
         else:
             preparation = prep.elapsed
@@ -206,39 +207,44 @@ class ModelPredictiveController:
             step = None, None, f"error: {err}", 0
         w, K, solver_status, iters = step
         elapsed = time.perf_counter() - start
-        return self._accept(x0, w, lambda: K, "rti", solver_status, iters, preparation + elapsed, elapsed)
+        return self._accept(x0, t, w, lambda: K, "rti", solver_status, iters, preparation + elapsed, elapsed)
 
-    def _accept(self, x0, w, gains, status, solver_status, iters, solve_time, elapsed):
+    def _shift(self, t):
+        """Seconds from the last plan's first node to ``t`` (one interval when unknown or not after it)."""
+        shift = None if self._w_t is None else t - self._w_t
+        return shift if shift is not None and shift > 0.0 else self.config.dt
+
+    def _accept(self, x0, t, w, gains, status, solver_status, iters, solve_time, elapsed):
         """The solution of the iterate ``w`` (nw,) with the gains ``gains()`` (nu, nx N), or the fallback
         when ``w`` is missing or not finite, ``elapsed`` (s, after the measurement) exceeds the time limit,
         or the gains are not finite."""
         if w is None or not np.all(np.isfinite(w)):
-            return self._fallback(x0, solver_status, elapsed)
+            return self._fallback(x0, t, solver_status, elapsed)
         if elapsed > self.config.time_limit:
-            return self._fallback(x0, f"time limit ({elapsed * 1e3:.1f} ms)", elapsed)
+            return self._fallback(x0, t, f"time limit ({elapsed * 1e3:.1f} ms)", elapsed)
         K = np.asarray(gains())
         if not np.all(np.isfinite(K)):
-            return self._fallback(x0, "nonfinite gains", elapsed)
+            return self._fallback(x0, t, "nonfinite gains", elapsed)
         X, U = self.ocp.unpack_numeric(w)
         N, nu, nx = self.ocp.N, self.ocp.nu, self.ocp.nx
-        self._w = w
+        self._w, self._w_t = w, t
         self._solution = MPCSolution(tau_ff=np.clip(U, -self.tau_max, self.tau_max), x_pred=X,
                                      K=K.reshape(nu, N, nx).transpose(1, 0, 2), status=status,
                                      solver_status=solver_status, solve_time=solve_time, iterations=iters,
                                      dt=self.config.dt, tau_max=self.tau_max, feedback_time=elapsed)
         return self._solution
 
-    def _fallback(self, x0, reason, elapsed):
-        """The previous accepted solution shifted to now, else gravity compensation at the measured
+    def _fallback(self, x0, t, reason, elapsed):
+        """The previous accepted solution shifted to now (``t``), else gravity compensation at the measured
         configuration (zero gains); never non-finite."""
         prev = self._solution
         if prev is not None and prev.status in ("solved", "rti", "fallback_shifted"):
-            self._solution = shifted_solution(prev, reason, elapsed)
-            self._w = self.ocp.pack_w(self._solution.x_pred, self._solution.tau_ff)
+            self._solution = shifted_solution(prev, reason, elapsed, self._shift(t))
+            self._w, self._w_t = self.ocp.pack_w(self._solution.x_pred, self._solution.tau_ff), t
             return self._solution
         n = self.ocp.n
         x = x0 if np.all(np.isfinite(x0)) else np.concatenate([np.nan_to_num(x0[:n], nan=0.0), np.zeros(n)])
         self._solution = gravity_solution(self.ocp.gravity(x, self.theta), x, self.ocp.N, self.config.dt,
                                           self.tau_max, reason, elapsed)
-        self._w = None
+        self._w = self._w_t = None
         return self._solution

@@ -29,21 +29,8 @@ class MPCSolution:
     omitted: int = 0
 
     def state_reference(self, elapsed):
-        """The planned state (nx,) ``elapsed`` s after the solve: cubic Hermite interpolation of the
-        planned positions and velocities between the nodes (so that ``q̇_ref = v_ref``), held after the
-        last node."""
-        N = self.tau_ff.shape[0]
-        k = min(int(max(elapsed, 0.0) / self.dt + 1e-9), N - 1)
-        s = min(max(elapsed / self.dt - k, 0.0), 1.0)
-        n = self.x_pred.shape[1] // 2
-        q0, v0 = self.x_pred[k, :n], self.x_pred[k, n:]
-        q1, v1 = self.x_pred[k + 1, :n], self.x_pred[k + 1, n:]
-        h = self.dt
-        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
-        d00, d10, d01, d11 = 6 * s**2 - 6 * s, 3 * s**2 - 4 * s + 1, -6 * s**2 + 6 * s, 3 * s**2 - 2 * s
-        q = h00 * q0 + h10 * h * v0 + h01 * q1 + h11 * h * v1
-        v = (d00 * q0 + d01 * q1) / h + d10 * v0 + d11 * v1
-        return np.concatenate([q, v])
+        """The planned state (nx,) ``elapsed`` s after the solve (:func:`planned_states`)."""
+        return planned_states(self.x_pred, self.dt, elapsed)
 
     def torque(self, x, elapsed):
         """``τ = τ_ff,k + K_k (x - x_ref(elapsed))`` (nu,) for the state ``x`` (nx,) ``elapsed`` seconds
@@ -56,6 +43,43 @@ class MPCSolution:
         if np.all(np.isfinite(dx)):
             tau = tau + self.K[k] @ dx
         return np.clip(tau, -self.tau_max, self.tau_max)
+
+
+def _interval_index(elapsed, dt, N):
+    """The interval ``k = floor(elapsed / dt)`` (clamped to ``[0, N - 1]``) of each time of ``elapsed``."""
+    return np.minimum((np.maximum(elapsed, 0.0) / dt + 1e-9).astype(int), N - 1)
+
+
+def planned_states(x_pred, dt, elapsed):
+    """The planned states of ``x_pred`` (N+1, nx) ``elapsed`` s (a number, (nx,) returned, or an array (m,),
+    (m, nx) returned) after its first node: cubic Hermite interpolation of the planned positions and velocities
+    between the nodes (so that ``q̇_ref = v_ref``), held after the last node."""
+    N = x_pred.shape[0] - 1
+    if np.ndim(elapsed) == 0:                   # one time (the 1-kHz torque law): Python scalars, no arrays
+        k = min(int(max(elapsed, 0.0) / dt + 1e-9), N - 1)
+        s = min(max(elapsed / dt - k, 0.0), 1.0)
+    else:
+        t = np.asarray(elapsed, dtype=float)
+        k = _interval_index(t, dt, N)
+        s = np.clip(t / dt - k, 0.0, 1.0)[..., None]
+    n = x_pred.shape[1] // 2
+    q0, v0 = x_pred[k, :n], x_pred[k, n:]
+    q1, v1 = x_pred[k + 1, :n], x_pred[k + 1, n:]
+    h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+    d00, d10, d01, d11 = 6 * s**2 - 6 * s, 3 * s**2 - 4 * s + 1, -6 * s**2 + 6 * s, 3 * s**2 - 2 * s
+    q = h00 * q0 + h10 * dt * v0 + h01 * q1 + h11 * dt * v1
+    v = (d00 * q0 + d01 * q1) / dt + d10 * v0 + d11 * v1
+    return np.concatenate([q, v], axis=-1)
+
+
+def shifted_plan(x_pred, u, dt, shift):
+    """The plan ``x_pred`` (N+1, nx), ``u`` (N, ...: torques, gains) moved ``shift`` s on, as the warm start
+    of a solve that comes ``shift`` s after the plan's: the states at ``shift + k dt`` (:func:`planned_states`,
+    the last held), ``u`` of the interval each ``shift + k dt`` falls in (the last repeated). A shift of one
+    interval is the usual shift by one node."""
+    N = u.shape[0]
+    times = shift + dt * np.arange(N + 1)
+    return planned_states(x_pred, dt, times), u[_interval_index(times[:N], dt, N)]
 
 
 OMIT_GRAVITY = 1
@@ -94,12 +118,13 @@ def without_robot_terms(solution, gravity, friction, omitted):
     return replace(solution, tau_ff=tau_ff, omitted=solution.omitted | omitted)
 
 
-def shifted_solution(previous, solver_status, elapsed):
-    """``previous`` (an :class:`MPCSolution`) shifted by one interval, its last interval repeated: the
-    fallback ``fallback_shifted`` while a recent plan exists."""
-    def shift(a):
-        return np.concatenate([a[1:], a[-1:]])
-    return MPCSolution(tau_ff=shift(previous.tau_ff), x_pred=shift(previous.x_pred), K=shift(previous.K),
+def shifted_solution(previous, solver_status, elapsed, shift=None):
+    """``previous`` (an :class:`MPCSolution`) moved ``shift`` s on (default one interval; :func:`shifted_plan`),
+    its last interval repeated: the fallback ``fallback_shifted`` while a recent plan exists."""
+    shift = previous.dt if shift is None else shift
+    x_pred, tau_ff = shifted_plan(previous.x_pred, previous.tau_ff, previous.dt, shift)
+    K = shifted_plan(previous.x_pred, previous.K, previous.dt, shift)[1]
+    return MPCSolution(tau_ff=tau_ff, x_pred=x_pred, K=K,
                        status="fallback_shifted", solver_status=solver_status, solve_time=elapsed, dt=previous.dt,
                        tau_max=previous.tau_max, feedback_time=elapsed, omitted=previous.omitted)
 
