@@ -23,12 +23,15 @@ robot's compensation at the measured velocity is taken off each command: the res
 
 ``trigger: joint_state`` runs the real-time iteration's two phases around the joint states (Diehl et al. 2005,
 sec. 4), on every k-th joint state, k the joint-state rate over ``rate`` rounded (at least 1: every state at
-``rate`` >= the joint-state rate): :meth:`MpcLoop.on_state` runs the feedback phase of the step prepared for
-that state's time (the command and the published solution wait for nothing else), then :meth:`MpcLoop.prepare`
+``rate`` >= the joint-state rate): :meth:`MpcLoop.on_state` first commands the state from the solution in hand
+(``output: commands``: the torque law at once, as with the timer; the gains act on the new state), then runs the
+feedback phase of the step prepared for that state's time (the published solution waits for nothing else, and
+the next states are commanded from it), then :meth:`MpcLoop.prepare`
 linearises and factorises the next step for the time its state is expected (stamps spaced by the median of the
 last stamp intervals). A state whose stamp is within half an interval of the prepared time takes the prepared
 step, its plan timed from the prepared time (the measurement stands for the state at that time, as in the
-paper); any other runs both phases at its own stamp. Between solves, ``output: commands`` applies the last
+paper); any other runs both phases at its own stamp. While the MPC builds, its gravity fallback is solved every
+``dt`` only. Between solves, ``output: commands`` applies the last
 solution to every state, as with the timer.
 
 ``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the robot's own gravity (of the
@@ -62,6 +65,12 @@ STAMP_INTERVALS = 9
 """Joint-state stamp intervals whose median is the expected interval to the next state (``trigger: joint_state``)."""
 
 
+def node_mpc_config(c):
+    """The :class:`~robodyn_ros.control.mpc.MPCConfig` of the mpc node's parameters ``c``."""
+    return MPCConfig(horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"],
+                     time_limit=c["time_limit"], q_weight=c["q_weight"], v_weight=c["v_weight"], r_weight=c["r_weight"])
+
+
 class MpcLoop:
     """robot: the node's robot (``model``, ``home``, ``command_order``); config: the mpc node's parameters
     (a mapping read live); publish(command), report(kind, text): as for :class:`TorqueOutput`, used with
@@ -69,9 +78,7 @@ class MpcLoop:
 
     def __init__(self, robot, config, publish=None, report=None):
         c = config
-        mpc_config = MPCConfig(horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"],
-                               time_limit=c["time_limit"], q_weight=c["q_weight"], v_weight=c["v_weight"],
-                               r_weight=c["r_weight"])
+        mpc_config = node_mpc_config(c)
         self.mpc = BackgroundController(robot.model, mpc_config)       # gravity fallback while it builds
         self.model = robot.model
         self.pi_nominal = robot.model.inertial_parameters()
@@ -238,9 +245,8 @@ class MpcLoop:
         self.state = (t, q, v)
         if self.adaptation is not None:
             self.adaptation.observe(t)
-        if self.trigger == "joint_state" and self._solve_due(t):
-            self.fresh = self._solve_state()
-        if self.output is not None and self.solution is not None:
+        published = None
+        if self.output is not None and self.solution is not None:     # first: no solve delays the command
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
             if self.base_update is not None and self.friction_compensation:   # Coulomb at v_d
                 v_d = self.reference.evaluate(t - self.t0)[1]
@@ -251,8 +257,9 @@ class MpcLoop:
             published = self.output.publish(tau, t)
             if self.robot_friction is not None:
                 self.robot_friction.commanded(v, published, self.output.commands)
-            return published
-        return None
+        if self.trigger == "joint_state" and self._solve_due(t):
+            self.fresh = self._solve_state()
+        return published
 
     def _robot_friction_update(self, q, effort):
         """A sample of the robot's friction compensation from ``effort``; friction (the residual, less the
@@ -267,7 +274,11 @@ class MpcLoop:
 
     def _solve_due(self, t):
         """``trigger: joint_state``: whether the state at ``t`` is solved: the first within half an interval of
-        the next solve's time or after it; every state before the interval is known."""
+        the next solve's time or after it; every state before the interval is known. While the MPC builds, its
+        gravity fallback every ``dt`` (the plan's interval) only: on every state it would take the core (and
+        the interpreter) the build needs."""
+        if not self.mpc.ready and self.solution is not None:
+            return t >= self.solution[0] + self.mpc.config.dt - 1e-9
         return self._next is None or t >= self._next - 0.5 * self.expected_interval()
 
     def _solve_state(self):
@@ -341,7 +352,8 @@ class MpcLoop:
     def diagnostic_values(self, solution):
         values = {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
                   "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
-                  "fallbacks": self.fallbacks, **(self.output.diagnostic_values() if self.output is not None else {}),
+                  "fallbacks": self.fallbacks, "reference_t0": "" if self.t0 is None else f"{self.t0:.6f}",   # a stamp: more than 9 digits
+                  **(self.output.diagnostic_values() if self.output is not None else {}),
                   **self.tracking.values()}
         if self.base_update is not None:
             values.update(parameter_updates=self.parameter_updates, parameters_refused=self.refused,

@@ -51,8 +51,7 @@ def test_prepared_steps_are_the_steps_of_a_solve_at_that_time(loops):
         np.testing.assert_allclose(solution.x_pred, both_phases.x_pred, rtol=0, atol=1e-12)
         if step > 0:
             assert on_state.prepare() > 0.0
-        assert np.all(np.isfinite(tau))
-        sim.step(tau)
+        sim.step(np.zeros(7) if tau is None else tau)      # the first state has no solution to command from
     assert prepared == 148        # all but the first two states (no solution, then no interval to predict)
     q_ref = on_state.reference.evaluate(sim.t - on_state.t0)[0]
     assert np.max(np.abs(sim.q - q_ref)) < 0.02        # the closed loop tracks
@@ -67,6 +66,7 @@ def test_a_state_off_its_expected_time_is_solved_at_its_own_stamp(loops):
         m = sim.measure_joints()
         stamp = m.t + (jitter[step] if step > 1 else 0.0)
         tau = loop.on_state(stamp, m.q, m.v, m.tau)
+        tau = np.zeros(7) if tau is None else tau
         t, _ = loop.take_solution()
         if step > 2:                          # within half an interval of the prepared time: timed from it
             assert t == prepared_for
@@ -100,8 +100,35 @@ def test_below_the_joint_state_rate_every_other_state_is_solved(loops):
                 if step > 2:                  # prepared two intervals ahead, at the state it is solved on
                     assert solved[1].solve_time > solved[1].feedback_time and solved[0] == pytest.approx(m.t)
                 loop.prepare()
-            assert tau is not None and np.all(np.isfinite(tau))     # every state commanded
-            sim.step(tau)
+            assert (tau is None) == (step == 0) and (step == 0 or np.all(np.isfinite(tau)))   # each after the first
+            sim.step(np.zeros(7) if tau is None else tau)
         assert solved_at[:2] == [0, 1] and np.all(np.diff(solved_at[1:]) == 2), solved_at
     finally:
         loop.rate = RATE
+
+
+def test_a_plan_moved_by_part_of_an_interval_is_the_plan_at_those_times():
+    from robodyn_ros.control.mpc.solution import planned_states, shifted_plan
+
+    dt, N = 0.01, 6
+    times = dt * np.arange(N + 1)
+    coefficients = np.array([[0.3, -1.0, 2.0, -5.0], [-0.2, 0.5, 4.0, 3.0]])     # two joints, cubic in t
+
+    def q(t):
+        return np.stack([np.polyval(c[::-1], t) for c in coefficients], axis=-1)
+
+    def v(t):
+        return np.stack([np.polyval(np.polyder(c[::-1]), t) for c in coefficients], axis=-1)
+    x_pred = np.hstack([q(times), v(times)])
+    u = np.arange(N, dtype=float)[:, None] * np.ones((1, 2))
+    for shift in (0.0037, 0.0123, dt):
+        X, U = shifted_plan(x_pred, u, dt, shift)
+        inside = shift + times <= times[-1] + 1e-12
+        # cubic Hermite interpolation is exact on a cubic: the states at shift + k dt
+        np.testing.assert_allclose(X[inside], np.hstack([q(shift + times), v(shift + times)])[inside], atol=1e-12)
+        np.testing.assert_allclose(X[~inside], np.tile(x_pred[-1], (int((~inside).sum()), 1)), atol=1e-12)
+        np.testing.assert_array_equal(U[:, 0], np.minimum(np.floor((shift + times[:N]) / dt + 1e-9), N - 1))
+        np.testing.assert_allclose(planned_states(x_pred, dt, shift), X[0], atol=1e-15)
+    X, U = shifted_plan(x_pred, u, dt, dt)                     # one interval: the shift by one node
+    np.testing.assert_allclose(X, np.vstack([x_pred[1:], x_pred[-1:]]), atol=1e-12)
+    np.testing.assert_array_equal(U, np.vstack([u[1:], u[-1:]]))
