@@ -165,6 +165,11 @@ SIMULATOR = ROBOT + TOPICS + (
     P("payload.size", list[float], [0.1, 0.1, 0.1], "Payload box edges, m.", range=(0.0, None), live=True),
     P("payload.attach_time", float, -1.0, "Simulated time at which the payload is attached (< 0: only "
       "by the ~/attach_payload service).", range=(None, None)),
+    P("push.torque", list[float], [], "A push: joint torques of an external force (joint order, N m) from push.time "
+      "for push.duration; they move the robot and are not in the reported effort. Empty: none.", read_only=True),
+    P("push.time", float, -1.0, "Simulated time at which the push starts (< 0: no push).", range=(None, None),
+      read_only=True),
+    P("push.duration", float, 0.1, "Duration of the push, simulated s.", range=(0.0, None), read_only=True),
     # the robot's driver, as the simulator emulates it (driver profiles: robodyn_ros.model.driver_profiles)
     P("robot_adds_gravity", bool, False, "Add gravity to every command received, as Franka's, UR's and KUKA's "
       "drivers do: g(q) of the controllers' model (the URDF, and the payload set with ~/set_payload), not of "

@@ -13,7 +13,9 @@ driver's hold); after it, a command older than ``command_timeout`` simulated sec
 torque. The robot's driver (``driver`` and the driver parameters:
 :class:`~robodyn_ros.simulation.driver_emulation.DriverEmulation`, ``self.driver``) then turns the command
 into the applied torque (gravity and friction compensation added, its rate limit, its watchdogs' stop and
-hold) and the applied torque into the reported effort. ``publish_decimation`` k > 1
+hold) and the applied torque into the reported effort. A push (``push.*``:
+:class:`~robodyn_ros.simulation.torque_pulse.TorquePulse`) adds its joint torques to the applied torque over
+its steps, not to the reported effort. ``publish_decimation`` k > 1
 publishes after every k-th step only.
 
 Divergence: after every step the state is checked (:class:`~robodyn_ros.simulation.divergence.DivergenceCheck`);
@@ -41,6 +43,7 @@ from .driver_emulation import DriverEmulation
 from .simulation_step import engine_step
 from .plant import Plant, load_plant
 from .simulator import DivergedStep, Payload, SensorNoise, Simulator, SimulatorConfig
+from .torque_pulse import TorquePulse
 
 MAX_CATCH_UP_STEPS = 50
 FREE_RUN_BURST = 1e-3    # s of stepping per free-running tick (timer) or between two GIL offers (thread)
@@ -96,6 +99,10 @@ class SimulationRuntime:
             plant = Plant(model, plant.coulomb_width, plant.effort_noise, plant.source)
         self.kernels = compile_kernels(model, register=False)
         self.payload = configured_payload(c, robot.wrist_link)
+        self.push = TorquePulse.from_config(c, robot.command_order)
+        self._push_told = False
+        if c["initial_positions"] and len(c["initial_positions"]) != model.nv:
+            raise ModelError(f"initial_positions: one value per joint, {model.nv}; got {len(c['initial_positions'])}")
         q0 = robot.from_command(np.asarray(c["initial_positions"], dtype=float)) if c["initial_positions"] \
             else robot.home
         noise = SensorNoise(c["noise.position"], c["noise.velocity"], c["noise.effort"], c["noise.force"],
@@ -283,9 +290,14 @@ class SimulationRuntime:
             tau = self._zero_command
         tau = self.driver.applied(sim.t, sim.q, sim.v, tau, self._fresh_command, self._command_due())
         self._fresh_command = False
+        external = self.push.at(sim.t) if self.push is not None else None
+        if external is not None and not self._push_told:
+            self._push_told = True
+            self.log("info", "push", f"push from t = {sim.t:.3f} s for {self.push.duration} s: "
+                                     f"{list(c['push.torque'])} N m (joint order)")
         q_last, v_last = sim.q, sim.v         # the step replaces the arrays, never writes into them
         try:
-            sim.step_validated(tau)
+            sim.step_validated(tau, external)
         except DivergedStep as exc:
             self._stop_diverged(self.divergence.diagnose(exc.q, exc.v, sim.t + sim.config.dt, q_last, v_last))
             return False

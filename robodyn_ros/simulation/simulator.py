@@ -254,10 +254,15 @@ class Simulator:
             raise ModelError(f"torque command must be {self.model.nv} finite numbers: {exc}") from None
         self.step_validated(tau)
 
-    def step_validated(self, tau):
+    def step_validated(self, tau, external=None):
         """:meth:`step` with ``tau`` (nv,) float64 already known to be finite and in range (validated once
         on receipt, as the simulator node does with each command): the per-step check costs a few µs.
-        :class:`DivergedStep` when the step's result is not finite (the state is unchanged)."""
+        ``external`` (nv,): joint torques of an external force over the step (a push,
+        :class:`~robodyn_ros.simulation.torque_pulse.TorquePulse`), added to the command before the effort
+        limits and left out of the measured effort. :class:`DivergedStep` when the step's result is not finite
+        (the state is unchanged)."""
+        if external is not None:
+            tau = tau + external
         if self.step_function is not None:
             q, v, n = self.q, self.v, self.config.substeps
             config = self.config if n == 1 else replace(self.config, dt=self.config.dt / n)
@@ -267,17 +272,19 @@ class Simulator:
                     raise DivergedStep(q, v)
             self.q, self.v, self.a = q, v, a
             self.t += self.config.dt
-            return
-        self.tau_command = np.clip(tau, -self._effort, self._effort)
-        q0, v0 = self.q, self.v
-        for _ in range(self.config.substeps):
-            self._integrate(self.config.dt / self.config.substeps)
-            if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v))):
-                diverged = DivergedStep(self.q, self.v)
-                self.q, self.v = q0, v0
-                raise diverged
-        self.a = self._acceleration(self.q, self.v)
-        self.t += self.config.dt
+        else:
+            self.tau_command = np.clip(tau, -self._effort, self._effort)
+            q0, v0 = self.q, self.v
+            for _ in range(self.config.substeps):
+                self._integrate(self.config.dt / self.config.substeps)
+                if not (np.all(np.isfinite(self.q)) and np.all(np.isfinite(self.v))):
+                    diverged = DivergedStep(self.q, self.v)
+                    self.q, self.v = q0, v0
+                    raise diverged
+            self.a = self._acceleration(self.q, self.v)
+            self.t += self.config.dt
+        if external is not None:                       # the motors' torque is what the driver reports
+            self.tau_command = self.tau_command - external
 
     def _integrate(self, h):
         """One integration step of ``h`` s under the held ``tau_command`` (and, ``rk4_implicit``, the joint
