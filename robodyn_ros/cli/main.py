@@ -118,7 +118,8 @@ def build_parser():
                       help="ROS arguments, e.g. --ros-args --params-file FILE -p robot:=PATH")
     node.set_defaults(func=cmd_node)
     bench = sub.add_parser("bench", help="benchmark tables against Pinocchio")
-    bench.add_argument("which", nargs="?", default="kernels", choices=["kernels", "mpc", "nodes", "soak", "tracking"])
+    bench.add_argument("which", nargs="?", default="kernels", choices=["kernels", "mpc", "nodes", "soak", "tracking",
+                                                                    "disturbance"])
     bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     bench.add_argument("--minutes", type=float, default=30.0, help="soak only: run length (default 30)")
     bench.add_argument("--report", metavar="PATH", help="soak only: write the JSON report to PATH")
