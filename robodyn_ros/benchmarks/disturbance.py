@@ -28,7 +28,6 @@ Bounded: about 21 s a run, 12 runs.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 import numpy as np
@@ -114,12 +113,10 @@ def run_case(context, plant, disturbance, trigger, rate):
     from ..ros.node_parameters import load_robot
     from ..ros.entities import take_pending
     from ..ros.testing import make_executor, plain_node, spin_until
-    from .nodes import RT_PRIORITY, _diagnostic_values, node_process_args, set_fifo, set_other, stop_node_process
+    from .nodes import RT_PRIORITY, _diagnostic_values, close_monitor, start_node_process
 
     def start(kind, params, priority):
-        args, env = node_process_args(kind, params)
-        return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=(lambda: set_fifo(priority)) if priority else set_other)
+        return start_node_process(kind, params, realtime=priority or False)
 
     config = mpc_node_config()
     robot = load_robot(config)
@@ -169,11 +166,7 @@ def run_case(context, plant, disturbance, trigger, rate):
                                f"({len(seen)} diagnostics: {seen[-1:]})")
         last = built[-1]
     finally:
-        executor.remove_node(node)
-        node.destroy_node()
-        executor.shutdown()
-        for proc in procs.values():
-            stop_node_process(proc)
+        close_monitor(executor, node, procs)
     t0 = float(last["reference_t0"])
     reference = fourier_reference(robot.home, config["generator.amplitude"], config["generator.period"],
                                   config["generator.harmonics"])

@@ -133,6 +133,16 @@ def stop_node_process(proc, timeout=15.0):
     return proc.returncode, (out or "") + (err or "")
 
 
+def close_monitor(executor, node, procs):
+    """The end of a bench that watched node processes: its monitoring ``node`` off ``executor``, both shut
+    down, every process of ``procs`` (a dict) stopped (:func:`stop_node_process`)."""
+    executor.remove_node(node)
+    node.destroy_node()
+    executor.shutdown()
+    for proc in procs.values():
+        stop_node_process(proc)
+
+
 def _diagnostic_values(msg, name_part):
     for status in msg.status:
         if name_part in status.name:
@@ -387,11 +397,7 @@ def bench_mpc_node(context):
         fallbacks = int(last[1]["fallbacks"]) - int(first[1]["fallbacks"])
         alive = all(p.poll() is None for p in procs.values())
     finally:
-        executor.remove_node(node)
-        node.destroy_node()
-        executor.shutdown()
-        for proc in procs.values():
-            stop_node_process(proc)
+        close_monitor(executor, node, procs)
     latency = {f"mpc_node_state_to_solution_{p}_ms": round(float(last[1][f"state_to_solution_{p}_us"]) / 1e3, 3)
                for p in ("p50", "p99", "max") if f"state_to_solution_{p}_us" in last[1]}
     return {"mpc_node_rate_setting_hz": float(rate) if rate else None, "mpc_node_trigger": trigger or "timer",

@@ -5,32 +5,22 @@ naming it."""
 import numpy as np
 import pytest
 
+from test_driver_emulation import runtime_of
+
 from robodyn_ros.model.errors import ModelError
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
-from robodyn_ros.simulation.runtime import SimulationRuntime
 from robodyn_ros.simulation.simulator import Simulator, SimulatorConfig
 from robodyn_ros.simulation.torque_pulse import TorquePulse
 
-QUIET = {"real_time_factor": 0.0, "lockstep": True, "command_timeout": 1e6, "payload.mass": 0.0,
-         "noise.position": 0.0, "noise.velocity": 0.0, "noise.effort": 0.0, "driver": "franka",
-         "driver_max_torque_rate": 0.0}     # Franka adds gravity; its rate limit would smooth the commanded pulse
+# Franka's driver adds gravity (zero commands hold the arm); its rate limit would smooth the commanded pulse
+FRANKA = {"driver": "franka", "driver_max_torque_rate": 0.0}
 PUSH = [0.0, 6.0, 0.0, -4.0, 0.0, 0.0, 1.0]        # joint order, N m
 START, DURATION = 0.05, 0.1
 
 
-def runtime_of(overrides):
-    config = resolve_node_config("simulator", {**QUIET, **overrides})
-    logs = []
-    runtime = SimulationRuntime(load_robot(config), config, lambda: None, lambda *entry: logs.append(entry))
-    runtime.logs = logs
-    runtime.start()
-    runtime.publish_state()
-    return runtime
-
-
 def test_a_push_moves_the_robot_as_that_torque_commanded_but_is_not_in_the_effort():
-    pushed = runtime_of({"push.torque": PUSH, "push.time": START, "push.duration": DURATION})
-    commanded = runtime_of({})                       # the same torques sent as commands instead
+    pushed = runtime_of({**FRANKA, "push.torque": PUSH, "push.time": START, "push.duration": DURATION})
+    commanded = runtime_of(FRANKA)                   # the same torques sent as commands instead
     robot = pushed.robot
     nv = robot.model.nv
     q, v, tau_pushed, tau_commanded = np.empty(nv), np.empty(nv), np.empty(nv), np.empty(nv)
@@ -55,7 +45,7 @@ def test_a_push_moves_the_robot_as_that_torque_commanded_but_is_not_in_the_effor
 
 
 def test_the_python_integrator_takes_the_external_torque_as_the_compiled_step_does():
-    config = resolve_node_config("simulator", QUIET)
+    config = resolve_node_config("simulator", FRANKA)
     model = load_robot(config).model
     q0 = load_robot(config).home
     tau = np.linspace(-3.0, 3.0, model.nv)
@@ -71,6 +61,6 @@ def test_the_python_integrator_takes_the_external_torque_as_the_compiled_step_do
 @pytest.mark.parametrize("torque, message", [([1.0, 2.0], "push.torque: one value (N m) per joint, 7; got 2")])
 def test_a_push_of_the_wrong_length_names_the_parameter(torque, message):
     with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        runtime_of({"push.torque": torque, "push.time": 0.1})
+        runtime_of({**FRANKA, "push.torque": torque, "push.time": 0.1})
     assert TorquePulse.from_config({"push.torque": [1.0, 2.0], "push.time": -1.0, "push.duration": 0.1},
                                    list(range(7))) is None          # no push time: no push, whatever the torque
