@@ -86,10 +86,12 @@ def main(argv=None):
     cases = [(p, d, trig) for p in args.plants for trig in args.triggers for d in args.delays]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(run, *zip(*cases), [args.seconds] * len(cases)))
-    print(f"{'plant':12s} {'trigger':12s} {'delay_ms':>8s} {'max_error_mrad':>15s} {'fallbacks':>9s} {'solves':>7s}  verdict")
+    print(f"{'plant':12s} {'trigger':12s} {'delay_ms':>8s} {'max_error_mrad':>15s} {'fallbacks':>9s} "
+          f"{'solves':>7s}  verdict")
     for (plant, delay, trigger), (worst, fallbacks, solves, _) in zip(cases, results):
         verdict = "unstable" if worst > UNSTABLE else "stable"
-        print(f"{plant or 'urdf':12s} {trigger:12s} {delay:8d} {1e3 * worst:15.1f} {fallbacks:9d} {solves:7d}  {verdict}")
+        print(f"{plant or 'urdf':12s} {trigger:12s} {delay:8d} {1e3 * worst:15.1f} {fallbacks:9d} {solves:7d}  "
+              f"{verdict}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The ``mpc`` node's loop without ROS: :class:`~robodyn_ros.control.mpc.ModelPredictiveController` (built
 in the background by :class:`~robodyn_ros.control.mpc.BackgroundController`, gravity compensation served
 until it is ready) at a fixed rate on the newest joint state (``trigger: timer``) or on every joint state
-(``trigger: joint_state``), tracking the built-in Fourier reference (time from the first joint-state stamp), and, with ``output: commands``, the solution's torque ``tau_ff,k + K_k (x - x_k)`` at
-the joint-state rate through :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog
+(``trigger: joint_state``), tracking the built-in Fourier reference (time from the first joint-state stamp),
+and, with ``output: commands``, the solution's torque ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate
+through :class:`~robodyn_ros.control.torque_output.TorqueOutput` (stamp gate, watchdog
 with the MPC model's gravity hold, guard; no solves while stale; after a time reset the reference time is
 re-based so that it continues and the solution of the old time line is dropped).
 
@@ -26,13 +27,12 @@ sec. 4), on every k-th joint state, k the joint-state rate over ``rate`` rounded
 ``rate`` >= the joint-state rate): :meth:`MpcLoop.on_state` first commands the state from the solution in hand
 (``output: commands``: the torque law at once, as with the timer; the gains act on the new state), then runs the
 feedback phase of the step prepared for that state's time (the published solution waits for nothing else, and
-the next states are commanded from it), then :meth:`MpcLoop.prepare`
-linearises and factorises the next step for the time its state is expected (stamps spaced by the median of the
-last stamp intervals). A state whose stamp is within half an interval of the prepared time takes the prepared
-step, its plan timed from the prepared time (the measurement stands for the state at that time, as in the
-paper); any other runs both phases at its own stamp. While the MPC builds, its gravity fallback is solved every
-``dt`` only. Between solves, ``output: commands`` applies the last
-solution to every state, as with the timer.
+the next states are commanded from it), then :meth:`MpcLoop.prepare` linearises and factorises the next step
+for the time its state is expected (stamps spaced by the median of the last stamp intervals). A state whose
+stamp is within half an interval of the prepared time takes the prepared step, its plan timed from the prepared
+time (the measurement stands for the state at that time, as in the paper); any other runs both phases at its
+own stamp. While the MPC builds, its gravity fallback is solved every ``dt`` only. Between solves, ``output:
+commands`` applies the last solution to every state, as with the timer.
 
 ``gravity_compensated_by_robot`` and ``friction_compensation: false`` leave the robot's own gravity (of the
 nominal parameters, the URDF: what its driver adds; what the MPC's model knows beyond it is still sent) and the
@@ -68,7 +68,8 @@ STAMP_INTERVALS = 9
 def node_mpc_config(c):
     """The :class:`~robodyn_ros.control.mpc.MPCConfig` of the mpc node's parameters ``c``."""
     return MPCConfig(horizon=c["horizon"], dt=c["dt"], solver=c["solver"], compiled=c["compiled"],
-                     time_limit=c["time_limit"], q_weight=c["q_weight"], v_weight=c["v_weight"], r_weight=c["r_weight"])
+                     time_limit=c["time_limit"], q_weight=c["q_weight"], v_weight=c["v_weight"],
+                     r_weight=c["r_weight"])
 
 
 class MpcLoop:
@@ -305,8 +306,9 @@ class MpcLoop:
 
     def prepare(self):
         """``trigger: joint_state``: the preparation phase of the next solve, for the time of the state it is
-        expected at (k intervals of :meth:`expected_interval` after the last solve's state, module docstring). Returns the time it took (s); 0 when there is nothing to prepare (no
-        interval known yet, stale, a solver without phases, the controller still building)."""
+        expected at (k intervals of :meth:`expected_interval` after the last solve's state, module docstring).
+        Returns the time it took (s); 0 when there is nothing to prepare (no interval known yet, stale, a solver
+        without phases, the controller still building)."""
         if self._next is None or (self.output is not None and self.output.stale):
             return 0.0
         t = self._next
@@ -352,7 +354,8 @@ class MpcLoop:
     def diagnostic_values(self, solution):
         values = {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
                   "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
-                  "fallbacks": self.fallbacks, "reference_t0": "" if self.t0 is None else f"{self.t0:.6f}",   # a stamp: more than 9 digits
+                  "fallbacks": self.fallbacks,
+                  "reference_t0": "" if self.t0 is None else f"{self.t0:.6f}",     # a stamp: more than 9 digits
                   **(self.output.diagnostic_values() if self.output is not None else {}),
                   **self.tracking.values()}
         if self.base_update is not None:

@@ -12,10 +12,10 @@ mode ``mpc``, which applies ``tau_ff,k + K_k (x - x_k)`` at the joint-state rate
 ``output: commands`` does that here and publishes the torques itself. Also ``~/solve_time``
 (std_msgs/Float64, s) after every solve and ``/diagnostics`` at 1 Hz (the last solve's time, iterations
 and status, the counts of solves and fallbacks, ``reference_t0``: the joint-state stamp the reference's time
-starts from, and ``state_to_solution_p50_us``/``_p99_us``/``_max_us``: wall
-time from the arrival of the joint state a solve started from to its solution published, over the last
-10 000 solves of the built MPC; ``states_skipped``: joint states passed over because a newer one was already waiting when the
-node got to them, the newest being what it solves and commands from). The estimator's payload
+starts from, and ``state_to_solution_p50_us``/``_p99_us``/``_max_us``: wall time from the arrival of the joint
+state a solve started from to its solution published, over the last 10 000 solves of the built MPC;
+``states_skipped``: joint states passed over because a newer one was already waiting when the node got to
+them, the newest being what it solves and commands from). The estimator's payload
 updates the model of the next solve; with ``use_base_parameters`` the estimator's base parameters do, as
 consistent full parameters through the parameter gate (:class:`~robodyn_ros.control.mpc_loop.MpcLoop`).
 
