@@ -160,7 +160,8 @@ class ModelPredictiveController:
         elapsed = time.perf_counter() - start
 
         def gains():                                                      # the Riccati gains at the solution
-            return self.ocp.rti_prepare.call({"w": w, "p": p})["K"]
+            prepared = self.ocp.rti_prepare.call({"w": w, "p": p})
+            return self.ocp.riccati_factor(prepared["A"], prepared["B"], prepared["b"], prepared["grad"])[0]
         return self._accept(x0, t, w, gains, "solved", solver_status, iters, elapsed, elapsed)
 
     # ------------------------------------------------------------ real-time iteration: two phases

@@ -35,8 +35,8 @@ class Preparation(NamedTuple):
     """Outputs of ``rti_prepare(w̄, p)``: the QP in the step Δw, ``H`` (nw, nw), ``grad`` ∇f (nw,), ``J`` the
     constraint rows ``[A_k B_k -I]`` (hpipm's layout; x_0 is fixed through the bounds), ``rhs`` (nx N,)
     their right-hand side ``x̄_{k+1} - F(x̄_k, ū_k)``; the stacked stage Jacobians ``A`` (nx, nx N), ``B``
-    (nx, nu N), the gaps ``b = F(x̄_k, ū_k) - x̄_{k+1}`` (nx N,) and the Riccati factorisation ``K`` (nu, nx N),
-    ``k`` (nu, N) (:mod:`.riccati`)."""
+    (nx, nu N) and the gaps ``b = F(x̄_k, ū_k) - x̄_{k+1}`` (nx N,): the inputs of ``riccati_factor``
+    (:mod:`.riccati`), the rest of the preparation, a function of its own (compiled beside it)."""
 
     H: object
     grad: object
@@ -45,8 +45,6 @@ class Preparation(NamedTuple):
     A: object
     B: object
     b: object
-    K: object
-    k: object
 
 
 class OCPFunctions:
@@ -54,10 +52,10 @@ class OCPFunctions:
 
     Stage level: the :class:`~.stage.StageFunctions` as attributes. Problem level (MX over all stages,
     stage functions mapped): the NLP dict ``nlp`` (``x = w``, ``p``, ``f``, ``g``; the shooting map of
-    :mod:`.gauss_newton`); ``rti_prepare(w, p)`` (outputs :class:`Preparation`): the RTI's preparation
-    phase; ``riccati_factor`` and ``riccati_feedback`` (:mod:`.riccati`). Built on ``stage`` (default:
-    traced by :func:`~.stage.stage_functions`); ``library``: the path of the compiled library the functions
-    come from, else None (:mod:`.compile_cache`)."""
+    :mod:`.gauss_newton`); the RTI's preparation phase ``rti_prepare(w, p)`` (outputs :class:`Preparation`)
+    then ``riccati_factor(A, B, b, grad) -> (K, k)``; its feedback phase ``riccati_feedback`` (:mod:`.riccati`).
+    Built on ``stage`` (default: traced by :func:`~.stage.stage_functions`); ``library``: the path of the
+    compiled library the functions come from, else None (:mod:`.compile_cache`)."""
 
     def __init__(self, model, config, stage=None, library=None):
         n, N = model.nv, config.horizon
@@ -143,7 +141,6 @@ class OCPFunctions:
             rows.append(ca.horzcat(left, A[:, k * nx:(k + 1) * nx], B[:, k * nu:(k + 1) * nu], -I, right))
         b = ca.reshape(Xn - X[:, 1:], -1, 1)                       # x_{k+1} = A Δx + B Δu + b_k + x̄_{k+1}
         grad = ca.gradient(cost, w)
-        K, kff = self.riccati_factor(A, B, b, grad)
         H = ca.MX(ca.DM(ca.Sparsity.diag(self.nw), self.gauss_newton_hessian()))
-        prepared = Preparation(H=H, grad=grad, J=ca.vertcat(*rows), rhs=-b, A=A, B=B, b=b, K=K, k=kff)
+        prepared = Preparation(H=H, grad=grad, J=ca.vertcat(*rows), rhs=-b, A=A, B=B, b=b)
         self.rti_prepare = ca.Function("mpc_rti_prepare", [w, p], list(prepared), ["w", "p"], list(Preparation._fields))

@@ -1,7 +1,7 @@
 """The real-time iteration (Diehl, Bock and Schlöder 2005): one Gauss-Newton SQP step of the OCP per
 control period, in two phases (sec. 4 of the paper). *Preparation*, before the measurement arrives:
-linearise all stages at the shifted previous solution ``w̄`` and factorise the QP without its bounds by the
-Riccati recursion (``rti_prepare``, :mod:`.riccati`). *Feedback*, with the measured state ``x̂``: the
+linearise all stages at the shifted previous solution ``w̄`` (``rti_prepare``) and factorise the QP without its
+bounds by the Riccati recursion (``riccati_factor``, :mod:`.riccati`). *Feedback*, with the measured state ``x̂``: the
 forward rollout from ``Δx_0 = x̂ - x̄_0``, a few matrix-vector products, the delay of the command. When that
 rollout leaves a bound, the bounded QP is solved on the same linearisation (exact: without an active bound
 the unbounded minimiser is the bounded one). ``qp_solver`` 'hpipm' | 'qrqp' | 'osqp' solves the bounded QP
@@ -47,7 +47,7 @@ class BoundedQP(NamedTuple):
 
 class RTIPhases:
     """The two RTI phases of an :class:`~.ocp.OCPFunctions` for one controller: ``prepare(w̄, p)`` evaluates
-    ``rti_prepare`` and keeps its results; ``feedback(x̂, w_lo, w_hi) -> (w, violation)`` the Riccati
+    ``rti_prepare`` and ``riccati_factor`` on its results and keeps both; ``feedback(x̂, w_lo, w_hi) -> (w, violation)`` the Riccati
     rollout from them; ``qp()`` the bounded QP's data (:class:`BoundedQP`); ``gains()`` the Riccati gains
     (nu, nx N). On a compiled library through its C entry points (buffers allocated once, the feedback
     reading the preparation's outputs in place), else through CasADi's virtual machine."""
@@ -57,15 +57,20 @@ class RTIPhases:
             return DirectCall(ocp.library, f) if ocp.library is not None else _VirtualMachineCall(f)
         self.ocp = ocp
         self._prep, self._fb = caller(ocp.rti_prepare), caller(ocp.riccati_feedback)
-        for name in ("A", "B", "b", "K", "k"):                  # the preparation's outputs, read in place
+        self._factor = caller(ocp.riccati_factor)
+        for name in ("A", "B", "b", "grad"):                    # the linearisation, factorised in place
+            self._factor.bind(self._factor.function.index_in(name), self._output(self._prep, name))
+        for name in ("A", "B", "b"):                            # the preparation's outputs, read in place
             self._fb.bind(self._fb.function.index_in(name), self._output(self._prep, name))
+        for name in ("K", "k"):
+            self._fb.bind(self._fb.function.index_in(name), self._output(self._factor, name))
         # the buffers each period writes and reads, looked up by name once (a lookup is a CasADi call)
         self._w, self._p = self._input(self._prep, "w"), self._input(self._prep, "p")
         self._fb_w_bar, self._x0 = self._input(self._fb, "w_bar"), self._input(self._fb, "x0")
         self._w_lo, self._w_hi = self._input(self._fb, "w_lo"), self._input(self._fb, "w_hi")
         self._w_new, self._violation = self._output(self._fb, "w"), self._output(self._fb, "violation")
-        K = ocp.rti_prepare.sparsity_out("K")
-        self._K, self._K_columns = self._output(self._prep, "K"), K.size2() if K.is_dense() else None
+        K = ocp.riccati_factor.sparsity_out("K")
+        self._K, self._K_columns = self._output(self._factor, "K"), K.size2() if K.is_dense() else None
         self._bounds = None
 
     @staticmethod
@@ -84,6 +89,7 @@ class RTIPhases:
         self._p[:] = p
         self._fb_w_bar[:] = w_bar
         self._prep.call()
+        self._factor.call()
 
     def feedback(self, x0, lo, hi):
         if self._bounds is None or self._bounds[0] is not lo or self._bounds[1] is not hi:
@@ -99,7 +105,7 @@ class RTIPhases:
     def gains(self):
         if self._K_columns is not None:                     # dense, its nonzeros column-major: (nu, nx N)
             return self._K.reshape(self._K_columns, -1).T.copy()
-        return np.array(self._dm("K"))
+        return np.array(ca.DM(self.ocp.riccati_factor.sparsity_out("K"), self._K))
 
 
 class SQPResult(NamedTuple):
