@@ -78,6 +78,10 @@ def shifted_plan(x_pred, u, dt, shift):
     the last held), ``u`` of the interval each ``shift + k dt`` falls in (the last repeated). A shift of one
     interval is the usual shift by one node."""
     N = u.shape[0]
+    nodes = shift / dt
+    if abs(nodes - round(nodes)) < 1e-9:              # whole intervals (a timer at 1 / dt): nodes, no interpolation
+        index = np.minimum(np.arange(N + 1) + max(int(round(nodes)), 0), N)
+        return x_pred[index], u[np.minimum(index[:N], N - 1)]
     times = shift + dt * np.arange(N + 1)
     return planned_states(x_pred, dt, times), u[_interval_index(times[:N], dt, N)]
 
