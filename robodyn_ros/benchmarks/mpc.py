@@ -19,8 +19,8 @@ Wall times are what a control loop sees; the CPU time of the same calls is repor
 a shared machine the difference is other processes' load (``load_average_1min``).
 
 The first run compiles the problem functions (cached on disk by model, problem and package sources:
-the stage Jacobians, the RTI's two phases and the stage functions in two translation units compiled in
-parallel, then each NLP oracle linked against them; progress on stderr); ``compile_seconds`` says how
+the stage Jacobians, the RTI's two phases and the stage functions in three translation units compiled in
+parallel: the linearisation, the Riccati factorisation, the rest; then each NLP oracle linked against them; progress on stderr); ``compile_seconds`` says how
 long building (or loading from the cache) the plant and the MPC of every solver took in this run: run
 once with an empty ``ROBODYN_CACHE_DIR`` and once more for the cached figure.
 
