@@ -45,7 +45,7 @@ import os
 import time
 
 from . import registry
-from .build import KernelBuildError, cache_key, compile_module, find_compiler, load_module, load_report
+from .build import KernelBuildError, ModuleBuild, cache_key, find_compiler, load_module, load_report
 from .codegen import GENERATOR_VERSION
 
 log = logging.getLogger("robodyn_ros.kernels")
@@ -108,15 +108,16 @@ def compile_kernels(model, *, register=True, jobs=None):
                 from .symbolic import build_kernel_set
                 compile_notice(f"the dynamics kernels of {model.name}", model.nv)
                 load_before = _loadavg()
-                symbolic_start, symbolic_cpu = time.perf_counter(), time.thread_time()
-                kernel_set = build_kernel_set(model)
-                report = {"symbolic_seconds": time.perf_counter() - symbolic_start,
-                          "symbolic_cpu_seconds": time.thread_time() - symbolic_cpu, "model": model.name,
-                          "load_average_before": load_before}
-                attributes = {"nq": model.nq, "nv": model.nv, "generator_version": GENERATOR_VERSION,
-                              "sources": json.dumps(kernel_set.sources),
-                              "instruction_counts": json.dumps(_counts(kernel_set))}
-                compile_times = compile_module(kernel_set, key, compiler, attributes, jobs, report)
+                with ModuleBuild(key, compiler, jobs) as build:     # each kernel compiled once traced
+                    symbolic_start, symbolic_cpu = time.perf_counter(), time.thread_time()
+                    kernel_set = build_kernel_set(model, ready=build.add)
+                    report = {"symbolic_seconds": time.perf_counter() - symbolic_start,
+                              "symbolic_cpu_seconds": time.thread_time() - symbolic_cpu, "model": model.name,
+                              "load_average_before": load_before}
+                    attributes = {"nq": model.nq, "nv": model.nv, "generator_version": GENERATOR_VERSION,
+                                  "sources": json.dumps(kernel_set.sources),
+                                  "instruction_counts": json.dumps(_counts(kernel_set))}
+                    compile_times = build.finish(kernel_set, attributes, report)
                 module, from_cache = load_module(key), False
     if (module.nq, module.nv) != (model.nq, model.nv):  # pragma: no cover - a cache-key collision
         raise KernelBuildError(f"cached kernels {key} do not match model '{model.name}'")

@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from . import c_runtime, codegen
-from .codegen import GENERATOR_VERSION, kernel_sources, module_source
+from .codegen import GENERATOR_VERSION, module_source, spec_sources
 
 try:
     import fcntl
@@ -198,50 +198,71 @@ def _run(argv, cwd):
     return time.perf_counter() - start, cpu
 
 
-def compile_module(kernel_set, key, compiler, attributes, jobs=None, report=None):
-    """Generate, compile and link the extension for ``kernel_set`` into the cache under ``key``.
+class ModuleBuild:
+    """The build of one kernel module into the cache under ``key``, compiling while the kernels are still
+    being traced: :meth:`add` writes a kernel's C (:func:`~.codegen.spec_sources`) and queues its translation
+    units (largest first) for ``jobs`` parallel compiler processes at once; :meth:`finish` writes the module
+    itself, waits for every unit, links, and moves the library and its report into place. Used as a context
+    manager: leaving it without :meth:`finish` (an error while tracing) stops the queued compiles and removes
+    the temporary directory, leaving nothing in the cache."""
 
-    Returns ``{file: gcc wall seconds}`` (one entry per translation unit plus ``"link"``), also saved next
-    to the library (:func:`load_report`) with the CPU seconds of every compiler process, their sum, the
-    build's wall time and the load average at its end (a build on a loaded machine is slow in wall time
-    but not in CPU time). Raises
-    :class:`KernelBuildError` with the compiler's stderr tail on failure."""
-    start = time.perf_counter()
-    includes = [sysconfig.get_paths()["include"], np.get_include()]
-    timings = {}
-    with tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir()) as tmp:
-        sized = kernel_sources(kernel_set, tmp)
-        sources = [path for path, _ in sized]
-        name = module_name(key)
-        module_c = os.path.join(tmp, name + ".c")
+    def __init__(self, key, compiler, jobs=None):
+        self.key, self.compiler = key, compiler
+        self.jobs = jobs or default_jobs()
+        self.start = time.perf_counter()
+        self._tmp = tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir())
+        self.tmp = self._tmp.name
+        self._pool = ThreadPoolExecutor(max_workers=self.jobs)
+        self._units = []                 # (file name, future of (wall s, CPU s)), in the order queued
+        self.sources = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._tmp.cleanup()
+        return False
+
+    def _queue(self, path, flags, includes=()):
+        inc = [f"-I{d}" for d in includes]
+        argv = self.compiler + list(flags) + inc + ["-c", path, "-o", path[:-2] + ".o"]
+        self._units.append((os.path.basename(path), self._pool.submit(_run, argv, self.tmp)))
+
+    def add(self, spec):
+        """Write ``spec``'s C files and queue them, the largest first."""
+        for path, size in sorted(spec_sources(spec, self.tmp), key=lambda unit: -unit[1]):
+            big = size > BIG_KERNEL_INSTRUCTIONS
+            self._queue(path, BIG_KERNEL_CFLAGS if big else VECTOR_CFLAGS if codegen.is_vector_unit(path) else CFLAGS)
+            self.sources.append(path)
+
+    def finish(self, kernel_set, attributes, report=None):
+        """Compile the module of ``kernel_set`` (every kernel :meth:`add`-ed), link, and move the library
+        into the cache. Returns ``{file: gcc wall seconds}`` (one entry per translation unit plus ``"link"``),
+        also saved next to the library (:func:`load_report`) with the CPU seconds of every compiler process,
+        their sum, the build's wall time and the load average at its end (a build on a loaded machine is
+        slow in wall time but not in CPU time). Raises :class:`KernelBuildError` with the compiler's stderr
+        tail on failure."""
+        module_c = os.path.join(self.tmp, module_name(self.key) + ".c")
         with open(module_c, "w") as fh:
-            fh.write(module_source(kernel_set, name, attributes))
-        sizes = {os.path.basename(path): size for path, size in sized}
-        jobs_list = []
-        for src in sources + [module_c]:
-            big = sizes.get(os.path.basename(src), 0) > BIG_KERNEL_INSTRUCTIONS
-            flags = BIG_KERNEL_CFLAGS if big else VECTOR_CFLAGS if codegen.is_vector_unit(src) else CFLAGS
-            inc = [f"-I{d}" for d in includes] if src == module_c else []
-            jobs_list.append((os.path.basename(src), compiler + list(flags) + inc + ["-c", src, "-o", src[:-2] + ".o"]))
-        # Longest first, so the big derivative kernels do not end up last on a core.
-        jobs_list.sort(key=lambda j: -sizes.get(j[0], 0))
-        cpu_times = {}
-        jobs = jobs or default_jobs()
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            for (fname, _), (seconds, cpu) in zip(jobs_list, pool.map(lambda j: _run(j[1], tmp), jobs_list)):
-                timings[fname], cpu_times[fname] = seconds, cpu
-        tmp_lib = os.path.join(tmp, "module.so")
-        objects = [s[:-2] + ".o" for s in sources + [module_c]]
+            fh.write(module_source(kernel_set, module_name(self.key), attributes))
+        self._queue(module_c, CFLAGS, (sysconfig.get_paths()["include"], np.get_include()))
+        timings, cpu_times = {}, {}
+        for fname, future in self._units:
+            timings[fname], cpu_times[fname] = future.result()
+        tmp_lib = os.path.join(self.tmp, "module.so")
+        objects = [s[:-2] + ".o" for s in self.sources + [module_c]]
         libs = (["-lmvec"] if LIBMVEC else []) + ["-lm"]
-        timings["link"], cpu_times["link"] = _run(compiler + ["-shared", "-pthread", "-o", tmp_lib] + objects + libs, tmp)
-        report_tmp = os.path.join(tmp, "report.json")
+        timings["link"], cpu_times["link"] = _run(self.compiler + ["-shared", "-pthread", "-o", tmp_lib] + objects
+                                                  + libs, self.tmp)
+        report_tmp = os.path.join(self.tmp, "report.json")
         with open(report_tmp, "w") as fh:
             json.dump(dict(report or {}, compile_times=timings, compile_cpu_times=cpu_times,
-                           compile_cpu_seconds=sum(c or 0.0 for c in cpu_times.values()), compile_jobs=jobs,
-                           compile_wall_seconds=time.perf_counter() - start, load_average_after=_loadavg()), fh)
-        os.replace(report_tmp, report_path(key))
-        os.replace(tmp_lib, library_path(key))
-    return timings
+                           compile_cpu_seconds=sum(c or 0.0 for c in cpu_times.values()), compile_jobs=self.jobs,
+                           compile_wall_seconds=time.perf_counter() - self.start, load_average_after=_loadavg()), fh)
+        os.replace(report_tmp, report_path(self.key))
+        os.replace(tmp_lib, library_path(self.key))
+        return timings
 
 
 def default_jobs():

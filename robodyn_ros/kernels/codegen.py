@@ -71,7 +71,7 @@ LANES = 4
 
 
 def is_vector_unit(path):
-    """Whether the C file at ``path`` holds 4-lane code (written by :func:`kernel_sources`)."""
+    """Whether the C file at ``path`` holds 4-lane code (written by :func:`spec_sources`)."""
     return f"_v{LANES}_u" in os.path.basename(path)
 
 
@@ -81,41 +81,39 @@ def vectorised(spec):
             and chunkable(spec.function))
 
 
-def kernel_sources(kernel_set, directory):
-    """Write the C files of every kernel into ``directory``: one CasADi-generated file per kernel, or the
-    translation units of :func:`chunked_sources` for kernels above ``CHUNK_THRESHOLD`` instructions; and
-    for the kernels of :func:`vectorised` their 4-lane form (one function below ``CHUNK_THRESHOLD``
-    instructions, chunked above).
+def spec_sources(spec, directory):
+    """Write the C files of one kernel into ``directory``: one CasADi-generated file, or the translation
+    units of :func:`chunked_sources` above ``CHUNK_THRESHOLD`` instructions; and for the kernels of
+    :func:`vectorised` their 4-lane form (one function below ``CHUNK_THRESHOLD`` instructions, chunked
+    above); nothing for a composite (written in the module itself).
     Returns ``[(path, instructions compiled in it), ...]``."""
     paths = []
-    for spec in kernel_set.specs:
-        if spec.function is None:  # a composite, written in the module itself
-            continue
-        size = spec.function.n_instructions()
-        if vectorised(spec):
-            chunk = CHUNK_INSTRUCTIONS if size > CHUNK_THRESHOLD else max(size, 1)
-            units = chunked_sources(f"rdk_{spec.name}_v{LANES}", spec.function, directory, chunk=chunk,
-                                    per_unit=max(TU_INSTRUCTIONS, chunk), lanes=LANES)
-            paths += [(path, size / len(units)) for path in units]
-        if size > CHUNK_THRESHOLD and chunkable(spec.function):
-            units = chunked_sources(f"rdk_{spec.name}", spec.function, directory, chunk=CHUNK_INSTRUCTIONS,
-                                    per_unit=TU_INSTRUCTIONS)
-            paths += [(path, size / len(units)) for path in units]
-            continue
-        name = f"rdk_{spec.name}.c"
-        cg = ca.CodeGenerator(name, {"with_header": False, "with_mem": False, "casadi_real": "double",
-                                     "casadi_int": "long long"})
-        cg.add(spec.function)
-        cg.generate(directory + os.sep)
-        path = os.path.join(directory, name)
-        with open(path) as fh:
-            text = fh.read()
-        # The binding always passes every argument and result pointer: drop CasADi's NULL checks.
-        text = re.sub(r"arg\[(\d+)\]\? arg\[\1\]\[(\d+)\] : 0", r"arg[\1][\2]", text)
-        text = re.sub(r"if \(res\[(\d+)\]!=0\) ", "", text)
-        with open(path, "w") as fh:
-            fh.write(text)
-        paths.append((path, size))
+    if spec.function is None:
+        return paths
+    size = spec.function.n_instructions()
+    if vectorised(spec):
+        chunk = CHUNK_INSTRUCTIONS if size > CHUNK_THRESHOLD else max(size, 1)
+        units = chunked_sources(f"rdk_{spec.name}_v{LANES}", spec.function, directory, chunk=chunk,
+                                per_unit=max(TU_INSTRUCTIONS, chunk), lanes=LANES)
+        paths += [(path, size / len(units)) for path in units]
+    if size > CHUNK_THRESHOLD and chunkable(spec.function):
+        units = chunked_sources(f"rdk_{spec.name}", spec.function, directory, chunk=CHUNK_INSTRUCTIONS,
+                                per_unit=TU_INSTRUCTIONS)
+        return paths + [(path, size / len(units)) for path in units]
+    name = f"rdk_{spec.name}.c"
+    cg = ca.CodeGenerator(name, {"with_header": False, "with_mem": False, "casadi_real": "double",
+                                 "casadi_int": "long long"})
+    cg.add(spec.function)
+    cg.generate(directory + os.sep)
+    path = os.path.join(directory, name)
+    with open(path) as fh:
+        text = fh.read()
+    # The binding always passes every argument and result pointer: drop CasADi's NULL checks.
+    text = re.sub(r"arg\[(\d+)\]\? arg\[\1\]\[(\d+)\] : 0", r"arg[\1][\2]", text)
+    text = re.sub(r"if \(res\[(\d+)\]!=0\) ", "", text)
+    with open(path, "w") as fh:
+        fh.write(text)
+    paths.append((path, size))
     return paths
 
 

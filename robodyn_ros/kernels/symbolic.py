@@ -214,44 +214,52 @@ def _pick(model, name, inputs, candidates, counts):
     return best[0], best[1]
 
 
-def build_kernel_set(model):
-    """All kernels of ``model`` as :class:`KernelSpec` (see the module docstring for the layouts)."""
+def build_kernel_set(model, ready=None):
+    """All kernels of ``model`` as :class:`KernelSpec` (see the module docstring for the layouts).
+    ``ready(spec)``: called with each kernel as soon as it is built, the derivatives (the longest to
+    compile) first, so that a build can compile it while the others are traced."""
     q, v, a = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("a", model.nv)
     tau, jerk = ca.SX.sym("tau", model.nv), ca.SX.sym("jerk", model.nv)
     qva, qvt = (("q", q), ("v", v), ("a", a)), (("q", q), ("v", v), ("tau", tau))
     sources, counts = {}, {}
 
+    def built(spec):
+        if ready is not None:
+            ready(spec)
+        return spec
+
     def kernel(name, inputs, build, batch):
         if loops.uses_loops(model, name):
             sources[name] = "loops"
             counts[f"{name}:loops"] = (None, loops.loop_flops(model, name))
-            return _loop_spec(model, name, inputs, batch)
-        return _spec(model, name, inputs, [build()], batch)
+            return built(_loop_spec(model, name, inputs, batch))
+        return built(_spec(model, name, inputs, [build()], batch))
 
-    specs = [
-        _spec(model, "rnea", qva, [rnea(model, q, v, a)], True),
-        _spec(model, "aba", qvt, [aba(model, q, v, tau)], True),
-        kernel("crba", (("q", q),), lambda: crba(model, q), True),
-        _spec(model, "nonlinear_effects", (("q", q), ("v", v)), [nonlinear_effects(model, q, v)], False),
-        _spec(model, "gravity_torque", (("q", q),), [gravity_torque(model, q)], False),
-        kernel("coriolis_matrix", (("q", q), ("v", v)), lambda: coriolis_matrix(model, q, v), False),
-        kernel("regressor", qva, lambda: regressor(model, q, v, a), True),
-    ]
     if loops.uses_loops(model, "rnea_derivatives"):
-        spec = kernel("rnea_derivatives", qva, None, True)
+        derivatives = kernel("rnea_derivatives", qva, None, True)
     else:
         rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
         idsva = _analytical("rnea_derivatives", "rnea_derivatives")
         if idsva is not None:
             rnea_candidates["idsva"] = idsva
-        sources["rnea_derivatives"], spec = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
-    specs.append(spec)
-    specs.append(_aba_derivatives_composite(model, qvt))
+        sources["rnea_derivatives"], derivatives = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
+        built(derivatives)
+    specs = [
+        built(_spec(model, "rnea", qva, [rnea(model, q, v, a)], True)),
+        built(_spec(model, "aba", qvt, [aba(model, q, v, tau)], True)),
+        kernel("crba", (("q", q),), lambda: crba(model, q), True),
+        built(_spec(model, "nonlinear_effects", (("q", q), ("v", v)), [nonlinear_effects(model, q, v)], False)),
+        built(_spec(model, "gravity_torque", (("q", q),), [gravity_torque(model, q)], False)),
+        kernel("coriolis_matrix", (("q", q), ("v", v)), lambda: coriolis_matrix(model, q, v), False),
+        kernel("regressor", qva, lambda: regressor(model, q, v, a), True),
+    ]
+    specs.append(derivatives)
+    specs.append(built(_aba_derivatives_composite(model, qvt)))
     sources["aba_derivatives"] = f"aba + {sources['rnea_derivatives']} rnea_derivatives + LTDL solves (C)"
     rnea_flops = counts[f"rnea_derivatives:{sources['rnea_derivatives']}"][1]
     counts["aba_derivatives:composite"] = (None, flop_count(specs[1].function) + rnea_flops + ltdl_flops(model))
-    specs.append(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
-                       [_rnea_time_derivative(model, q, v, a, jerk)], False))
+    specs.append(built(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
+                             [_rnea_time_derivative(model, q, v, a, jerk)], False)))
     return KernelSet(specs, sources, counts, tuple(dof_parents(model)),
                      loops.loop_source(model) if any(x.composite == "loops" for x in specs) else "")
 

@@ -365,6 +365,9 @@ def test_compiler_failure_raises_with_stderr_tail(private_cache, tmp_path, monke
     monkeypatch.setenv("CC", str(fake))
     with pytest.raises(KernelBuildError, match="broken on purpose"):
         compile_kernels(rd.Model.from_urdf(TWO_LINK), register=False)
+    # the build stopped: no temporary directory and no library left in the cache
+    assert not list(private_cache.glob("build-*")) and not list(private_cache.rglob("*.so")), \
+        sorted(p.name for p in private_cache.rglob("*"))
 
 
 def test_a_cold_cache_compile_says_so_in_one_line(private_cache, tmp_path, capfd):
