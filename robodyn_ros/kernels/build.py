@@ -20,7 +20,8 @@ instructions are emitted as chunks of bounded length spread over several transla
 ``BIG_KERNEL_INSTRUCTIONS`` instructions (only possible with the chunking off) is compiled at ``-O1``.
 Where glibc's vector math library exists (:data:`LIBMVEC`), ``-DRDK_LIBMVEC`` and ``-lmvec`` give
 the 4-lane batch kernels its sin and cos. The translation units are compiled by ``jobs`` parallel
-processes, the largest first; the build's report holds the CPU seconds of each and the load average, as
+processes, each kernel's as soon as it is traced, the derivatives (the longest) first, so that the compiler
+works while the other kernels are traced (:class:`ModuleBuild`); the build's report holds the CPU seconds of each and the load average, as
 a build on a loaded machine is slow in wall time but not in CPU time (build times: docs/PERFORMANCE.md).
 """
 from __future__ import annotations

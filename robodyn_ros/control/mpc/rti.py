@@ -1,8 +1,8 @@
 """The real-time iteration (Diehl, Bock and Schlöder 2005): one Gauss-Newton SQP step of the OCP per
 control period, in two phases (sec. 4 of the paper). *Preparation*, before the measurement arrives:
-linearise all stages at the shifted previous solution ``w̄`` (``rti_prepare``) and factorise the QP without its
-bounds by the Riccati recursion (``riccati_factor``, :mod:`.riccati`). *Feedback*, with the measured state ``x̂``: the
-forward rollout from ``Δx_0 = x̂ - x̄_0``, a few matrix-vector products, the delay of the command. When that
+linearise all stages at the shifted previous solution ``w̄`` (``rti_prepare``) and factorise the QP without
+its bounds by the Riccati recursion (``riccati_factor``, :mod:`.riccati`). *Feedback*, with the measured state
+``x̂``: the forward rollout from ``Δx_0 = x̂ - x̄_0``, a few matrix-vector products, the delay of the command. When that
 rollout leaves a bound, the bounded QP is solved on the same linearisation (exact: without an active bound
 the unbounded minimiser is the bounded one). ``qp_solver`` 'hpipm' | 'qrqp' | 'osqp' solves the bounded QP
 every period; ``sqp_iterations > 1`` relinearises and iterates to convergence.
@@ -47,8 +47,8 @@ class BoundedQP(NamedTuple):
 
 class RTIPhases:
     """The two RTI phases of an :class:`~.ocp.OCPFunctions` for one controller: ``prepare(w̄, p)`` evaluates
-    ``rti_prepare`` and ``riccati_factor`` on its results and keeps both; ``feedback(x̂, w_lo, w_hi) -> (w, violation)`` the Riccati
-    rollout from them; ``qp()`` the bounded QP's data (:class:`BoundedQP`); ``gains()`` the Riccati gains
+    ``rti_prepare`` and ``riccati_factor`` on its results and keeps both; ``feedback(x̂, w_lo, w_hi) -> (w,
+    violation)`` the Riccati rollout from them; ``qp()`` the bounded QP's data (:class:`BoundedQP`); ``gains()`` the Riccati gains
     (nu, nx N). On a compiled library through its C entry points (buffers allocated once, the feedback
     reading the preparation's outputs in place), else through CasADi's virtual machine."""
 
