@@ -74,22 +74,12 @@ def _simulator_params(plant, disturbance):
 
 
 def mpc_node_config():
-    """The mpc node's parameters of ``config/panda.yaml`` (its ``mpc`` section)."""
-    import yaml
-
+    """The mpc node's parameters of ``config/panda.yaml``, as ``--params-file`` gives them to the node."""
     from ..ros.launch_description_data import config_file
     from ..ros.node_parameters import resolve_node_config
+    from ..ros.parameters import load_params_yaml
 
-    with open(config_file("panda")) as f:
-        section = yaml.safe_load(f)["mpc"]["ros__parameters"]
-
-    def flat(mapping, prefix=""):
-        for key, value in mapping.items():
-            if isinstance(value, dict):
-                yield from flat(value, f"{prefix}{key}.")
-            else:
-                yield f"{prefix}{key}", value
-    return resolve_node_config("mpc", dict(flat(section)))
+    return resolve_node_config("mpc", load_params_yaml(config_file("panda"), "mpc"))
 
 
 def build_mpc_functions():
@@ -108,7 +98,7 @@ def run_case(context, plant, disturbance, trigger, rate):
     from diagnostic_msgs.msg import DiagnosticArray
     from sensor_msgs.msg import JointState
 
-    from ..control.reference import fourier_reference
+    from ..control.reference import fourier_reference, sample_reference
     from ..ros import qos
     from ..ros.node_parameters import load_robot
     from ..ros.entities import take_pending
@@ -172,7 +162,7 @@ def run_case(context, plant, disturbance, trigger, rate):
                                   config["generator.harmonics"])
     t = np.array([s[0] for s in states])
     q = np.array([s[1] for s in states])
-    q_d = np.array([reference.evaluate(ti - t0)[0] for ti in t])
+    q_d = sample_reference(reference, t - t0)[0]
     e = np.abs(q - q_d).max(axis=1)
     undisturbed, peak, recovery = disturbance_response(t, e, DISTURBANCE_TIME, config["generator.period"])
     return {"undisturbed_mrad": round(1e3 * undisturbed, 3), "peak_mrad": round(1e3 * peak, 3),

@@ -99,7 +99,7 @@ class SimulationRuntime:
             plant = Plant(model, plant.coulomb_width, plant.effort_noise, plant.source)
         self.kernels = compile_kernels(model, register=False)
         self.payload = configured_payload(c, robot.wrist_link)
-        self.push = TorquePulse.from_config(c, robot.command_order)
+        self.push = TorquePulse.from_config(c, robot)
         self._push_told = False
         if c["initial_positions"] and len(c["initial_positions"]) != model.nv:
             raise ModelError(f"initial_positions: one value per joint, {model.nv}; got {len(c['initial_positions'])}")

@@ -17,19 +17,17 @@ class TorquePulse:
         self.start, self.duration = float(start), float(duration)
 
     @classmethod
-    def from_config(cls, config, command_order):
-        """The pulse of the ``push.*`` parameters (``push.torque`` in joint order: ``command_order`` maps it to
-        the model's), or None when there is none (``push.time`` < 0 or no torque). ModelError naming the
-        parameter when ``push.torque`` does not have one value per joint."""
+    def from_config(cls, config, robot):
+        """The pulse of the ``push.*`` parameters (``push.torque`` in joint order, mapped to the model's by
+        ``robot.from_command``), or None when there is none (``push.time`` < 0 or no torque). ModelError naming
+        the parameter when ``push.torque`` does not have one value per joint."""
         torque = np.asarray(config["push.torque"], dtype=float)
-        if config["push.time"] < 0.0 or torque.size == 0 or not np.any(torque):
-            return None
-        nv = len(command_order)
-        if torque.shape != (nv,):
+        nv = len(robot.command_order)
+        if torque.size and torque.shape != (nv,):
             raise ModelError(f"push.torque: one value (N m) per joint, {nv}; got {torque.size}")
-        model_order = np.empty(nv)
-        model_order[command_order] = torque
-        return cls(model_order, config["push.time"], config["push.duration"])
+        if config["push.time"] < 0.0 or not np.any(torque):
+            return None
+        return cls(robot.from_command(torque), config["push.time"], config["push.duration"])
 
     def at(self, t):
         """``τ_ext`` (nv,) at simulated time ``t`` (the step starting then), None outside the pulse."""

@@ -62,5 +62,10 @@ def test_the_python_integrator_takes_the_external_torque_as_the_compiled_step_do
 def test_a_push_of_the_wrong_length_names_the_parameter(torque, message):
     with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
         runtime_of({**FRANKA, "push.torque": torque, "push.time": 0.1})
-    assert TorquePulse.from_config({"push.torque": [1.0, 2.0], "push.time": -1.0, "push.duration": 0.1},
-                                   list(range(7))) is None          # no push time: no push, whatever the torque
+    robot = load_robot(resolve_node_config("simulator", FRANKA))
+    with pytest.raises(ModelError, match=r"push.torque: one value \(N m\) per joint, 7; got 2"):
+        TorquePulse.from_config({"push.torque": [0.0, 0.0], "push.time": 0.1, "push.duration": 0.1}, robot)
+    assert TorquePulse.from_config({"push.torque": [0.0] * 7, "push.time": 0.1, "push.duration": 0.1},
+                                   robot) is None                   # no torque: no push
+    assert TorquePulse.from_config({"push.torque": PUSH, "push.time": -1.0, "push.duration": 0.1},
+                                   robot) is None                   # no push time: no push

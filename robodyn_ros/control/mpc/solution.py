@@ -126,9 +126,10 @@ def shifted_solution(previous, solver_status, elapsed, shift=None):
     """``previous`` (an :class:`MPCSolution`) moved ``shift`` s on (default one interval; :func:`shifted_plan`),
     its last interval repeated: the fallback ``fallback_shifted`` while a recent plan exists."""
     shift = previous.dt if shift is None else shift
-    x_pred, tau_ff = shifted_plan(previous.x_pred, previous.tau_ff, previous.dt, shift)
-    K = shifted_plan(previous.x_pred, previous.K, previous.dt, shift)[1]
-    return MPCSolution(tau_ff=tau_ff, x_pred=x_pred, K=K,
+    N, nu = previous.tau_ff.shape
+    x_pred, u = shifted_plan(previous.x_pred, np.hstack([previous.tau_ff, previous.K.reshape(N, -1)]),
+                             previous.dt, shift)                 # torques and gains of the same intervals
+    return MPCSolution(tau_ff=u[:, :nu], x_pred=x_pred, K=u[:, nu:].reshape(previous.K.shape),
                        status="fallback_shifted", solver_status=solver_status, solve_time=elapsed, dt=previous.dt,
                        tau_max=previous.tau_max, feedback_time=elapsed, omitted=previous.omitted)
 
