@@ -164,17 +164,25 @@ def _pin_permutation(model, pm):
 def fresh_build(path):
     """A first build of the robot at ``path`` in a fresh process with an empty private cache directory
     (so neither an earlier build nor another process's lock is involved): wall seconds of
-    ``compile_kernels``, the build report (symbolic and gcc wall and CPU seconds, load averages) and the
-    cache-load seconds of a second fresh process."""
+    ``compile_kernels`` (every part), the build report (symbolic and gcc wall and CPU seconds, load
+    averages), the cache-load seconds of a second fresh process, and the wall seconds of a first build of
+    the ``dynamics`` part alone (what a controller, estimator or simulator node waits for) in a third."""
     code = ("import json, sys, time; from robodyn_ros import Model; from robodyn_ros.kernels import compile_kernels; "
-            "m = Model.from_urdf(sys.argv[1]); t = time.perf_counter(); k = compile_kernels(m); "
+            "m = Model.from_urdf(sys.argv[1]); t = time.perf_counter(); "
+            "k = compile_kernels(m, parts=sys.argv[2].split(',') if len(sys.argv) > 2 else None); "
             "print(json.dumps([time.perf_counter() - t, k.from_cache, k.build_report]))")
     with tempfile.TemporaryDirectory(prefix="robodyn-bench-cache-") as cache:
         env = dict(os.environ, ROBODYN_CACHE_DIR=cache)
         out = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True, check=True, env=env)
         seconds, from_cache, report = _json.loads(out.stdout.strip().splitlines()[-1])
         load = _load_seconds(path, env)
-    return dict(report, first_build_wall_seconds=seconds, cache_load_seconds=load, from_cache=from_cache)
+    with tempfile.TemporaryDirectory(prefix="robodyn-bench-cache-") as cache:
+        env = dict(os.environ, ROBODYN_CACHE_DIR=cache)
+        out = subprocess.run([sys.executable, "-c", code, path, "dynamics"], capture_output=True, text=True, check=True,
+                             env=env)
+        dynamics_seconds = _json.loads(out.stdout.strip().splitlines()[-1])[0]
+    return dict(report, first_build_wall_seconds=seconds, cache_load_seconds=load, from_cache=from_cache,
+                dynamics_first_build_wall_seconds=dynamics_seconds)
 
 
 def _load_seconds(path, env=None):
@@ -337,7 +345,8 @@ def format_table(result):
         if "fresh_build" in r:
             lines.append("  first build (fresh process, empty cache): " + _build_line(r["fresh_build"], r["fresh_build"]["first_build_wall_seconds"])
                          + ", then cache load " + (f"{r['fresh_build']['cache_load_seconds']:.3f} s"
-                                                   if r["fresh_build"]["cache_load_seconds"] is not None else "n/a"))
+                                                   if r["fresh_build"]["cache_load_seconds"] is not None else "n/a")
+                         + f"; the dynamics part alone {r['fresh_build']['dynamics_first_build_wall_seconds']:.1f} s")
         if "compile_cpu_seconds" in build:
             lines.append("  build of the cached library: " + _build_line(build, None))
         lines.append(f"  {'function':24s} {'ours µs':>10s} {'pinocchio µs':>13s} {'ratio':>7s}")

@@ -70,7 +70,7 @@ def _rigid_regressor(model):
     """The compiled regressor kernel ``(q, v, a) -> (nv, 10 nb)`` of ``model`` (about 3 µs), or NumPy's."""
     try:
         from ..kernels import compile_kernels
-        return compile_kernels(model).regressor
+        return compile_kernels(model, parts=("dynamics",)).regressor
     except Exception:   # no compiler: the interpreted regressor
         from ..dynamics.regressor import regressor
         return lambda q, v, a: regressor(model, q, v, a)

@@ -64,7 +64,7 @@ class ControlLoop:
     def __init__(self, robot, config, publish, report=None):
         self.robot, self.config = robot, config
         model = robot.model
-        self.kernels = compile_kernels(model, register=False)
+        self.kernels = compile_kernels(model, register=False, parts=("dynamics",))
         self.functions = KernelDynamics(model, self.kernels)
         self.pi_nominal = model.inertial_parameters()
         self.base_update = self._make_base_update()

@@ -51,7 +51,7 @@ class EffortMeasurement:
                 point = numpy_inertia_params(m, np.asarray(config["effort.payload_com"], dtype=float), np.zeros((3, 3)))
                 pi[10 * body:10 * body + 10] += link_inertia_in_body(model, point, wrist_link)
             self.pi_robot = pi
-            self._regressor = compile_kernels(model, register=False).regressor
+            self._regressor = compile_kernels(model, register=False, parts=("dynamics",)).regressor
         self._lagged = None        # (t, q, v) of the driver's filter
 
     @property

@@ -33,7 +33,7 @@ def _default_rigid_regressor(model):
     """The compiled regressor kernel of ``model``, or the NumPy batch regressor for one sample."""
     try:
         from ..kernels import compile_kernels
-        return compile_kernels(model).regressor
+        return compile_kernels(model, parts=("dynamics",)).regressor
     except Exception:  # no compiler, or the kernels package is unavailable: stay in NumPy
         return lambda q, v, a: batch_regressor(model, q[None], v[None], a[None])[0]
 

@@ -26,7 +26,7 @@ class JointTorqueRegressor:
     def __init__(self, model, coulomb_width):
         self.model = model
         self.coulomb_width = coulomb_width
-        self.kernels = compile_kernels(model, register=False)
+        self.kernels = compile_kernels(model, register=False, parts=("dynamics",))
         self.base = compute_base_parameters(model, coulomb_width=coulomb_width)
         n_rigid = 10 * model.nbodies
         self._Y_rigid = np.empty((model.nv, n_rigid))

@@ -114,31 +114,33 @@ SECONDS_FIXED, SECONDS_PER_JOINT = 1.0, 0.4
 grows with the load average per CPU."""
 
 
-def compile_estimate(nv):
-    """Rough wall seconds to generate and compile the kernels of an ``nv``-joint robot on this machine now."""
+def compile_estimate(nv, share=1.0):
+    """Rough wall seconds to generate and compile the kernels of an ``nv``-joint robot on this machine now
+    (``share``: the fraction of them compiled)."""
     try:
         load = os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         load = 1.0
-    return (SECONDS_FIXED + SECONDS_PER_JOINT * max(1, nv)) * max(1.0, load)
+    return share * (SECONDS_FIXED + SECONDS_PER_JOINT * max(1, nv)) * max(1.0, load)
 
 
-def compile_notice(what, nv, stream=None):
+def compile_notice(what, nv, stream=None, share=1.0):
     """One line on stderr where a compile starts on a cold cache: what is compiled, that it is the first run
-    for this robot, about how long, and that it is cached afterwards (and where)."""
-    print(f"robodyn: compiling {what} (first run for this robot, about {compile_estimate(nv):.0f} s; cached "
+    for this robot, about how long (:func:`compile_estimate`), and that it is cached afterwards (and where)."""
+    print(f"robodyn: compiling {what} (first run for this robot, about {compile_estimate(nv, share):.0f} s; cached "
           f"afterwards in {cache_dir()})", file=stream or sys.stderr, flush=True)
 
 
-def cache_key(fingerprint):
-    """Hex digest naming a model's compiled kernels in the cache."""
+def cache_key(fingerprint, parts):
+    """Hex digest naming a library of a model's compiled kernels in the cache: ``parts``, the names of the
+    parts it holds (:data:`~.parts.PARTS`) joined by ``+``."""
     h = hashlib.sha256()
-    for part in (fingerprint, GENERATOR_VERSION, c_runtime.digest(),
+    for item in (fingerprint, parts, GENERATOR_VERSION, c_runtime.digest(),
                  " ".join(CFLAGS), " ".join(BIG_KERNEL_CFLAGS), " ".join(VECTOR_CFLAGS),
                  str(BIG_KERNEL_INSTRUCTIONS), f"{codegen.CHUNK_THRESHOLD} {codegen.CHUNK_INSTRUCTIONS} {codegen.TU_INSTRUCTIONS}",
                  cpu_signature(), sysconfig.get_config_var("EXT_SUFFIX") or "", sys.platform,
                  str(np.lib.NumpyVersion(np.__version__).major)):
-        h.update(part.encode() + b"\0")
+        h.update(item.encode() + b"\0")
     return h.hexdigest()[:24]
 
 

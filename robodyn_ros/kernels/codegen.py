@@ -285,7 +285,8 @@ def _size(shape):
 
 
 def module_source(kernel_set, module_name, attributes):
-    """C source of the extension module ``module_name`` binding every kernel of ``kernel_set``;
+    """C source of the extension module ``module_name`` binding every kernel of ``kernel_set`` (those not
+    ``bound`` are only evaluators, for the composites);
     ``attributes`` (str -> int or str) become module constants."""
     parts = [c_runtime.blocks(*BINDING_RUNTIME)]
     for spec in kernel_set.specs:
@@ -303,7 +304,7 @@ def module_source(kernel_set, module_name, attributes):
     parts += [_evaluator(spec) for spec in kernel_set.specs]  # composites come after what they call
     parts += [_vector_rows(spec) for spec in kernel_set.specs if vectorised(spec)]
     methods = []
-    for spec in kernel_set.specs:
+    for spec in (spec for spec in kernel_set.specs if spec.bound):
         for batch in (False, True) if spec.batch else (False,):
             fname = spec.name + ("_batch" if batch else "")
             parts.append(_wrapper(spec, batch, _min_block_rows(spec)))

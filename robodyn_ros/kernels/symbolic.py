@@ -39,6 +39,7 @@ from ..model.joints import FreeFlyerJoint, SphericalJoint
 from ..dynamics.regressor import regressor
 from ..dynamics.rnea import rnea
 from . import loops
+from .parts import PARTS
 
 # Operation codes that are bookkeeping, not arithmetic, in a CasADi SX algorithm.
 _NON_ARITHMETIC = {ca.OP_INPUT, ca.OP_OUTPUT, ca.OP_CONST, ca.OP_ASSIGN, ca.OP_PARAMETER}
@@ -56,6 +57,7 @@ class KernelSpec:
     batch: bool            # whether a ``<name>_batch`` form over (N, n) arrays is generated
     scatter: tuple = ()    # per output: None when dense, else the C-order index of each nonzero CasADi writes
     composite: str = None  # C by codegen, ``function`` None: "aba_derivatives" (of other kernels), "loops" (kernels.loops)
+    bound: bool = True     # whether the module binds it to Python (False: only called by a composite)
 
 
 @dataclasses.dataclass
@@ -214,52 +216,59 @@ def _pick(model, name, inputs, candidates, counts):
     return best[0], best[1]
 
 
-def build_kernel_set(model, ready=None):
-    """All kernels of ``model`` as :class:`KernelSpec` (see the module docstring for the layouts).
-    ``ready(spec)``: called with each kernel as soon as it is built, the derivatives (the longest to
-    compile) first, so that a build can compile it while the others are traced."""
+def build_kernel_set(model, ready=None, parts=None):
+    """The kernels of ``model`` as :class:`KernelSpec` (see the module docstring for the layouts): those of
+    ``parts`` (names of :data:`~robodyn_ros.kernels.parts.PARTS`; the ``derivatives`` part alone also holds
+    the ABA its composite calls, not bound to Python), or all of them. ``ready(spec)``: called with each
+    kernel as soon as it is built, the longest to compile first, so that a build can compile it while the
+    others are traced."""
+    names = sum((PARTS[part] for part in (parts or PARTS)), ())
     q, v, a = ca.SX.sym("q", model.nq), ca.SX.sym("v", model.nv), ca.SX.sym("a", model.nv)
     tau, jerk = ca.SX.sym("tau", model.nv), ca.SX.sym("jerk", model.nv)
     qva, qvt = (("q", q), ("v", v), ("a", a)), (("q", q), ("v", v), ("tau", tau))
-    sources, counts = {}, {}
+    sources, counts, specs = {}, {}, []
 
     def built(spec):
         if ready is not None:
             ready(spec)
+        specs.append(spec)
         return spec
 
     def kernel(name, inputs, build, batch):
+        if name not in names:
+            return None
         if loops.uses_loops(model, name):
             sources[name] = "loops"
             counts[f"{name}:loops"] = (None, loops.loop_flops(model, name))
             return built(_loop_spec(model, name, inputs, batch))
         return built(_spec(model, name, inputs, [build()], batch))
 
-    if loops.uses_loops(model, "rnea_derivatives"):
-        derivatives = kernel("rnea_derivatives", qva, None, True)
-    else:
-        rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
-        idsva = _analytical("rnea_derivatives", "rnea_derivatives")
-        if idsva is not None:
-            rnea_candidates["idsva"] = idsva
-        sources["rnea_derivatives"], derivatives = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
-        built(derivatives)
-    specs = [
-        built(_spec(model, "rnea", qva, [rnea(model, q, v, a)], True)),
-        built(_spec(model, "aba", qvt, [aba(model, q, v, tau)], True)),
-        kernel("crba", (("q", q),), lambda: crba(model, q), True),
-        built(_spec(model, "nonlinear_effects", (("q", q), ("v", v)), [nonlinear_effects(model, q, v)], False)),
-        built(_spec(model, "gravity_torque", (("q", q),), [gravity_torque(model, q)], False)),
-        kernel("coriolis_matrix", (("q", q), ("v", v)), lambda: coriolis_matrix(model, q, v), False),
-        kernel("regressor", qva, lambda: regressor(model, q, v, a), True),
-    ]
-    specs.append(derivatives)
-    specs.append(built(_aba_derivatives_composite(model, qvt)))
-    sources["aba_derivatives"] = f"aba + {sources['rnea_derivatives']} rnea_derivatives + LTDL solves (C)"
-    rnea_flops = counts[f"rnea_derivatives:{sources['rnea_derivatives']}"][1]
-    counts["aba_derivatives:composite"] = (None, flop_count(specs[1].function) + rnea_flops + ltdl_flops(model))
-    specs.append(built(_spec(model, "rnea_time_derivatives", qva + (("jerk", jerk),),
-                             [_rnea_time_derivative(model, q, v, a, jerk)], False)))
+    if "rnea_derivatives" in names:
+        if loops.uses_loops(model, "rnea_derivatives"):
+            kernel("rnea_derivatives", qva, None, True)
+        else:
+            rnea_candidates = {"ad": _ad_rnea_derivatives, "ad_reverse": _ad_reverse_rnea_derivatives}
+            idsva = _analytical("rnea_derivatives", "rnea_derivatives")
+            if idsva is not None:
+                rnea_candidates["idsva"] = idsva
+            sources["rnea_derivatives"], derivatives = _pick(model, "rnea_derivatives", qva, rnea_candidates, counts)
+            built(derivatives)
+    kernel("coriolis_matrix", (("q", q), ("v", v)), lambda: coriolis_matrix(model, q, v), False)
+    kernel("regressor", qva, lambda: regressor(model, q, v, a), True)
+    kernel("rnea", qva, lambda: rnea(model, q, v, a), True)
+    if "aba" in names or "aba_derivatives" in names:
+        aba_spec = built(dataclasses.replace(_spec(model, "aba", qvt, [aba(model, q, v, tau)], True),
+                                             bound="aba" in names))
+    kernel("crba", (("q", q),), lambda: crba(model, q), True)
+    kernel("nonlinear_effects", (("q", q), ("v", v)), lambda: nonlinear_effects(model, q, v), False)
+    kernel("gravity_torque", (("q", q),), lambda: gravity_torque(model, q), False)
+    if "aba_derivatives" in names:                     # after what it calls (codegen.module_source)
+        built(_aba_derivatives_composite(model, qvt))
+        sources["aba_derivatives"] = f"aba + {sources['rnea_derivatives']} rnea_derivatives + LTDL solves (C)"
+        rnea_flops = counts[f"rnea_derivatives:{sources['rnea_derivatives']}"][1]
+        counts["aba_derivatives:composite"] = (None, flop_count(aba_spec.function) + rnea_flops + ltdl_flops(model))
+    kernel("rnea_time_derivatives", qva + (("jerk", jerk),), lambda: _rnea_time_derivative(model, q, v, a, jerk),
+           False)
     return KernelSet(specs, sources, counts, tuple(dof_parents(model)),
                      loops.loop_source(model) if any(x.composite == "loops" for x in specs) else "")
 

@@ -89,7 +89,7 @@ class DriverEmulation:
         if k.shape != (model.nv,):
             raise ValueError(f"effort.torque_constants: one value (N m/A) per joint, {model.nv}; got {k.size}")
         self.torque_constants = k
-        kernels = compile_kernels(model, register=False)
+        kernels = compile_kernels(model, register=False, parts=("dynamics",))
         self._regressor, self._crba = kernels.regressor, kernels.crba
         self._pi_robot = model.inertial_parameters()
         self._pi = self._pi_robot.copy()

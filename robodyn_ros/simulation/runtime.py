@@ -97,7 +97,7 @@ class SimulationRuntime:
             model = model.with_friction(np.zeros(model.nv), np.zeros(model.nv), np.zeros(model.nv))
         if plant is not None:
             plant = Plant(model, plant.coulomb_width, plant.effort_noise, plant.source)
-        self.kernels = compile_kernels(model, register=False)
+        self.kernels = compile_kernels(model, register=False, parts=("dynamics",))
         self.payload = configured_payload(c, robot.wrist_link)
         self.push = TorquePulse.from_config(c, robot)
         self._push_told = False
