@@ -220,9 +220,10 @@ def _load_libraries(model, names, jobs):
     missing = tuple(name for name in names if found[name] is None)
     if missing:
         compiler = find_compiler()
-        if compiler is None:
-            raise KernelBuildError(f"no C compiler to build the {', '.join(missing)} kernels of '{model.name}' "
-                                   "(set CC or install gcc)")
+        if compiler is None:     # the compiler went away since the other parts were compiled
+            _warn_interpreted(model)
+            cached = tuple(name for name in names if found[name] is not None)
+            return (_load_libraries(model, cached, jobs) if cached else []) + [_interpreted_library(model, missing)]
         key = library_key(model, missing)
         with key_lock(key):
             module = load_module(key)        # another process may have built it while we waited
@@ -305,19 +306,25 @@ def _counts(kernel_set):
     return counts
 
 
-def _interpreted(model, key, register):
-    from .interpreted import InterpretedKernels
-    from .symbolic import build_kernel_set
+def _warn_interpreted(model):
     log.warning("no C compiler found (set CC or install gcc): robodyn_ros kernels for '%s' fall back to "
                 "interpreted CasADi evaluation, which is orders of magnitude slower", model.name)
+
+
+def _interpreted_library(model, names):
+    """The parts ``names`` evaluated by CasADi's virtual machine, as a :class:`_Library`."""
+    from .interpreted import InterpretedKernels
+    from .symbolic import build_kernel_set
     start = time.perf_counter()
-    kernel_set = build_kernel_set(model)
-    backend = InterpretedKernels(kernel_set, model)
+    kernel_set = build_kernel_set(model, parts=names)
+    return _Library(tuple(names), None, InterpretedKernels(kernel_set, model), False, time.perf_counter() - start,
+                    {}, {}, kernel_set.sources, _counts(kernel_set))
+
+
+def _interpreted(model, key, register):
+    _warn_interpreted(model)
     kernels = Kernels(model, compiled=False, key=key)
-    for name in PER_CALL + BATCH:
-        setattr(kernels, name, getattr(backend, name))
-    kernels._libraries.append(_Library(tuple(parts.PARTS), key, backend, False, time.perf_counter() - start, {}, {},
-                                       kernel_set.sources, _counts(kernel_set)))
+    kernels._add(_interpreted_library(model, tuple(parts.PARTS)))
     if register:
         registry.register(model, kernels)
     return kernels

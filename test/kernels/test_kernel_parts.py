@@ -66,3 +66,20 @@ def test_an_unknown_part_is_named(private_cache):
     model, _ = load_pair("ur5")
     with pytest.raises(ValueError, match=r"unknown part\(s\) \['dynamic'\]; the parts are \['dynamics', 'derivatives'\]"):
         compile_kernels(model, parts=("dynamic",))
+
+
+def test_a_part_read_after_the_compiler_went_away_is_interpreted_with_a_warning(private_cache, monkeypatch, caplog,
+                                                                                  rng):
+    """The dynamics part compiled, then no compiler: reading a derivative falls back to CasADi's evaluation of
+    that part (one warning) with the compiled part's results kept compiled, instead of raising."""
+    import logging
+    model, _ = load_pair("ur5")
+    kernels = compile_kernels(model, register=False, parts=("dynamics",))
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with caplog.at_level(logging.WARNING, logger="robodyn_ros.kernels"):
+        q, v, a = model.random_configuration(rng), rng.normal(size=model.nv), rng.normal(size=model.nv)
+        dq, dv, M = kernels.rnea_derivatives(q, v, a)
+    assert sum("no C compiler" in r.getMessage() for r in caplog.records) == 1
+    assert kernels.compiled and kernels.parts == ("dynamics", "derivatives")
+    assert_close(M, kernels.crba(q), rtol=1e-12)
+    assert_close(kernels.aba_derivatives(q, v, a)[2], np.linalg.inv(M), rtol=1e-10)
