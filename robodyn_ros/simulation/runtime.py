@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -97,12 +98,20 @@ class SimulationRuntime:
             model = model.with_friction(np.zeros(model.nv), np.zeros(model.nv), np.zeros(model.nv))
         if plant is not None:
             plant = Plant(model, plant.coulomb_width, plant.effort_noise, plant.source)
-        self.kernels = compile_kernels(model, register=False, parts=("dynamics",))
         self.payload = configured_payload(c, robot.wrist_link)
         self.push = TorquePulse.from_config(c, robot)
         self._push_told = False
         if c["initial_positions"] and len(c["initial_positions"]) != model.nv:
             raise ModelError(f"initial_positions: one value per joint, {model.nv}; got {len(c['initial_positions'])}")
+        # the kernels compile beside the step (two compilers on two cores on a first start; the step needs only
+        # the engine and integrator of the configuration)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            kernels = pool.submit(compile_kernels, model, register=False, parts=("dynamics",))
+            step_function = engine_step(plant if plant is not None else model,
+                                        SimulatorConfig(integrator=c["integrator"], engine=c.get("engine", "robodyn")),
+                                        lambda exc: log("warning", "compile",
+                                                        f"stepping in CasADi's virtual machine (no compiled step): {exc}"))
+            self.kernels = kernels.result()
         q0 = robot.from_command(np.asarray(c["initial_positions"], dtype=float)) if c["initial_positions"] \
             else robot.home
         noise = SensorNoise(c["noise.position"], c["noise.velocity"], c["noise.effort"], c["noise.force"],
@@ -117,8 +126,6 @@ class SimulationRuntime:
                                      substeps=int(c.get("substeps", 1)), engine=c.get("engine", "robodyn"),
                                      coulomb_smoothing=(plant.coulomb_width if plant is not None and plant.coulomb_width
                                                         else SimulatorConfig.coulomb_smoothing))
-        step_function = engine_step(plant if plant is not None else model, sim_config, lambda exc: log(
-            "warning", "compile", f"stepping in CasADi's virtual machine (no compiled step): {exc}"))
         self.sim = Simulator(robot.model if plant is not None else model, sim_config, q0,
                              forward_dynamics=self.robot_dynamics, sensor_link=robot.wrist_link,
                              wrench_regressor=SensorWrenchRegressor(model, robot.wrist_link),
