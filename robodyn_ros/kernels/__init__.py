@@ -55,11 +55,6 @@ from .codegen import GENERATOR_VERSION
 
 log = logging.getLogger("robodyn_ros.kernels")
 
-PER_CALL = ("rnea", "aba", "crba", "nonlinear_effects", "gravity_torque", "coriolis_matrix", "regressor",
-            "rnea_derivatives", "aba_derivatives", "rnea_time_derivatives")
-BATCH = ("rnea_batch", "aba_batch", "crba_batch", "regressor_batch", "rnea_derivatives_batch",
-         "aba_derivatives_batch")
-
 __all__ = ["compile_kernels", "Kernels", "KernelBuildError", "registry", "GENERATOR_VERSION"]
 
 
@@ -252,7 +247,8 @@ def _build(model, names, key, compiler, jobs):
     from .build import compile_notice
     from .symbolic import build_kernel_set
     what = "derivative" if names == ("derivatives",) else "dynamics"
-    compile_notice(f"the {what} kernels of {model.name}", model.nv, share=sum(PART_SHARE[name] for name in names))
+    compile_notice(f"the {what} kernels of {model.name}", model.nv,
+                   share=PART_SHARE[names[0]] if len(names) == 1 else 1.0)
     load_before = _loadavg()
     with ModuleBuild(key, compiler, jobs) as build:
         symbolic_start, symbolic_cpu = time.perf_counter(), time.thread_time()
@@ -265,8 +261,8 @@ def _build(model, names, key, compiler, jobs):
         return build.finish(kernel_set, attributes, report)
 
 
-# Rough share of each part in the compile time of all kernels (the Panda and the UR5 from an empty cache,
-# docs/PERFORMANCE.md), for the first-build notice's estimate.
+# Rough share of a part built alone in the time of all kernels built together (the Panda and the UR5 from an
+# empty cache, docs/PERFORMANCE.md), for the first-build notice's estimate.
 PART_SHARE = {"dynamics": 0.4, "derivatives": 0.75}
 
 
