@@ -125,7 +125,8 @@ def test_the_control_loop_follows_a_trajectory_file_after_approaching_it(tmp_pat
     with computed torque; a file with a missing joint fails the loop's construction with one line."""
     from robodyn_ros.control.control_loop import ControlLoop
     from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
-    from robodyn_ros.simulation.simulator import Simulator
+    from robodyn_ros.simulation.simulation_step import engine_step
+    from robodyn_ros.simulation.simulator import Simulator, SimulatorConfig
     robot = load_robot(resolve_node_config("inverse_dynamics", {}))
     model, n = robot.model, robot.model.nv
     rng = np.random.default_rng(5)
@@ -135,7 +136,7 @@ def test_the_control_loop_follows_a_trajectory_file_after_approaching_it(tmp_pat
     path = _write(tmp_path / "excite.csv", traj, names=list(model.joint_names))
     config = resolve_node_config("inverse_dynamics", {"reference": "file", "trajectory_file": str(path)})
     loop = ControlLoop(robot, config, lambda tau: None)
-    sim = Simulator(model, q0=robot.home + 0.1)
+    sim = Simulator(model, q0=robot.home + 0.1, step_function=engine_step(model, SimulatorConfig()))  # compiled
     errors = []
     for k in range(6000):
         t = 1e-3 * k
