@@ -120,8 +120,8 @@ def compile_casadi_library(functions, key, flags=CFLAGS, label=None, link=()):
         if os.path.isfile(lib):
             return lib
         if label:
-            print(f"robodyn: compiling the {label} for this robot and problem (first run, tens of seconds to "
-                  f"minutes; cached afterwards in {cache_dir()})", file=sys.stderr, flush=True)
+            print(f"robodyn: compiling the {label} for this robot and problem (first run, seconds to minutes "
+                  f"by the robot's size; cached afterwards in {cache_dir()})", file=sys.stderr, flush=True)
         functions = functions()
     nested = functions and isinstance(functions[0], (list, tuple))
     groups = [list(g) for g in functions] if nested else [list(functions)]
