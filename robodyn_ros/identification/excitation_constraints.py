@@ -116,10 +116,17 @@ class LimitConstraints:
         return np.vstack([-d_tau, d_tau])
 
     def slsqp_constraints(self, grid, margin):
+        """The rows as SLSQP inequality dictionaries, each with its ``columns`` (its rows are blocks of (len(grid),
+        columns) samples in time) and ``scale`` (per row: the position range, the velocity, acceleration or
+        effort limit the row bounds), which :func:`working_set` reads."""
         G, h = self._linear(grid, margin)
-        constraints = [{"type": "ineq", "fun": lambda x: h - G @ x, "jac": lambda x: -G}]
+        n, N = self.coefficients.n, len(grid)
+        scales = [self.upper - self.lower] * 2 + [maximum for _, maximum in self.symmetric for _ in range(2)]
+        constraints = [{"type": "ineq", "fun": lambda x: h - G @ x, "jac": lambda x: -G, "columns": n,
+                        "scale": np.concatenate([np.tile(s, N) for s in scales])}]
         if self.tau_check is not None:
-            torque = {"type": "ineq", "fun": lambda x: self._torque_slack(x, grid, margin)}
+            torque = {"type": "ineq", "fun": lambda x: self._torque_slack(x, grid, margin), "columns": n,
+                      "scale": np.tile(self.tau_max, 2 * N)}
             if self.tau_derivatives is not None:
                 torque["jac"] = lambda x: self._torque_slack_jacobian(x, grid)
             constraints.append(torque)
@@ -145,3 +152,46 @@ def shrink_until_feasible(coefficients, limits, x, anchor_q, margin, dense_grid,
         scale *= 0.9
     raise ModelError("the designed trajectory cannot be made to respect the limits"
                      + ("" if clear is None else " and the clearances") + " on the dense grid")
+
+
+WORKING_SLACK = 0.25
+"""A row joins the working set when its slack is below this fraction of its ``scale`` (:func:`working_set`)."""
+
+
+def working_set(constraints, x, grid_size, chosen=None, threshold=WORKING_SLACK):
+    """The rows of the inequality ``constraints`` (SLSQP dictionaries; those with ``columns`` and ``scale``,
+    :meth:`LimitConstraints.slsqp_constraints`) that can be active near ``x``: per dictionary, a boolean mask
+    of its rows, the union of ``chosen`` (the masks so far) and, at ``x``, the rows whose slack is below
+    ``threshold`` times their scale or negative, and in every sample series (a joint's row of one block over
+    the ``grid_size`` instants, periodic) the local minima of the slack and their neighbours in time, where a
+    limit is first reached as the motion grows. Dictionaries without a ``scale`` keep every row.
+
+    A trajectory's limit rows on a time grid are mostly far from their bounds (the Kinova's 7 200 position,
+    velocity and effort rows), and SLSQP's subproblem costs grow with the rows it is given."""
+    masks = []
+    for i, c in enumerate(constraints):
+        slack = np.asarray(c["fun"](x), dtype=float)
+        if "scale" not in c:
+            masks.append(np.ones(slack.size, dtype=bool))
+            continue
+        near = slack < threshold * c["scale"]
+        series = slack.reshape(-1, grid_size, c["columns"])
+        minima = (series <= np.roll(series, 1, axis=1)) & (series <= np.roll(series, -1, axis=1))
+        minima = minima | np.roll(minima, 1, axis=1) | np.roll(minima, -1, axis=1)
+        mask = near | minima.ravel()
+        masks.append(mask if chosen is None else mask | chosen[i])
+    return masks
+
+
+def restricted(constraints, masks):
+    """The SLSQP dictionaries of ``constraints`` restricted to the rows of ``masks`` (:func:`working_set`),
+    without the keys SLSQP does not read; a dictionary without a Jacobian stays without one (SLSQP differences
+    the restricted rows)."""
+    out = []
+    for c, mask in zip(constraints, masks):
+        rows = np.flatnonzero(mask)
+        sub = {"type": c["type"], "fun": (lambda x, f=c["fun"], r=rows: np.asarray(f(x))[r])}
+        if c.get("jac") is not None:
+            sub["jac"] = lambda x, j=c["jac"], r=rows: np.asarray(j(x))[r]
+        out.append(sub)
+    return out

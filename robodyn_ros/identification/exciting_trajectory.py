@@ -30,7 +30,8 @@ from scipy.optimize import minimize
 
 from robodyn_ros.model.errors import ModelError
 
-from .excitation_constraints import ClearanceConstraints, LimitConstraints, motionless_anchor, shrink_until_feasible
+from .excitation_constraints import (ClearanceConstraints, LimitConstraints, motionless_anchor, restricted,
+                                     shrink_until_feasible, working_set)
 
 
 @dataclass(frozen=True)
@@ -270,14 +271,29 @@ def _objective(coefficients, cost, sample_cost, grid, lower, upper, v_max, a_max
     return _excitation_cost(coefficients, grid, scales), True
 
 
-def _progress_callback(progress, done, total):
-    """An SLSQP callback reporting ``progress(done + iterations of this run, total)``."""
-    count = [done]
+class _WorkingSetWatch:
+    """SLSQP's callback under a working set of ``rows`` (``masks``, :func:`working_set`): reports progress
+    (``progress(done + iterations of this run, total)``) and stops the run at an iterate that breaks a row
+    outside the set, for the set to grow there."""
 
-    def step(_x):
-        count[0] += 1
-        progress(min(count[0], total), total)
-    return step
+    def __init__(self, rows, masks, progress, done, total, x0):
+        self.rows, self.masks = rows, masks
+        self.good = np.array(x0)          # the last iterate that broke no row
+        self.progress, self.done, self.total = progress, done, total
+        self.breaking = None              # the iterate that broke a row outside the set
+
+    def broken(self, x):
+        return any(np.any(np.asarray(c["fun"](x))[~m] < 0.0) for c, m in zip(self.rows, self.masks)
+                   if c["type"] == "ineq")
+
+    def __call__(self, x):
+        self.done += 1
+        if self.progress is not None:
+            self.progress(min(self.done, self.total), self.total)
+        if self.broken(x):
+            self.breaking = np.array(x)
+            raise StopIteration
+        self.good = np.array(x)
 
 
 def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid, refinements, max_iterations,
@@ -285,16 +301,30 @@ def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid
     """SLSQP from ``x0`` under ``constraints`` and, with a clearance constraint ``clear``, its rows on a
     grid that starts as ``grid``: the instants of ``check_grid`` where the exact clearance has a local
     minimum short of the buffer join that grid and SLSQP resumes, at most ``refinements`` times.
+
+    SLSQP is given the working set of the rows (:func:`working_set`: those near their bounds and the local minima
+    of every series); when it stops at a point that breaks a row outside it, the rows near that point join it and
+    SLSQP resumes from there, within the same ``max_iterations``. A point it ends at breaking no row is therefore a
+    solution of the problem with every row: the rows left out are inactive there.
     Returns ``(x, total iterations, the last SLSQP result)``."""
     clearance_grid, x, iterations = grid, x0, 0
     for _ in range(1 + (refinements if clear is not None else 0)):
         rows = list(constraints)
         if clear is not None:
             rows.append(clear.slsqp_constraint(clearance_grid))
-        step = None if progress is None else _progress_callback(progress, iterations, max_iterations)
-        result = minimize(objective, x, jac=with_gradient, method="SLSQP", constraints=rows, callback=step,
-                          options={"maxiter": max_iterations, "ftol": 1e-9})
-        x, iterations = result.x, iterations + int(result.nit)
+        masks, budget = working_set(rows, x, len(grid)), max_iterations
+        while True:
+            watch = _WorkingSetWatch(rows, masks, progress, iterations, max_iterations, x)
+            result = minimize(objective, x, jac=with_gradient, method="SLSQP", constraints=restricted(rows, masks),
+                              callback=watch, options={"maxiter": budget, "ftol": 1e-9})
+            iterations, budget = iterations + int(result.nit), budget - max(int(result.nit), 1)
+            if watch.breaking is None and not watch.broken(result.x):
+                x = result.x
+                break
+            x = watch.good
+            if budget <= 0:
+                break
+            masks = working_set(rows, result.x if watch.breaking is None else watch.breaking, len(grid), masks)
         if clear is None:
             break
         short = clear.shortfalls(x, check_grid)

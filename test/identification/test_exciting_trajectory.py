@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 
 from robodyn_ros.model.errors import ModelError
+from robodyn_ros.identification.excitation_constraints import LimitConstraints, working_set
 from robodyn_ros.identification.exciting_trajectory import (
     FourierTrajectory,
     _Coefficients,
     _excitation_cost,
+    _objective,
+    _optimise,
     design_exciting_trajectory,
 )
 
@@ -159,3 +162,45 @@ def test_design_rejects_bad_limits():
     with pytest.raises(ModelError, match="no feasible starting trajectory: even a tiny motion about 0.0000 breaks "
                                          "the position, velocity or effort limits"):
         design_exciting_trajectory(1, [-1.0], [1.0], 1.0, tau_check=lambda q, v, a: 5.0 + q, tau_max=1.0)
+
+
+def test_working_set_holds_rows_near_their_bounds_and_the_minima_of_every_series():
+    """A dictionary of 2 blocks of 8 instants x 2 columns: the rows below a quarter of their scale, each series'
+    periodic local minima with their neighbours in time, and the rows chosen before are in it; a dictionary
+    without a scale keeps every row."""
+    t = np.arange(8)
+    series = np.stack([np.stack([2.0 + np.cos(2 * np.pi * t / 8), 3.0 + np.zeros(8)], axis=1),
+                       np.stack([5.0 - t, 4.0 + np.sin(2 * np.pi * t / 4)], axis=1)])    # (2 blocks, 8, 2)
+    scale = np.full(series.size, 4.0)
+    rows = [{"type": "ineq", "fun": lambda x: series.ravel(), "columns": 2, "scale": scale},
+            {"type": "eq", "fun": lambda x: np.zeros(3)}]
+    masks = working_set(rows, np.zeros(1), 8)
+    mask = masks[0].reshape(2, 8, 2)
+    np.testing.assert_array_equal(np.flatnonzero(mask[0, :, 0]), [3, 4, 5])        # the minimum at t = 4
+    assert mask[0, :, 1].all()                                                     # constant: every instant a minimum
+    np.testing.assert_array_equal(np.flatnonzero(mask[1, :, 0]), [0, 5, 6, 7])      # below 1 (t >= 5), minimum at 7
+    np.testing.assert_array_equal(np.sort(np.flatnonzero(mask[1, :, 1])), [0, 2, 3, 4, 6, 7])  # minima at 3, 7
+    assert masks[1].all()
+    chosen = [np.ones(series.size, dtype=bool), masks[1]]
+    assert working_set(rows, np.zeros(1), 8, chosen)[0].all()
+
+
+def test_a_design_under_the_working_set_breaks_no_row_and_reaches_rows_it_first_left_out():
+    """SLSQP sees the rows near their bounds; the design still ends where no row of the grid is broken, at bounds
+    that were far at the start (the set grew where the motion went)."""
+    coefficients = _Coefficients(3, 4, 8.0)
+    grid = np.linspace(0.0, 8.0, 80, endpoint=False)
+    limits = LimitConstraints(coefficients, LOWER, UPPER, V_MAX, A_MAX, None, None)
+    objective, with_gradient = _objective(coefficients, None, None, grid, LOWER, UPPER, V_MAX, A_MAX)
+    rng = np.random.default_rng(3)
+    x0 = coefficients.pack((LOWER + UPPER) / 2, 0.01 * rng.normal(size=(3, 4)), 0.01 * rng.normal(size=(3, 4)))
+    rows = limits.slsqp_constraints(grid, 0.05)
+    first = working_set(rows, x0, len(grid))[0]
+    assert first.sum() < 0.2 * first.size
+    x, _, result = _optimise(objective, with_gradient, x0, rows, grid, None, None, 0, 100)
+    assert result.success, result.message
+    slack = rows[0]["fun"](x)
+    assert slack.min() >= -1e-9
+    active = slack < 1e-6 * np.abs(rows[0]["scale"])
+    assert np.sum(active & ~first) >= 3
+    assert objective(x)[0] < objective(x0)[0] - 1.0
