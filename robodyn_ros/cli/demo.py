@@ -10,9 +10,9 @@ on the wrist link. Base parameters and friction are estimated online, gated
 (:class:`robodyn_ros.control.parameter_gate.ParameterGate`), made physically consistent and used by the
 controller; the same run without adaptation (same noise) gives ``tracking_rms_nominal``, and every second's
 tracking error of the two runs is compared (``worst_window_ratio``). With ``--library`` (or over the nodes with
-``--oracle``, computed torque and Slotine-Li) a third run, the oracle (the same loop on the plant's exact model,
-the payload added to it at the instant it is attached, :class:`robodyn_ros.simulation.adaptive_loop.OracleLoop`,
-:class:`robodyn_ros.cli.demo_twin_nodes.NodeOracle`), gives ``tracking_rms_oracle``, the adapted loop's
+``--oracle``) a third run, the oracle (the same loop on the plant's exact model, the payload added to it at the
+instant it is attached, :class:`robodyn_ros.simulation.adaptive_loop.OracleLoop`,
+:class:`robodyn_ros.cli.demo_twin_nodes.NodeOracle`, :class:`~robodyn_ros.cli.demo_twin_nodes.NodeMpcOracle`), gives ``tracking_rms_oracle``, the adapted loop's
 per-second ratios to it (``oracle_window_ratios``, worst ``worst_oracle_window_ratio``) and ``time_to_oracle``
 (from when every second is within 2 x the oracle's RMS; null if the last is not). This scenario runs the ROS nodes over DDS
 (:mod:`robodyn_ros.cli.demo_twin_nodes`: the simulator node on the plant, the estimator on joint torques, the
@@ -79,8 +79,8 @@ def _parse(argv):
     p.add_argument("--library", action="store_true",
                    help="twin scenario: the library loop instead of the ROS nodes")
     p.add_argument("--oracle", action="store_true",
-                   help="twin scenario over the nodes (computed_torque, slotine_li): a third run, the controller given "
-                        "the plant's exact model (tracking_rms_oracle, time_to_oracle; the library loop always has it)")
+                   help="twin scenario over the nodes: a third run, the controller given the plant's exact model "
+                        "(tracking_rms_oracle, time_to_oracle; the library loop always has it)")
     p.add_argument("--engine", choices=("robodyn", "mujoco"), default="robodyn",
                    help="what integrates the plant: robodyn (this package's dynamics, default) or mujoco (MuJoCo "
                         "on the plant written as MJCF; pip install \"robodyn_ros[mujoco]\")")
@@ -429,9 +429,9 @@ def main(argv=None):
         args.scenario = "twin" if adaptive else "payload"
     if args.scenario == "twin":
         plant = args.plant or ("twin" if args.robot == "panda" else "perturbed:0")
-        if args.oracle and (args.library or args.controller == "mpc"):
-            print("robodyn demo: --oracle is for the nodes' computed_torque and slotine_li (the library loop, "
-                  "--library, always runs its oracle, the MPC's too)", file=sys.stderr)
+        if args.oracle and args.library:
+            print("robodyn demo: --oracle is for the runs over the nodes (the library loop, --library, always runs "
+                  "its oracle)", file=sys.stderr)
             return 2
         if args.attach_time is not None and not 0 < args.attach_time < args.duration:
             print("robodyn demo: --attach-time must be inside the run (0, --duration)", file=sys.stderr)

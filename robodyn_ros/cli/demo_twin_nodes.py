@@ -25,10 +25,10 @@ a ``robodyn config`` file, or the one written for a URDF; private domain, as fas
 
 The nominal and the adapted run see the same noise (same seed). The report has the fields of the library
 loop's (:func:`robodyn_ros.simulation.adaptive_loop.twin_experiment`); those of the oracle run
-(``tracking_rms_oracle``, ``oracle_window_ratios``, ``time_to_oracle``) with ``oracle`` (``--oracle``; computed
-torque and Slotine-Li): a third run through the same nodes, same noise, whose controller is given the plant's
-exact model (:class:`NodeOracle`, as the library loop's
-:class:`~robodyn_ros.simulation.adaptive_loop.OracleLoop`): it costs as much wall time as another run.
+(``tracking_rms_oracle``, ``oracle_window_ratios``, ``time_to_oracle``) with ``oracle`` (``--oracle``): a third
+run through the same nodes, same noise, whose controller is given the plant's exact model (:class:`NodeOracle`,
+:class:`NodeMpcOracle`, as the library loop's :class:`~robodyn_ros.simulation.adaptive_loop.OracleLoop`): it
+costs as much wall time as another run (the MPC's: and a build of its functions on the plant's model).
 """
 from __future__ import annotations
 
@@ -110,6 +110,75 @@ class NodeOracle:
         self.payload_applied = True
 
 
+class NodeMpcOracle:
+    """The ``mpc`` node's loop (:class:`~robodyn_ros.control.mpc_loop.MpcLoop`, no estimates) given the exact
+    model of ``plant`` (a :class:`~robodyn_ros.simulation.plant.Plant`, the one the ``simulator`` node integrates),
+    as the library loop's :class:`~robodyn_ros.simulation.adaptive_loop.OracleLoop` gives its MPC: the MPC built
+    again on the plant's model (its armature is in the prediction model, which ``θ = [π, f_v, f_c, f_o]`` does not
+    carry; built in the background as the node's own), with the plant's ``θ`` (the Coulomb part compensated at the
+    joint-state rate with ``output: commands``, as the loop does), and, once :meth:`follow` has been given the
+    simulator's runtime, at the instant a payload is attached the plant's ``θ`` with the payload's inertia if the
+    MPC is sound with it (:class:`~robodyn_ros.control.adaptive_mpc.MpcSoundness` on the plant's prediction model;
+    else ``payload_applied`` False and it goes on without). The gravity a driver adds stays the robot's own
+    model's (the loop's ``theta_robot``). ModelError when the plant does not move as the robot's model does."""
+
+    def __init__(self, node, plant):
+        from ..control.adaptive_mpc import MpcSoundness
+        from ..control.mpc import BackgroundController
+        from ..control.mpc.config import parameter_vector
+        from ..control.mpc.stage import prediction_model
+        from ..model.errors import ModelError
+        from ..simulation.adaptive_loop import same_kinematics
+
+        loop = node.loop
+        if not same_kinematics(loop.model, plant.model):
+            raise ModelError("--oracle: the plant does not move as the robot's model does (other joints, axes or "
+                             "placements): no oracle for it")
+        config = loop.mpc.config
+        loop.mpc.close()
+        loop.mpc = node.mpc = BackgroundController(plant.model, config)
+        loop.soundness = MpcSoundness(prediction_model(plant.model, config), config.dt)
+        self.loop, self.plant, self.sim = loop, plant, None
+        self.theta = parameter_vector(plant.model)
+        self.payload_applied = None
+        self._set(self.theta)
+
+    def follow(self, runtime):
+        """The simulator node's ``runtime``: checked to integrate this plant (ModelError otherwise); its payload
+        reaches the MPC's model at the instant it is attached."""
+        from ..identification.base_parameters import full_parameters
+        from ..model.errors import ModelError
+        simulated = runtime.sim.plant.model if runtime.sim.plant is not None else runtime.sim.model
+        if not np.allclose(full_parameters(simulated), full_parameters(self.plant.model), rtol=1e-12, atol=1e-12):
+            raise ModelError("--oracle: the simulator integrates another plant than the oracle's")
+        self.sim = runtime.sim
+        runtime.on_attach = self.attach
+
+    def _set(self, theta):
+        """θ to the NLP, its Coulomb part to the loop's output stage with ``output: commands``."""
+        loop = self.loop
+        theta = np.array(theta, dtype=float)
+        if loop.output is not None:
+            n_in, nv = 10 * loop.model.nbodies, loop.model.nv
+            loop.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
+            theta[n_in + nv:n_in + 2 * nv] = 0.0
+        loop.mpc.set_parameters(theta)
+
+    def attach(self, payload):
+        """The plant's θ with ``payload`` (the simulator's own inertial parameters of robot plus payload)."""
+        from ..control.mpc.config import replace_inertial_parameters
+        loop = self.loop
+        theta = replace_inertial_parameters(self.theta, self.sim.inertial_parameters, loop.model.nbodies)
+        t = 0.0 if loop.state is None or loop.t0 is None else loop.state[0] - loop.t0
+        q = [np.asarray(loop.reference.evaluate(t)[0], dtype=float)]
+        if loop.state is not None:
+            q.append(np.asarray(loop.state[1], dtype=float))
+        ok, _ = loop.soundness.admissible(theta, q)
+        if ok:
+            self._set(theta)
+        self.payload_applied = bool(ok)
+
+
 def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, params_file, plant="panda_twin", seed=0,
                    timeout=1200.0, engine="robodyn", driver="generic", oracle=None):
     """One run over DDS: ``{"t", "error" (N, nv), "t_estimate", "payload_mass", "t_coulomb", "coulomb",
@@ -117,8 +186,8 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
     simulated time of the first gated parameter set applied, None if none was) and ``"estimator"`` (its
     ``samples``, ``updates``, ``skipped_overload`` and ``payload_events`` times). ``params_file``: the nodes'
     parameter file (the robot's), ``plant``: the simulator's ``plant`` parameter. ``oracle``: None, or the
-    plant's Coulomb width (with ``adapt`` False, computed torque or Slotine-Li): the controller is given the
-    plant's exact model (:class:`NodeOracle`; ``"payload_applied"`` in the result)."""
+    plant's Coulomb width (with ``adapt`` False): the controller is given the plant's exact model
+    (:class:`NodeOracle`, :class:`NodeMpcOracle` with the MPC; ``"payload_applied"`` in the result)."""
     from std_msgs.msg import Float64MultiArray
 
     from ..control.parameter_gate import friction_from_base
@@ -129,8 +198,9 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
     from .demo_recorder import DemoRecorder
 
     overrides = twin_overrides(adapt, controller, attach_time, payload_mass, seed, plant, engine, driver)
+    node = "mpc" if controller == "mpc" else "inverse_dynamics"
     if oracle is not None:   # the law's Coulomb sign as the plant's: its β then holds the plant's friction exactly
-        overrides["inverse_dynamics"]["base_parameters.coulomb_width"] = float(oracle)
+        overrides[node]["base_parameters.coulomb_width"] = float(oracle)
     entries = [NodeEntry("simulator", "simulator", "simulator"), NodeEntry("estimator", "estimator", "estimator"),
                NodeEntry("mpc", "mpc", "mpc") if controller == "mpc" else
                NodeEntry("inverse_dynamics", "inverse_dynamics", "inverse_dynamics")]
@@ -139,6 +209,10 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
             recorder_node = up.plain_node("twin_recorder")
             sim = up.nodes["simulator"]
             up.activate(order=[name for name in up.nodes if name != "simulator"])
+            mpc_oracle = None
+            if controller == "mpc" and oracle is not None:
+                from ..simulation.plant import load_plant
+                mpc_oracle = NodeMpcOracle(up.nodes["mpc"], load_plant(plant, up.nodes["mpc"].loop.model))
             if controller == "mpc":   # both runs compare solved MPCs, not the gravity hold served while it builds
                 mpc = up.nodes["mpc"].mpc
                 if not mpc.wait(timeout):
@@ -146,7 +220,11 @@ def run_nodes_once(duration, attach_time, payload_mass, controller, adapt, param
             up.activate(order=["simulator"])
             # the simulator's runtime exists from its configuration on; its first state waits for the executor,
             # so the oracle's model is in place before the controller answers it
-            exact = NodeOracle(up.nodes["inverse_dynamics"].loop, sim.runtime) if oracle is not None else None
+            exact = mpc_oracle
+            if mpc_oracle is not None:
+                mpc_oracle.follow(sim.runtime)
+            elif oracle is not None:
+                exact = NodeOracle(up.nodes["inverse_dynamics"].loop, sim.runtime)
             nv = sim.robot.model.nv
             estimator = up.nodes["estimator"]
             recorder = DemoRecorder(recorder_node, sim.config["command_topic"], estimator.config["payload_topic"], nv)
@@ -215,9 +293,6 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
 
     if controller not in ("computed_torque", "slotine_li", "mpc"):
         raise ValueError(f"the twin scenario over the nodes runs computed_torque, slotine_li or mpc, not {controller!r}")
-    if oracle and controller == "mpc":
-        raise ValueError("--oracle over the nodes runs computed_torque or slotine_li (the library loop's oracle, "
-                         "--library, runs the MPC)")
     setup = demo_robot(robot)
     source = plant_source(plant, setup)
     plant_model = load_plant(source, setup.model)

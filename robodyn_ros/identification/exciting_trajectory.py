@@ -16,7 +16,9 @@ constraints; the optional torque limit is a nonlinear constraint through the cal
 optional configuration constraint (clearance to the floor and between links,
 :mod:`robodyn_ros.identification.collision_clearance`) is another, with its gradient. The problem is
 solved with SLSQP from a seeded random start scaled into the feasible set, so the result is
-deterministic given the seed.
+deterministic given the seed. SLSQP's subproblem grows with the rows it is given, and most rows of a grid are far
+from their bounds: it is given the working set of the rows (those near their bounds and the local minima of every
+row's series in time), grown wherever an iterate breaks a row left out (`_optimise`).
 """
 
 from __future__ import annotations

@@ -3,12 +3,15 @@ model of the plant the ``simulator`` node integrates (:class:`robodyn_ros.cli.de
 without ROS on the two objects the nodes hold: the torque it commands is the plant's inverse dynamics (rigid
 bodies and armature by :func:`robodyn_ros.rnea` on the plant's model, and the plant's friction with its own
 Coulomb width), the payload's included from the instant it is attached; under the ``ur`` driver less the gravity
-the robot adds (its own model's) and less the robot's friction compensation, exactly."""
+the robot adds (its own model's) and less the robot's friction compensation, exactly. The ``mpc`` node's loop
+likewise (:class:`~robodyn_ros.cli.demo_twin_nodes.NodeMpcOracle`): its MPC on the plant's model and parameters."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 import robodyn_ros as rd
-from robodyn_ros.cli.demo_twin_nodes import NodeOracle
+from robodyn_ros.cli.demo_twin_nodes import NodeMpcOracle, NodeOracle
 from robodyn_ros.control.control_loop import ControlLoop
 from robodyn_ros.identification.sensor_wrench import link_inertia_in_body
 from robodyn_ros.model.driver_profiles import with_driver
@@ -71,11 +74,58 @@ def test_the_oracle_commands_the_plants_inverse_dynamics_and_its_payload_from_th
     np.testing.assert_allclose(sent(loop), with_payload, atol=1e-6 * scale)
 
 
+@pytest.mark.parametrize("robot, plant, driver", [("panda", "perturbed:1", "generic"), ("ur5", "perturbed:2", "franka")])
+def test_the_mpc_oracle_predicts_with_the_plants_model_and_its_payload_from_the_attachment(robot, plant, driver):
+    """The ``mpc`` node's loop given the plant (:class:`NodeMpcOracle`): its MPC is built on the plant's model
+    (armature included) with the plant's θ, the Coulomb part compensated at the joint-state rate; its gravity hold
+    is the plant's; the robot's own gravity (what a driver adds) stays the URDF's; from the attachment its θ
+    carries the payload, which the simulator integrates."""
+    from robodyn_ros.control.mpc.config import parameter_vector
+    from robodyn_ros.control.mpc_loop import MpcLoop
+    from robodyn_ros.simulation.plant import load_plant
+
+    overrides = with_driver({"simulator": {"robot": robot, "plant": plant, "real_time_factor": 0.0, "lockstep": True,
+                                           "payload.mass": 2.0, "payload.com": [0.01, -0.02, 0.05]},
+                             "mpc": {"robot": robot, "output": "commands", "use_base_parameters": True,
+                                     "use_estimates": False, "compiled": False}}, driver)
+    sim_config = resolve_node_config("simulator", overrides["simulator"])
+    runtime = SimulationRuntime(load_robot(sim_config), sim_config, lambda: None, lambda *entry: None)
+    config = resolve_node_config("mpc", overrides["mpc"])
+    loop = MpcLoop(load_robot(config), config)
+    node = SimpleNamespace(loop=loop, mpc=loop.mpc)
+    try:
+        oracle = NodeMpcOracle(node, load_plant(plant, loop.model))
+        oracle.follow(runtime)
+        plant_model, model = runtime.sim.plant.model, loop.model
+        assert node.mpc is loop.mpc and loop.mpc.model is oracle.plant.model
+        np.testing.assert_array_equal(loop.mpc.model.armature, plant_model.armature)
+        assert np.abs(plant_model.armature - model.armature).max() > 1e-3        # the URDF's is not the plant's
+        theta, nb, nv = parameter_vector(plant_model), model.nbodies, model.nv
+        np.testing.assert_allclose(loop.coulomb, plant_model.coulomb, rtol=1e-12)
+        sent = theta.copy()
+        sent[10 * nb + nv:10 * nb + 2 * nv] = 0.0
+        np.testing.assert_allclose(loop.mpc.theta, sent, rtol=1e-12, atol=1e-15)
+        q = loop.reference.evaluate(0.3)[0]
+        hold = rd.gravity_torque(plant_model, q) + plant_model.friction_offset
+        np.testing.assert_allclose(loop.gravity(q), hold, atol=1e-9 * np.abs(hold).max())
+        if driver == "franka":                # the robot adds its own model's gravity: the URDF's, not the plant's
+            np.testing.assert_allclose(loop._robot_gravity(q), rd.gravity_torque(model, q), atol=1e-9)
+
+        runtime.attach()
+        pi = runtime.sim.inertial_parameters
+        assert oracle.payload_applied is True
+        np.testing.assert_allclose(loop.mpc.theta[:10 * nb], pi, rtol=1e-12)
+        assert np.abs(pi - plant_model.inertial_parameters()).max() > 0.1       # the payload is in it
+        np.testing.assert_allclose(loop.mpc.theta[10 * nb:], sent[10 * nb:], rtol=1e-12)
+    finally:
+        loop.close()
+
+
 def test_the_demo_refuses_oracle_where_it_does_not_run_it(capsys):
-    """``--oracle`` is the nodes' third run of computed torque and Slotine-Li: with the MPC, the library loop
-    (which always has its oracle) or the payload scenario, one line and exit 2, before anything runs."""
+    """``--oracle`` is the nodes' third run: with the library loop (which always has its oracle) or the payload
+    scenario, one line and exit 2, before anything runs."""
     from robodyn_ros.cli.demo import main
-    for extra in (["--controller", "mpc"], ["--library"], ["--scenario", "payload"]):
+    for extra in (["--library"], ["--scenario", "payload"]):
         assert main(["--oracle", "--headless", *extra]) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--oracle" in err[0], err
