@@ -22,6 +22,10 @@ once the applied set's friction is learned and the robot's compensation identifi
 the measured efforts (:mod:`~robodyn_ros.control.robot_friction`), the solutions keep the friction and the
 robot's compensation at the measured velocity is taken off each command: the residual.
 
+A state that comes with no solution in hand (the first, or the first after a time reset) is solved at once and
+commanded from that solution, whatever the trigger: no state waits for the timer's first solve (a lockstep
+simulator steps on the command for its state, and a Franka counts every uncommanded 1-ms cycle).
+
 ``trigger: joint_state`` runs the real-time iteration's two phases around the joint states (Diehl et al. 2005,
 sec. 4), on every k-th joint state, k the joint-state rate over ``rate`` rounded (at least 1: every state at
 ``rate`` >= the joint-state rate): :meth:`MpcLoop.on_state` first commands the state from the solution in hand
@@ -247,6 +251,10 @@ class MpcLoop:
         if self.adaptation is not None:
             self.adaptation.observe(t)
         published = None
+        solved_now = False
+        if self.output is not None and self.solution is None:   # no solution to command it from: solve it first
+            self.fresh = self.solve() if self.trigger == "timer" else self._solve_state()
+            solved_now = True
         if self.output is not None and self.solution is not None:     # first: no solve delays the command
             tau = self.solution[1].torque(np.concatenate([q, v]), t - self.solution[0])
             if self.base_update is not None and self.friction_compensation:   # Coulomb at v_d
@@ -258,7 +266,7 @@ class MpcLoop:
             published = self.output.publish(tau, t)
             if self.robot_friction is not None:
                 self.robot_friction.commanded(v, published, self.output.commands)
-        if self.trigger == "joint_state" and self._solve_due(t):
+        if self.trigger == "joint_state" and not solved_now and self._solve_due(t):
             self.fresh = self._solve_state()
         return published
 
@@ -299,8 +307,9 @@ class MpcLoop:
         return float(np.median(self._intervals)) if self._intervals else None
 
     def take_solution(self):
-        """``trigger: joint_state``: the ``(t, MPCSolution)`` solved for the last joint state, once (None when
-        that state was dropped or has been taken)."""
+        """The ``(t, MPCSolution)`` solved for the last joint state in :meth:`on_state` (``trigger: joint_state``,
+        or a state that came with no solution to command it from), once (None when that state was not solved
+        there, was dropped, or has been taken)."""
         fresh, self.fresh = self.fresh, None
         return fresh
 

@@ -45,13 +45,15 @@ def test_prepared_steps_are_the_steps_of_a_solve_at_that_time(loops):
         assert t == pytest.approx(m.t, abs=1e-12) and solution.status == "rti", solution.status
         prepared += solution.solve_time > solution.feedback_time      # its preparation ran before the state
         timer.on_state(m.t, m.q, m.v, m.tau)
-        t_timer, both_phases = timer.solve(t)                         # both phases now, at the same time
+        first = timer.take_solution()                                 # the first state: solved as it came
+        t_timer, both_phases = first if first is not None else timer.solve(t)    # both phases now, at that time
         np.testing.assert_allclose(solution.tau_ff, both_phases.tau_ff, rtol=0, atol=1e-9)
         np.testing.assert_allclose(solution.K, both_phases.K, rtol=0, atol=1e-6)
         np.testing.assert_allclose(solution.x_pred, both_phases.x_pred, rtol=0, atol=1e-12)
         if step > 0:
             assert on_state.prepare() > 0.0
-        sim.step(np.zeros(7) if tau is None else tau)      # the first state has no solution to command from
+        assert tau is not None                             # the first from a solve of it
+        sim.step(tau)
     assert prepared == 148        # all but the first two states (no solution, then no interval to predict)
     q_ref = on_state.reference.evaluate(sim.t - on_state.t0)[0]
     assert np.max(np.abs(sim.q - q_ref)) < 0.02        # the closed loop tracks
@@ -100,11 +102,34 @@ def test_below_the_joint_state_rate_every_other_state_is_solved(loops):
                 if step > 2:                  # prepared two intervals ahead, at the state it is solved on
                     assert solved[1].solve_time > solved[1].feedback_time and solved[0] == pytest.approx(m.t)
                 loop.prepare()
-            assert (tau is None) == (step == 0) and (step == 0 or np.all(np.isfinite(tau)))   # each after the first
-            sim.step(np.zeros(7) if tau is None else tau)
+            assert tau is not None and np.all(np.isfinite(tau))     # every state, the first from a solve of it
+            sim.step(tau)
         assert solved_at[:2] == [0, 1] and np.all(np.diff(solved_at[1:]) == 2), solved_at
     finally:
         loop.rate = RATE
+
+
+def test_the_first_state_is_commanded_from_a_solve_of_it_with_either_trigger(loops):
+    """No state waits for the timer's first solve: a lockstep simulator, which steps on the command for its state,
+    would wait for a tick of a clock it drives itself (and a Franka counts every uncommanded 1-ms cycle). The first
+    state is solved at its own stamp, commanded from that solution, and the solution published (taken once); the
+    next states are commanded from it until the timer (or the next due state) solves again."""
+    for loop in loops:
+        loop.start()
+        assert loop.base_update is None                  # the command is the solution's torque law alone
+        before = loop.solves
+        sim = Simulator(loop.model, SimulatorConfig(dt=1.0 / RATE), loop.reference.evaluate(0.0)[0] + 0.01)
+        m = sim.measure_joints()
+        tau = loop.on_state(m.t, m.q, m.v, m.tau)
+        solved = loop.take_solution()
+        assert solved is not None and loop.take_solution() is None and solved[0] == pytest.approx(m.t, abs=1e-12)
+        np.testing.assert_allclose(tau, solved[1].torque(np.concatenate([m.q, m.v]), 0.0), rtol=0, atol=1e-9)
+        assert loop.solves == before + 1
+        if loop.trigger == "timer":
+            sim.step(tau)
+            m = sim.measure_joints()
+            assert loop.on_state(m.t, m.q, m.v, m.tau) is not None and loop.take_solution() is None
+            assert loop.solves == before + 1             # from the first solution, until the timer's solve
 
 
 def test_a_plan_moved_by_part_of_an_interval_is_the_plan_at_those_times():
