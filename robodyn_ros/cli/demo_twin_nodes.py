@@ -33,6 +33,7 @@ costs as much wall time as another run (the MPC's: and a build of its functions 
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -110,6 +111,24 @@ class NodeOracle:
         self.payload_applied = True
 
 
+class _ExactRobotFriction:
+    """The robot's friction compensation known exactly, where the mpc loop keeps its fit of it
+    (:class:`~robodyn_ros.control.robot_friction.FrictionResidual`'s interface): the oracle sends the plant's
+    friction less ``friction(v)``, the driver's own compensation, from the first state on."""
+
+    def __init__(self, friction):
+        self.fit = SimpleNamespace(torque=friction)
+
+    def update(self, q, effort, learned, commands=None):
+        return True
+
+    def commanded(self, v, command, commands=None):
+        pass
+
+    def restart(self):
+        pass
+
+
 class NodeMpcOracle:
     """The ``mpc`` node's loop (:class:`~robodyn_ros.control.mpc_loop.MpcLoop`, no estimates) given the exact
     model of ``plant`` (a :class:`~robodyn_ros.simulation.plant.Plant`, the one the ``simulator`` node integrates),
@@ -120,7 +139,9 @@ class NodeMpcOracle:
     simulator's runtime, at the instant a payload is attached the plant's ``θ`` with the payload's inertia if the
     MPC is sound with it (:class:`~robodyn_ros.control.adaptive_mpc.MpcSoundness` on the plant's prediction model;
     else ``payload_applied`` False and it goes on without). The gravity a driver adds stays the robot's own
-    model's (the loop's ``theta_robot``). ModelError when the plant does not move as the robot's model does."""
+    model's (the loop's ``theta_robot``); a robot that compensates friction (``ur``) is sent the plant's friction less
+    the robot's exact compensation, the driver's own (as :class:`NodeOracle`). ModelError when the plant does not
+    move as the robot's model does."""
 
     def __init__(self, node, plant):
         from ..control.adaptive_mpc import MpcSoundness
@@ -153,6 +174,12 @@ class NodeMpcOracle:
             raise ModelError("--oracle: the simulator integrates another plant than the oracle's")
         self.sim = runtime.sim
         runtime.on_attach = self.attach
+        loop = self.loop
+        if loop.robot_friction is not None:       # the exact residual: no fit of the robot's compensation
+            from ..control.mpc.solution import omitted_terms
+            loop.robot_friction = _ExactRobotFriction(runtime.driver.friction)
+            loop.friction_compensation = True
+            loop.omitted = omitted_terms(loop.gravity_compensated_by_robot, True)
 
     def _set(self, theta):
         """θ to the NLP, its Coulomb part to the loop's output stage with ``output: commands``."""

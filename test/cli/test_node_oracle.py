@@ -4,7 +4,8 @@ without ROS on the two objects the nodes hold: the torque it commands is the pla
 bodies and armature by :func:`robodyn_ros.rnea` on the plant's model, and the plant's friction with its own
 Coulomb width), the payload's included from the instant it is attached; under the ``ur`` driver less the gravity
 the robot adds (its own model's) and less the robot's friction compensation, exactly. The ``mpc`` node's loop
-likewise (:class:`~robodyn_ros.cli.demo_twin_nodes.NodeMpcOracle`): its MPC on the plant's model and parameters."""
+likewise (:class:`~robodyn_ros.cli.demo_twin_nodes.NodeMpcOracle`): its MPC on the plant's model and parameters,
+under ``ur`` the plant's friction less the robot's exact compensation."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -74,13 +75,15 @@ def test_the_oracle_commands_the_plants_inverse_dynamics_and_its_payload_from_th
     np.testing.assert_allclose(sent(loop), with_payload, atol=1e-6 * scale)
 
 
-@pytest.mark.parametrize("robot, plant, driver", [("panda", "perturbed:1", "generic"), ("ur5", "perturbed:2", "franka")])
+@pytest.mark.parametrize("robot, plant, driver", [("panda", "perturbed:1", "generic"), ("ur5", "perturbed:2", "franka"),
+                                                  ("ur5", "perturbed:1", "ur")])
 def test_the_mpc_oracle_predicts_with_the_plants_model_and_its_payload_from_the_attachment(robot, plant, driver):
     """The ``mpc`` node's loop given the plant (:class:`NodeMpcOracle`): its MPC is built on the plant's model
     (armature included) with the plant's θ, the Coulomb part compensated at the joint-state rate; its gravity hold
     is the plant's; the robot's own gravity (what a driver adds) stays the URDF's; from the attachment its θ
     carries the payload, which the simulator integrates."""
     from robodyn_ros.control.mpc.config import parameter_vector
+    from robodyn_ros.control.mpc.solution import OMIT_FRICTION
     from robodyn_ros.control.mpc_loop import MpcLoop
     from robodyn_ros.simulation.plant import load_plant
 
@@ -108,8 +111,16 @@ def test_the_mpc_oracle_predicts_with_the_plants_model_and_its_payload_from_the_
         q = loop.reference.evaluate(0.3)[0]
         hold = rd.gravity_torque(plant_model, q) + plant_model.friction_offset
         np.testing.assert_allclose(loop.gravity(q), hold, atol=1e-9 * np.abs(hold).max())
-        if driver == "franka":                # the robot adds its own model's gravity: the URDF's, not the plant's
+        if driver != "generic":               # the robot adds its own model's gravity: the URDF's, not the plant's
             np.testing.assert_allclose(loop._robot_gravity(q), rd.gravity_torque(model, q), atol=1e-9)
+        v = np.linspace(-0.8, 0.8, nv)
+        if driver == "ur":                    # the plant's friction sent, less the robot's exact compensation
+            assert loop.friction_compensation and not loop.omitted & OMIT_FRICTION
+            assert loop.robot_friction.update(q, None, False)
+            np.testing.assert_allclose(loop.robot_friction.fit.torque(v), runtime.driver.friction(v), rtol=1e-12)
+            assert np.abs(runtime.driver.friction(v)).max() > 1e-2
+        else:
+            assert loop.robot_friction is None and loop.friction_compensation
 
         runtime.attach()
         pi = runtime.sim.inertial_parameters
