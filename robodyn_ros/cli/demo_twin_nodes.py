@@ -116,8 +116,8 @@ class _ExactRobotFriction:
     (:class:`~robodyn_ros.control.robot_friction.FrictionResidual`'s interface): the oracle sends the plant's
     friction less ``friction(v)``, the driver's own compensation, from the first state on."""
 
-    def __init__(self, friction):
-        self.fit = SimpleNamespace(torque=friction)
+    def __init__(self, friction, columns):
+        self.fit, self.columns = SimpleNamespace(torque=friction), columns
 
     def update(self, q, effort, learned, commands=None):
         return True
@@ -177,7 +177,7 @@ class NodeMpcOracle:
         loop = self.loop
         if loop.robot_friction is not None:       # the exact residual: no fit of the robot's compensation
             from ..control.mpc.solution import omitted_terms
-            loop.robot_friction = _ExactRobotFriction(runtime.driver.friction)
+            loop.robot_friction = _ExactRobotFriction(runtime.driver.friction, loop.robot_friction.columns)
             loop.friction_compensation = True
             loop.omitted = omitted_terms(loop.gravity_compensated_by_robot, True)
 

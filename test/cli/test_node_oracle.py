@@ -94,7 +94,7 @@ def test_the_mpc_oracle_predicts_with_the_plants_model_and_its_payload_from_the_
     sim_config = resolve_node_config("simulator", overrides["simulator"])
     runtime = SimulationRuntime(load_robot(sim_config), sim_config, lambda: None, lambda *entry: None)
     config = resolve_node_config("mpc", overrides["mpc"])
-    loop = MpcLoop(load_robot(config), config)
+    loop = MpcLoop(load_robot(config), config, publish=lambda command: None)
     node = SimpleNamespace(loop=loop, mpc=loop.mpc)
     try:
         oracle = NodeMpcOracle(node, load_plant(plant, loop.model))
@@ -121,6 +121,8 @@ def test_the_mpc_oracle_predicts_with_the_plants_model_and_its_payload_from_the_
             assert np.abs(runtime.driver.friction(v)).max() > 1e-2
         else:
             assert loop.robot_friction is None and loop.friction_compensation
+        loop.start()                          # a state through the loop as the node gives it: commanded
+        assert np.all(np.isfinite(loop.on_state(0.0, q, v, np.zeros(nv))))
 
         runtime.attach()
         pi = runtime.sim.inertial_parameters
