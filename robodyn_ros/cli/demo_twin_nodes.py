@@ -33,7 +33,6 @@ costs as much wall time as another run (the MPC's: and a build of its functions 
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -112,21 +111,30 @@ class NodeOracle:
 
 
 class _ExactRobotFriction:
-    """The robot's friction compensation known exactly, where the mpc loop keeps its fit of it
-    (:class:`~robodyn_ros.control.robot_friction.FrictionResidual`'s interface): the oracle sends the plant's
-    friction less ``friction(v)``, the driver's own compensation, from the first state on."""
+    """The loop's :class:`~robodyn_ros.control.robot_friction.FrictionResidual` (``residual``) with the robot's
+    friction compensation known exactly (``friction(v)``, the driver's own): the oracle sends the plant's friction
+    less it from the first state on; the fit goes on observing (its diagnostics), unused."""
 
-    def __init__(self, friction, columns):
-        self.fit, self.columns = SimpleNamespace(torque=friction), columns
+    def __init__(self, residual, friction):
+        self._residual = residual
+        self.fit = _ExactFit(residual.fit, friction)
 
     def update(self, q, effort, learned, commands=None):
+        self._residual.update(q, effort, learned, commands)
         return True
 
-    def commanded(self, v, command, commands=None):
-        pass
+    def __getattr__(self, name):
+        return getattr(self._residual, name)
 
-    def restart(self):
-        pass
+
+class _ExactFit:
+    """A :class:`~robodyn_ros.control.robot_friction.RobotFrictionFit` whose ``torque`` is ``friction``."""
+
+    def __init__(self, fit, friction):
+        self._fit, self.torque = fit, friction
+
+    def __getattr__(self, name):
+        return getattr(self._fit, name)
 
 
 class NodeMpcOracle:
@@ -177,7 +185,7 @@ class NodeMpcOracle:
         loop = self.loop
         if loop.robot_friction is not None:       # the exact residual: no fit of the robot's compensation
             from ..control.mpc.solution import omitted_terms
-            loop.robot_friction = _ExactRobotFriction(runtime.driver.friction, loop.robot_friction.columns)
+            loop.robot_friction = _ExactRobotFriction(loop.robot_friction, runtime.driver.friction)
             loop.friction_compensation = True
             loop.omitted = omitted_terms(loop.gravity_compensated_by_robot, True)
 

@@ -121,8 +121,9 @@ def test_the_mpc_oracle_predicts_with_the_plants_model_and_its_payload_from_the_
             assert np.abs(runtime.driver.friction(v)).max() > 1e-2
         else:
             assert loop.robot_friction is None and loop.friction_compensation
-        loop.start()                          # a state through the loop as the node gives it: commanded
+        loop.start()                          # a state through the loop as the node gives it: commanded, reported
         assert np.all(np.isfinite(loop.on_state(0.0, q, v, np.zeros(nv))))
+        assert loop.status(loop.solution[1])[0] in ("OK", "WARN")
 
         runtime.attach()
         pi = runtime.sim.inertial_parameters
