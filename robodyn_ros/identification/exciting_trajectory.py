@@ -305,9 +305,9 @@ def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid
     minimum short of the buffer join that grid and SLSQP resumes, at most ``refinements`` times.
 
     SLSQP is given the working set of the rows (:func:`working_set`: those near their bounds and the local minima
-    of every series); when it stops at a point that breaks a row outside it, the rows near that point join it and
-    SLSQP resumes from there, within the same ``max_iterations``. A point it ends at breaking no row is therefore a
-    solution of the problem with every row: the rows left out are inactive there.
+    of every series); when an iterate breaks a row outside it, the rows near that iterate join it and SLSQP resumes
+    from the last iterate that broke none, within the same ``max_iterations``. A point it ends at breaking no row is
+    therefore a solution of the problem with every row: the rows left out are inactive there.
     Returns ``(x, total iterations, the last SLSQP result)``."""
     clearance_grid, x, iterations = grid, x0, 0
     for _ in range(1 + (refinements if clear is not None else 0)):
@@ -325,6 +325,7 @@ def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid
                 break
             x = watch.good
             if budget <= 0:
+                result.success, result.message = False, "Iteration limit reached"
                 break
             masks = working_set(rows, result.x if watch.breaking is None else watch.breaking, len(grid), masks)
         if clear is None:
