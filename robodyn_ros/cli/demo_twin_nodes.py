@@ -191,12 +191,10 @@ class NodeMpcOracle:
 
     def _set(self, theta):
         """θ to the NLP, its Coulomb part to the loop's output stage with ``output: commands``."""
+        from ..control.mpc.config import coulomb_apart
         loop = self.loop
-        theta = np.array(theta, dtype=float)
         if loop.output is not None:
-            n_in, nv = 10 * loop.model.nbodies, loop.model.nv
-            loop.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
-            theta[n_in + nv:n_in + 2 * nv] = 0.0
+            theta, loop.coulomb = coulomb_apart(theta, loop.model.nbodies, loop.model.nv)
         loop.mpc.set_parameters(theta)
 
     def attach(self, payload):
@@ -204,11 +202,7 @@ class NodeMpcOracle:
         from ..control.mpc.config import replace_inertial_parameters
         loop = self.loop
         theta = replace_inertial_parameters(self.theta, self.sim.inertial_parameters, loop.model.nbodies)
-        t = 0.0 if loop.state is None or loop.t0 is None else loop.state[0] - loop.t0
-        q = [np.asarray(loop.reference.evaluate(t)[0], dtype=float)]
-        if loop.state is not None:
-            q.append(np.asarray(loop.state[1], dtype=float))
-        ok, _ = loop.soundness.admissible(theta, q)
+        ok, _ = loop.soundness.admissible(theta, loop.soundness_configurations())
         if ok:
             self._set(theta)
         self.payload_applied = bool(ok)

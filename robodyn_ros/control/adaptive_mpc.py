@@ -22,6 +22,7 @@ import numpy as np
 
 from .command_guard import CommandGuard, ControlStatus, effort_bounds
 from .mpc import MPCConfig, ModelPredictiveController, parameter_vector
+from .mpc.config import coulomb_apart
 
 RK4_STABILITY = 2.785   # |h λ| of the real-axis stability limit of the classical Runge-Kutta method
 
@@ -120,10 +121,7 @@ class AdaptiveMPC:
 
     def _apply(self, beta, theta=None):
         if theta is not None:
-            theta = np.array(theta, dtype=float)
-            n_in, nv = 10 * self.model.nbodies, self.model.nv
-            self.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
-            theta[n_in + nv:n_in + 2 * nv] = 0.0
+            theta, self.coulomb = coulomb_apart(theta, self.model.nbodies, self.model.nv)
             self.mpc.set_parameters(theta)
         self.beta = np.array(beta, dtype=float)
 

@@ -55,7 +55,7 @@ from .adaptation_watchdog import AdaptationWatchdog
 from .loop_diagnostics import apply_diagnostics_parameters, diagnostics_notes
 from .adaptive_mpc import MpcSoundness
 from .mpc import BackgroundController, MPCConfig
-from .mpc.config import parameter_vector, split_parameters
+from .mpc.config import coulomb_apart, parameter_vector, split_parameters
 from .mpc.solution import OMIT_FRICTION, omitted_terms, without_robot_terms
 from .mpc.stage import prediction_model
 from .payload_update import payload_body_parameters
@@ -157,16 +157,11 @@ class MpcLoop:
         u = self.base_update
         theta = u.theta.copy()
         if self.output is not None:
-            n_in, nv = 10 * self.model.nbodies, self.model.nv
-            coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
-            theta[n_in + nv:n_in + 2 * nv] = 0.0
+            theta, coulomb = coulomb_apart(theta, self.model.nbodies, self.model.nv)
         else:
             coulomb = self.coulomb
         if not np.array_equal(theta, self.mpc.theta):
-            configurations = [self.reference.evaluate(0.0 if self.state is None else self.state[0] - self.t0)[0]]
-            if self.state is not None:
-                configurations.append(self.state[1])
-            ok, reason = self.soundness.admissible(theta, configurations)
+            ok, reason = self.soundness.admissible(theta, self.soundness_configurations())
             if not ok:
                 self.refused += 1
                 self.unsound_reason = reason
@@ -178,6 +173,15 @@ class MpcLoop:
         self.coulomb = coulomb
         return decision.status
 
+    def soundness_configurations(self):
+        """The configurations a new θ is checked at before a solve uses it: the reference's now and the newest
+        measured one (only the reference's start before any state)."""
+        t = 0.0 if self.state is None else self.state[0] - self.t0
+        configurations = [self.reference.evaluate(t)[0]]
+        if self.state is not None:
+            configurations.append(self.state[1])
+        return configurations
+
     def reset_parameters(self):
         """``~/reset`` (a tool change): the nominal parameters from the next solve on (the gate's applied set, the
         payload and a pending ``initial_parameters`` dropped; without base parameters the payload)."""
@@ -186,9 +190,7 @@ class MpcLoop:
             self._trial = None
             theta = self.base_update.theta.copy()
             if self.output is not None:      # Coulomb compensated at the joint-state rate (apply_base_parameters)
-                n_in, nv = 10 * self.model.nbodies, self.model.nv
-                self.coulomb = theta[n_in + nv:n_in + 2 * nv].copy()
-                theta[n_in + nv:n_in + 2 * nv] = 0.0
+                theta, self.coulomb = coulomb_apart(theta, self.model.nbodies, self.model.nv)
             self.mpc.set_parameters(theta)
         else:
             self.mpc.set_inertial_parameters(self.pi_nominal.copy())

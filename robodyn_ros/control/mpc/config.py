@@ -82,6 +82,15 @@ def split_parameters(theta, nbodies, nv):
     return ModelParameters(theta[:nb10], theta[nb10:nb10 + nv], theta[nb10 + nv:nb10 + 2 * nv], theta[nb10 + 2 * nv:])
 
 
+def coulomb_apart(theta, nbodies, nv):
+    """``(θ without its Coulomb part, the Coulomb coefficients (nv,))``, copies of ``θ`` (10 nb + 3 nv,): for an NLP
+    whose Coulomb friction is compensated outside it, at the joint-state rate."""
+    theta = np.array(theta, dtype=float)
+    coulomb = theta[10 * nbodies + nv:10 * nbodies + 2 * nv].copy()
+    theta[10 * nbodies + nv:10 * nbodies + 2 * nv] = 0.0
+    return theta, coulomb
+
+
 def parameter_vector(model):
     """``θ = [π, f_v, f_c, f_o]`` (10 nb + 3 nv,) of a model (its inertial and friction parameters)."""
     return np.concatenate([model.inertial_parameters(), model.viscous, model.coulomb, model.friction_offset])
