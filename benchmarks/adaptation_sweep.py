@@ -6,7 +6,10 @@ than the nominal loop (every second from t = 1 s, RMS and peak at most 1.2 times
 payload from joint torques within 5 % in 3 s, and the non-finite commands; against the oracle (the same loop on
 the plant's exact model, :class:`robodyn_ros.simulation.adaptive_loop.OracleLoop`): the oracle's tracking RMS
 (median), the adapted loop's worst one-second RMS ratio to it, and how many runs came within 2 x the oracle's
-RMS in every second to the end (``time_to_oracle``: median of those, s); --json writes every run's report.
+RMS in every second to the end (``time_to_oracle``: median of those, s); against the Cramér–Rao bound of the
+motion's joint torques (:mod:`robodyn_ros.estimation.cramer_rao_bound`): the seconds of motion before any
+estimate could track within 2 x the oracle (median), and how far the estimator's estimate and the applied model
+are from the bound at the last second before the payload; --json writes every run's report.
 
     python benchmarks/adaptation_sweep.py                          # panda, ur5, iiwa; 10 plants; all controllers
     python benchmarks/adaptation_sweep.py --robots ur5 --controllers mpc --plants 3 --jobs 2
@@ -65,15 +68,37 @@ def oracle_summary(reports):
             "worst_oracle_window_ratio": float(max(r["worst_oracle_window_ratio"] for r in with_oracle))
             if with_oracle else float("nan"),
             "reached_oracle": len(reached),
-            "median_time_to_oracle": float(np.median(reached)) if reached else float("nan")}
+            "median_time_to_oracle": float(np.median(reached)) if reached else float("nan"),
+            **bound_summary(reports)}
+
+
+def bound_summary(reports):
+    """The runs against the Cramér–Rao bound of their motion (:mod:`robodyn_ros.simulation.learning_limit`): the
+    median ``time_to_oracle_bound`` (s of the motion before any estimate from these torques can track within 2 x
+    the oracle), and at the last second before the payload the medians of the estimator's and of the applied
+    model's error over the bound (NaN for reports without it)."""
+    import numpy as np
+    bounds = [r["learning_bound"].get("time_to_oracle_bound") for r in reports if r.get("learning_bound")]
+    bounds = [b for b in bounds if b is not None]
+    last = [r["model_error_seconds"][-1] for r in reports if r.get("model_error_seconds")]
+    return {"median_time_to_oracle_bound": float(np.median(bounds)) if bounds else float("nan"),
+            "median_estimate_over_bound": float(np.median([row[2] / row[1] for row in last])) if last else float("nan"),
+            "median_applied_over_bound": float(np.median([row[3] / row[1] for row in last])) if last else float("nan")}
+
+
+def bound_words(report):
+    """`` (no estimate before N s)``: the run's ``time_to_oracle_bound``, or nothing (the MPC has none)."""
+    bound = (report.get("learning_bound") or {}).get("time_to_oracle_bound")
+    return "" if bound is None else f" (no estimate before {bound:.0f} s)"
 
 
 def print_table(groups):
     """The Markdown table of runs grouped by (robot, controller)."""
     print("| robot | controller | runs | tracking ratio: median | worst | >= 3 | never worse (<= 1.2 x any second) "
           "| payload within 5 % in 3 s | non-finite commands | oracle RMS (median) | worst second, adapted / oracle "
-          "| within 2 x the oracle to the end: runs (median time_to_oracle) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| within 2 x the oracle to the end: runs (median time_to_oracle) | time_to_oracle bound (median, s) "
+          "| estimate / bound, applied / bound (medians, last second before the payload) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (robot, controller), reports in groups.items():
         s = summarise(reports)
         reached = (f"{s['reached_oracle']}/{s['oracle_runs']}"
@@ -82,7 +107,8 @@ def print_table(groups):
               f"{s['ratio_at_least_3']}/{s['runs']} | {s['never_worse']}/{s['runs']} (worst "
               f"{s['worst_window_ratio']:.2f}) | {s['payload_within_5_percent_in_3_s']}/{s['runs']} | "
               f"{s['non_finite_commands']} | {s['median_rms_oracle']:.2e} | {s['worst_oracle_window_ratio']:.1f} | "
-              f"{reached} |")
+              f"{reached} | {s['median_time_to_oracle_bound']:.0f} | {s['median_estimate_over_bound']:.1f}, "
+              f"{s['median_applied_over_bound']:.1f} |")
 
 
 def print_saved(paths):
@@ -132,7 +158,8 @@ def main(argv=None):
                   f"{report['worst_window_ratio']:.2f}  payload {report['payload_mass_estimated']:.3f} kg after "
                   f"{report['payload_time_to_5_percent']} s  changes {len(report['payload_changes_detected'])}  "
                   f"oracle {report['tracking_rms_oracle']:.2e} rad, worst second {report['worst_oracle_window_ratio']:.1f} "
-                  f"x it, within 2 x from {report['time_to_oracle']} s  ({report['sweep_wall_seconds']} s)", flush=True)
+                  f"x it, within 2 x from {report['time_to_oracle']} s{bound_words(report)}  "
+                  f"({report['sweep_wall_seconds']} s)", flush=True)
     print()
     print_table({(r, c): [results[(r, plant, c)] for plant in plants]
                  for r in args.robots for c in args.controllers})

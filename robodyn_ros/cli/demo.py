@@ -387,6 +387,24 @@ def oracle_line(report):
             + ("never (not in the last second)" if reached is None else f"{reached:.0f} s")]
 
 
+def learning_line(report):
+    """The summary's line on the Cramér–Rao bound of the run (none without it: the nodes' twin run)."""
+    bound = report.get("learning_bound")
+    if not bound:
+        return []
+    seconds = report.get("model_error_seconds") or []
+    line = (f"  learning bound (Cramér-Rao, these joint torques along this motion): no model from them is nearer the "
+            f"robot than {bound['model_error_1s']:.3g} / sqrt(t) rad/s2 of acceleration error")
+    if bound.get("time_to_oracle_bound") is not None:
+        line += (f"; within 2 x the oracle needs {bound['model_error_for_2x_oracle']:.3g}: "
+                 f"{bound['time_to_oracle_bound']:.0f} s of this motion at the least")
+    if seconds:
+        t, limit, estimate, applied = seconds[-1]
+        line += (f"; at {t:.0f} s the estimate is {estimate / limit:.1f} x the bound, the applied model "
+                 f"{applied / limit:.1f} x")
+    return [line]
+
+
 def summary_twin(report):
     settle = report["payload_time_to_5_percent"]
     runs = "three times (nominal, adapted, oracle)" if "tracking_rms_oracle" in report else "twice (nominal, adapted)"
@@ -399,6 +417,7 @@ def summary_twin(report):
         f"{report['tracking_rms_nominal']:.2e} rad, adapted {report['tracking_rms_adapted']:.2e} rad "
         f"(ratio {report['tracking_ratio']:.1f})",
         *oracle_line(report),
+        *learning_line(report),
         *([f"  payload: {report['payload_note']}"] if "payload_note" in report else []),
         *([] if not report["payload_mass_true"] > 0.0 else [
             f"  payload from joint torques: true {report['payload_mass_true']:.3f} kg, estimated "

@@ -55,6 +55,7 @@ from ..identification.base_parameters import compute_base_parameters, full_param
 from ..model.driver_profiles import DRIVERS, profile_defaults
 from ..model.errors import ModelError
 from .driver_emulation import DriverEmulation, driver_config
+from .learning_limit import learning_report
 from .simulation_step import engine_step
 from .simulator import Payload, SensorNoise, Simulator, SimulatorConfig
 
@@ -327,14 +328,15 @@ class AdaptiveLoop:
 
     def run(self, progress=None):
         """Simulate; returns a dict of series: ``t`` (N,), ``error`` (N, nv) ``q - q_d``, ``t_estimate`` (M,),
-        ``payload_mass`` (M,), ``beta`` (M, r) applied, ``gate`` (M,) statuses, plus counters."""
+        ``payload_mass`` (M,), ``beta`` (M, r) applied, ``estimate`` (M, r) the estimator's own, ``gate`` (M,)
+        statuses, plus counters."""
         c, sim, est, gate = self.config, self.sim, self.estimator, self.gate
         dt = sim.config.dt
         steps = int(round(c.duration / dt))
         every = max(1, int(round(1.0 / (c.publish_rate * dt))))
         nv = self.model.nv
         T, E = np.empty(steps), np.empty((steps, nv))
-        t_est, mass, betas, statuses, coulomb = [], [], [], [], []
+        t_est, mass, betas, estimates, statuses, coulomb = [], [], [], [], [], []
         non_finite, rollbacks, attached, events = 0, 0, False, 0
         consistent_every = max(1, int(round(1.0 / (c.consistent_rate * dt))))
         observe_every = max(1, int(round(OBSERVE_PERIOD / dt)))     # the gate's samples, as the nodes take them
@@ -405,10 +407,12 @@ class AdaptiveLoop:
             t_est.append(t)
             mass.append(est.payload_parameters()[0])
             betas.append(gate.applied.copy())
+            estimates.append(estimator.beta.copy())
             coulomb.append(friction_from_base(self.base, gate.applied)["coulomb"])
             statuses.append(decision.status)
         return {"t": T, "error": E, "t_estimate": np.array(t_est), "payload_mass": np.array(mass),
-                "beta": np.array(betas), "coulomb": np.array(coulomb), "gate": statuses, "non_finite_commands": non_finite,
+                "beta": np.array(betas), "estimate": np.array(estimates), "coulomb": np.array(coulomb), "gate": statuses,
+                "non_finite_commands": non_finite,
                 "rollbacks": rollbacks + est.base_estimator.rollbacks, "gate_counts": dict(gate.counts),
                 "payload_events": list(est.payload_references),
                 "wall_seconds": time.monotonic() - wall}
@@ -559,4 +563,5 @@ def twin_experiment(model, plant, reference, config=None, base=None, progress=No
     if exact is not None:
         report.update(oracle_report(adapted, exact, lo, end))
         adapted["oracle"] = exact
+    report.update(learning_report(model, plant, base, reference, config, adapted, report.get("tracking_rms_oracle")))
     return report, adapted, nominal

@@ -65,6 +65,20 @@ def test_oracle_report_keys_are_finite(ur5_twin):
     assert report["time_to_oracle"] == time_to_oracle(report["oracle_window_ratios"])
 
 
+def test_the_report_measures_the_run_against_the_learning_bound(ur5_twin):
+    """The twin report's Cramér–Rao keys (robodyn_ros/simulation/learning_limit.py): the bound's time to the oracle
+    from the oracle's own RMS, the plant's noise at the loop's rate (the rows per second are checked on a longer
+    run in test_learning_limit.py: this one attaches its payload before the estimator's first estimate)."""
+    setup, plant, report, adapted, _ = ur5_twin
+    bound = report["learning_bound"]
+    target = np.sqrt(3.0) * setup.config["kp"] * report["tracking_rms_oracle"]
+    assert bound["model_error_for_2x_oracle"] == pytest.approx(target)
+    assert bound["time_to_oracle_bound"] == pytest.approx((bound["model_error_1s"] / target) ** 2)
+    assert 0 < bound["directions"] <= bound["parameters"] and bound["effort_std"] == list(plant.effort_noise)
+    assert bound["rate"] == 1000.0 and report["model_error_seconds"] == []
+    assert adapted["t_estimate"][0] > ATTACH
+
+
 def test_oracle_is_the_plant_not_the_nominal_model(ur5_twin):
     """Before the payload the oracle tracks at least ten times better than the nominal loop (the plant differs
     from the URDF by 10-35 % in torque; an oracle that were the nominal model would give a ratio of 1), and it
