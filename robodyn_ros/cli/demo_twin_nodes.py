@@ -316,7 +316,11 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
     """The paired runs (nominal, adapted) over DDS for ``robot`` simulated as ``plant`` by ``engine`` (as
     :func:`robodyn_ros.cli.demo.run_twin`), and with ``oracle`` the oracle run (module docstring; its series
     under the adapted run's ``"oracle"``); returns ``(report, {"adapted", "nominal"})``."""
-    from ..simulation.adaptive_loop import oracle_report, plant_coulomb_width, rms, time_to_within, window_report
+    from ..estimation.estimator_parameters import COULOMB_WIDTH
+    from ..identification.base_parameters import compute_base_parameters
+    from ..simulation.adaptive_loop import (AdaptiveLoopConfig, oracle_report, plant_coulomb_width, rms, time_to_within,
+                                            window_report)
+    from ..simulation.learning_limit import learning_report
     from ..simulation.plant import load_plant
     from .demo_robot import carried_payload, demo_robot, plant_description, plant_source
 
@@ -377,4 +381,10 @@ def run_twin_nodes(duration=15.0, attach_time=None, payload_mass=2.0, controller
         report["payload_note"] = payload_note
     if oracle:
         report.update(oracle_report(adapted, adapted["oracle"], lo, end))
+        # the bound of the run's torques (the nodes keep no estimate series: the summary only)
+        config = AdaptiveLoopConfig(controller=controller, duration=duration, attach_time=attach_time,
+                                    kp=setup.config["kp"], kd=setup.config["kd"], driver=driver)
+        base = compute_base_parameters(setup.model, coulomb_width=COULOMB_WIDTH)
+        report.update(learning_report(setup.model, plant_model, base, setup.reference, config, {},
+                                      report["tracking_rms_oracle"]))
     return report, runs

@@ -53,8 +53,9 @@ def learning_report(model, plant, base, reference, config, adapted, oracle_rms):
     oracle; None without the oracle's RMS);
 
     ``model_error_seconds``: ``[t, bound ε(t), the estimator's estimate's error, the applied parameters' error]``
-    at every whole second before the payload (empty when the plant is not of the model's structure).
-    ``adapted``: the adaptive loop's series (``t_estimate``, ``estimate``, ``beta``)."""
+    at every whole second before the payload (empty when the plant is not of the model's structure, or the run
+    kept no estimates). ``adapted``: the adaptive loop's series (``t_estimate``, ``estimate``, ``beta``; the
+    nodes' run has no ``estimate``)."""
     span = float(getattr(reference, "period", 0.0) or (config.attach_time or config.duration))
     Y, Minv = reference_samples(model, plant.model, base, reference, span)
     sigma = np.asarray(plant.effort_noise if plant.effort_noise is not None else config.effort_noise, dtype=float)
@@ -68,9 +69,9 @@ def learning_report(model, plant, base, reference, config, adapted, oracle_rms):
         summary["time_to_oracle_bound"] = bound.time_to(target) if target else None
     seconds = []
     beta = plant_beta(base, plant)
-    t_est = np.asarray(adapted["t_estimate"])
+    t_est = np.asarray(adapted.get("t_estimate", []))
     end = config.attach_time if config.attach_time is not None else config.duration
-    if beta is not None and len(t_est):
+    if beta is not None and len(t_est) and "estimate" in adapted and "beta" in adapted:
         for t in np.arange(1.0, end + 1e-9, 1.0):
             i = int(np.searchsorted(t_est, t - 1e-9, side="right")) - 1
             if i < 0:

@@ -44,6 +44,11 @@ def test_nodes_adapt_to_the_twin_from_joint_torques_over_dds():
     assert report["oracle_payload_applied"] is True
     assert report["tracking_rms_oracle"] < 0.2 * report["tracking_rms_adapted"]
     assert all(ratio > 1.0 for _, ratio, _ in report["oracle_window_ratios"][8:])   # 9 s on: the payload's model
+    # the bound of the run's torques, from the oracle's RMS over the nodes (no estimate series kept there)
+    bound = report["learning_bound"]
+    assert bound["time_to_oracle_bound"] == pytest.approx(
+        (bound["model_error_1s"] / (3.0 ** 0.5 * 400.0 * report["tracking_rms_oracle"])) ** 2)
+    assert bound["time_to_oracle_bound"] > 15.0 and report["model_error_seconds"] == []
 
 
 @pytest.mark.xdist_group("processes")   # beside the other many-process tests, not at once (setup.cfg)
