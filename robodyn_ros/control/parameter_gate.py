@@ -135,7 +135,7 @@ class ParameterGate:
         self.configurations = int(configurations)
         self._Y, self._tau, self._q = deque(maxlen=self.window), deque(maxlen=self.window), deque(maxlen=self.window)
         self.observed = 0                 # samples observed so far (the fresh samples' clock)
-        self._pending = {}                # source -> (β, std or None, observed count when offered)
+        self._pending = {}                # source -> (β, std or None, observed when offered, tag, P or None, source)
         self.applied = self.beta_nominal.copy()
         self.applied_tag = None           # what the caller attached to the applied estimate (None: nominal)
         self._applied_covariance = None   # (source, P (r, r)) of the applied estimate, when it came with one
