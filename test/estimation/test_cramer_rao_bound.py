@@ -1,5 +1,5 @@
 """The Cramér–Rao bound on the model error (robodyn_ros/estimation/cramer_rao_bound.py), checked against what it
-claims independently of its own algebra: a one-joint closed form, the spread of least-squares fits to simulated
+claims independently of its own algebra: closed forms (one joint; equal noise and inertia), the spread of least-squares fits to simulated
 noisy torques (the best linear unbiased estimator meets the bound, one that ignores the noise's per-joint sizes
 does not beat it), the 1/√T law, and the 2 x-oracle relation of computed torque."""
 import numpy as np
@@ -20,6 +20,17 @@ def test_one_joint_closed_form():
     assert bound.model_error(4.0) == pytest.approx(bound.epsilon_1s / 2.0, rel=1e-12)
     assert bound.time_to(bound.epsilon_1s / 3.0) == pytest.approx(9.0, rel=1e-12)
     assert (bound.directions, bound.parameters) == (1, 1)
+
+
+def test_with_equal_noise_and_inertia_the_bound_does_not_depend_on_the_motion():
+    """M = m I and σ equal on every joint: Ḡ = F̄ σ² / (nv m²), so ε₁ = (σ / m) sqrt(r / (nv rate)) for any motion
+    that excites all r parameters: the information a motion gives and the error it makes felt grow together."""
+    rng = np.random.default_rng(4)
+    n, nv, r, m, sigma, rate = 300, 3, 8, 0.4, 0.05, 500.0
+    for scale in (0.1, 1.0, 30.0):              # slow or fast, small or large: the same bound
+        Y = scale * rng.normal(size=(n, nv, r)) * rng.uniform(0.1, 10.0, size=r)
+        bound = learning_bound(Y, np.broadcast_to(np.eye(nv) / m, (n, nv, nv)), sigma, rate)
+        assert bound.epsilon_1s == pytest.approx(sigma / m * np.sqrt(r / (nv * rate)), rel=1e-9)
 
 
 def random_motion(rng, n=400, nv=3, r=8):
