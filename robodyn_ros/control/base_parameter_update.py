@@ -48,7 +48,7 @@ from ..identification.payload import payload_as_point_mass
 from ..identification.signal_filters import CausalButterworthFilter
 from .base_parameter_control import BaseParameterDynamics, InertiaPlausibility
 from .consistent_parameters import ConsistentParameters
-from .parameter_gate import ParameterGate, friction_indices, mass_matrix_weighting
+from .parameter_gate import REFINEMENT_VARIANCE, ParameterGate, friction_indices, mass_matrix_weighting
 
 # gate samples a payload candidate must predict before it is judged (ten parameters on top of a converged
 # model, where the estimate's own fifty keep early estimates of the whole robot out)
@@ -185,7 +185,8 @@ class BaseParameterUpdate:
 
     def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_period=OBSERVE_PERIOD,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
-                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None):
+                 worker=None, nominal_on_change=True, keep_drives=True, measurement=None,
+                 refinement_variance=REFINEMENT_VARIANCE):
         self.model, self.base = model, base
         self.measurement = measurement   # the driver's efforts as joint torques (EffortMeasurement), or None
         self.dynamics = BaseParameterDynamics(model, base)
@@ -201,7 +202,8 @@ class BaseParameterUpdate:
         self.nominal_on_change, self.keep_drives = bool(nominal_on_change), bool(keep_drives)
         self.gate = ParameterGate(self.beta_nominal, window=window, fresh=fresh, weighting=mass_matrix_weighting(model),
                                   friction_indices=friction_indices(base),
-                                  plausibility=InertiaPlausibility(self.dynamics, self.beta_nominal))
+                                  plausibility=InertiaPlausibility(self.dynamics, self.beta_nominal),
+                                  refinement_variance=refinement_variance)
         self.P = None                  # the estimator's latest covariance (r, r)
         self.payload = None            # (K_body (r, 10), π_p (10,), body) of the latest payload estimate, or None
         self.beta_before = None        # β applied when the payload appeared

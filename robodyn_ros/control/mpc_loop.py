@@ -131,7 +131,9 @@ class MpcLoop:
         base = compute_base_parameters(robot.model, coulomb_width=c["base_parameters.coulomb_width"])
         update = BaseParameterUpdate(robot.model, base, cutoff=c["base_parameters.cutoff"],
                                      deterministic=c["base_parameters.deterministic"], nominal_on_change=True,
-                                     keep_drives=False, measurement=effort_measurement(robot, c))
+                                     keep_drives=False, measurement=effort_measurement(robot, c),
+                                     refinement_variance=None)   # no refinement on information for the MPC
+                                                                 # (parameter_gate's docstring)
         initial_parameters(update, c["initial_parameters"])
         return update
 

@@ -252,10 +252,13 @@ class AdaptiveLoop:
             if robot_friction and profile.get("friction_compensation", True) and c.controller != "mpc" else None
         if not np.array_equal(self.estimator.base.independent, self.base.independent):
             raise ModelError("the estimator's base parameters differ from the controllers'")
+        # the MPC takes no refinement on information (parameter_gate's docstring), as the mpc node's gate
+        gate_options = {"refinement_variance": None} if c.controller == "mpc" else {}
+        gate_options.update(c.options.get("gate", {}))
         self.gate = ParameterGate(self.estimator.beta_nominal, window=c.gate_window,
                                   weighting=mass_matrix_weighting(model), friction_indices=friction_indices(self.base),
                                   plausibility=InertiaPlausibility(self.dynamics, self.estimator.beta_nominal),
-                                  **c.options.get("gate", {}))
+                                  **gate_options)
         self.consistent = ConsistentParameters(model, self.base)
         self.controller = self._controller()
         # computed torque and Slotine-Li take a new applied set over a ramp (the MPC's θ is checked first)
