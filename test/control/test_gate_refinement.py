@@ -60,7 +60,7 @@ def test_an_estimate_from_four_times_the_data_is_taken_on_its_covariance():
     assert decision.status == "accepted" and np.array_equal(gate.applied, beta2)
 
 
-@pytest.mark.parametrize("case", ["no covariance", "not twice the information", "predicts worse"])
+@pytest.mark.parametrize("case", ["no covariance", "not twice the information", "predicts worse", "turned off"])
 def test_a_refinement_without_the_information_or_the_prediction_is_not_taken(case):
     gate, Y, tau, P1 = gate_with_first_estimate_applied()
     beta2, P2 = fit(Y[:2000], tau[:2000])
@@ -69,6 +69,8 @@ def test_a_refinement_without_the_information_or_the_prediction_is_not_taken(cas
         P2 = None
     elif case == "not twice the information":
         P2 = P1 * (REFINEMENT_VARIANCE + 0.1)
+    elif case == "turned off":     # the MPC's gate (refinement_variance None): the 10 % test alone
+        gate.refinement_variance = None
     else:                          # the information, but off where the motion feels it: worse on the window
         beta2 = beta2 + np.array([0.0, 0.0, 0.0, 0.04])
     decision = judged(gate, Y, tau, beta2, P2)
