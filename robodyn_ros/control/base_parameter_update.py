@@ -181,7 +181,8 @@ class ConsistentWorker:
 
 class BaseParameterUpdate:
     """Gated base-parameter estimates for a controller on ``model`` with base parameters ``base`` (module
-    docstring). ``worker``: the :class:`ConsistentWorker` (default: one on ``model``)."""
+    docstring). ``worker``: the :class:`ConsistentWorker` (default: one on ``model``); ``refinement_variance``:
+    the gate's (:class:`~robodyn_ros.control.parameter_gate.ParameterGate`; None for the MPC)."""
 
     def __init__(self, model, base, cutoff=20.0, order=2, window=400, fresh=50, observe_period=OBSERVE_PERIOD,
                  payload_min_mass=0.05, consistent_period=0.5, consistent_latency=0.5, deterministic=False,
