@@ -96,7 +96,7 @@ class CommandGuard:
         """``False`` (and the fault written into ``status``) when any of ``arrays`` is not finite."""
         for name, x in arrays.items():
             x = np.asarray(x, dtype=float)
-            if not np.all(np.isfinite(x)):
+            if not np.isfinite(x).all():
                 bad = np.flatnonzero(~np.isfinite(x.reshape(-1)))
                 status.ok, status.fault = False, fault
                 status.message = f"{name} has non-finite entries at {bad.tolist()}: holding the last safe command"

@@ -96,8 +96,16 @@ class FourierTrajectory:
         return value[0] if t.ndim == 0 else value
 
     def evaluate(self, t):
-        """(q, v, a) at t, each (n,) for scalar t or (N, n) for t (N,)."""
-        return tuple(self.derivatives(t, r) for r in range(3))
+        """(q, v, a) at t, each (n,) for scalar t or (N, n) for t (N,): :meth:`derivatives` of orders 0, 1, 2
+        from one sine and cosine per harmonic (sin(x + π/2) = cos x, cos(x + π/2) = -sin x)."""
+        t = np.asarray(t, dtype=np.float64)
+        w = self.omega_f * np.arange(1, self.harmonics + 1)
+        angle = np.outer(np.atleast_1d(t), w)
+        s, c = np.sin(angle), np.cos(angle)
+        q = (s / w) @ self.a.T - (c / w) @ self.b.T + self.q0
+        v = c @ self.a.T + s @ self.b.T
+        a = (c * w) @ self.b.T - (s * w) @ self.a.T
+        return (q[0], v[0], a[0]) if t.ndim == 0 else (q, v, a)
 
     def sample(self, dt: float, periods: int = 1):
         """Uniform samples over ``periods`` periods: t (N,), q, v, a (N, n), t[-1] < periods * T."""

@@ -259,10 +259,18 @@ class AdaptiveLoop:
                                   weighting=mass_matrix_weighting(model), friction_indices=friction_indices(self.base),
                                   plausibility=InertiaPlausibility(self.dynamics, self.estimator.beta_nominal),
                                   **gate_options)
-        self.consistent = ConsistentParameters(model, self.base)
+        self._consistent = None     # built at the first estimate (an IPOPT problem: half a second)
         self.controller = self._controller()
         # computed torque and Slotine-Li take a new applied set over a ramp (the MPC's θ is checked first)
         self.blend = ParameterBlend(self.estimator.beta_nominal, c.blend_time) if c.controller != "mpc" else None
+
+    @property
+    def consistent(self):
+        """The :class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters` of the estimates, built
+        when first asked for (a loop that does not adapt never builds it)."""
+        if self._consistent is None:
+            self._consistent = ConsistentParameters(self.model, self.base)
+        return self._consistent
 
     def _robot_friction_update(self, q, effort):
         """A sample of the robot's friction compensation from ``effort`` (the answer to the last command); the
