@@ -51,8 +51,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 from scipy.stats import chi2
+
+from .dense_solves import cholesky_lower, cholesky_solve, lower_solve, median, spd_solve
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class BaseParameterEstimator:
 
     def _cholesky(self):
         if self._factor is None:
-            self._factor = scipy.linalg.cho_factor(self.A, lower=True, check_finite=False)
+            self._factor = cholesky_lower(self.A)
             self._P = None
         return self._factor
 
@@ -160,7 +161,7 @@ class BaseParameterEstimator:
         """The covariance ``A⁻¹`` (r, r) (computed once per update, when asked)."""
         factor = self._cholesky()
         if self._P is None:
-            self._P = scipy.linalg.cho_solve(factor, np.eye(self.beta0.size), check_finite=False)
+            self._P = cholesky_solve(factor, np.eye(self.beta0.size))
             self._P.setflags(write=False)
         return self._P
 
@@ -197,7 +198,7 @@ class BaseParameterEstimator:
         0.5 N m of noise told 0.02 N m raised 7 false payload alarms in 8 s)."""
         if self.fixed_sigma is None or self._e2 is None:
             return True
-        return bool(np.median(self._e2 / np.maximum(self.fixed_sigma, self.sigma_floor) ** 2) <= ratio ** 2)
+        return bool(median(self._e2 / np.maximum(self.fixed_sigma, self.sigma_floor) ** 2) <= ratio ** 2)
 
     @property
     def uncertainty(self):
@@ -218,15 +219,14 @@ class BaseParameterEstimator:
             self._t0 = float(t)
         self._t = float(t)
         e = tau - Y @ self.beta
-        L = self._cholesky()[0]
-        G = scipy.linalg.solve_triangular(L, Y.T, lower=True, check_finite=False)     # (r, m): Y P Yᵀ = Gᵀ G
+        G = lower_solve(self._cholesky(), Y.T)                                         # (r, m): Y P Yᵀ = Gᵀ G
         predicted = np.einsum("ij,ij->j", G, G)                                          # diag(Y P Yᵀ)
         extra = 0.0 if extra_variance is None else np.asarray(extra_variance, dtype=float)
         self._learn_sigma(e, dt, extra)
         s2 = np.maximum(self._s2, self.sigma_floor ** 2) + extra
         S = G.T @ G
         S.flat[::self.rows + 1] += s2
-        z = float(e @ np.linalg.solve(S, e)) / self.rows
+        z = float(e @ spd_solve(S, e)) / self.rows
         change = self._detect(z, predicted / s2, dt)
         if not change and z > self.outlier_threshold and self.armed:
             if self._outliers_since is None:
@@ -278,8 +278,8 @@ class BaseParameterEstimator:
     def _detect(self, z, relative_uncertainty, dt):
         """The change detector's statistic and decision (module docstring)."""
         w = 1.0 - np.exp(-dt / self.sigma_time) if dt > 0 else 0.0
-        median = max(float(np.median(relative_uncertainty)), 1e-300)
-        self._log_uncertainty += w * (np.log(median) - self._log_uncertainty)
+        middle = max(median(relative_uncertainty), 1e-300)
+        self._log_uncertainty += w * (np.log(middle) - self._log_uncertainty)
         if not self.armed:
             self._zbar = 1.0
             return False
@@ -319,7 +319,7 @@ class BaseParameterEstimator:
 
     def _solve(self):
         self._factor = None
-        self.beta = scipy.linalg.cho_solve(self._cholesky(), self._eta0 + self.eta_data, check_finite=False)
+        self.beta = cholesky_solve(self._cholesky(), self._eta0 + self.eta_data)
 
     def restore(self, beta):
         """Continue from the parameters ``beta`` (r,), keeping the information learnt (the covariance)."""

@@ -27,6 +27,7 @@ from scipy.stats import chi2
 from ..identification.base_parameters import smooth_sign
 from ..identification.batch_regressor import batch_regressor
 from ..identification.payload import PayloadChangeDetector
+from .dense_solves import spd_inverse
 
 
 def _default_rigid_regressor(model):
@@ -108,8 +109,9 @@ class RecursiveLeastSquares:
         """One measurement: Y (m, n), y (m,). Returns :class:`RlsUpdate`.
 
         One factorisation per update: ``S^-1`` (m, m; m <= 16 rows, so the explicit inverse of the small
-        SPD innovation covariance costs one LAPACK call) serves the normalised innovation, the gain
-        ``K = P Y^T S^-1`` and the covariance downdate ``P - K (P Y^T)^T``, which is done in place.
+        SPD innovation covariance costs one LAPACK call, :func:`~.dense_solves.spd_inverse`) serves the
+        normalised innovation, the gain ``K = P Y^T S^-1`` and the covariance downdate ``P - K (P Y^T)^T``, which
+        is done in place.
         (Its cost per update: docs/PERFORMANCE.md.)"""
         Y, y = np.atleast_2d(Y), np.atleast_1d(y)
         m = len(y)
@@ -118,7 +120,7 @@ class RecursiveLeastSquares:
         PYt = self.P @ Y.T
         S = Y @ PYt
         S.flat[::m + 1] += R
-        S_inv = np.linalg.inv(S)
+        S_inv = spd_inverse(S)
         Sinv_e = S_inv @ e
         nis = float(e @ Sinv_e)
         change = self.detector.update(nis, m) if self.detector is not None else False
@@ -135,7 +137,7 @@ class RecursiveLeastSquares:
             PYt = self.P @ Y.T
             S = Y @ PYt
             S.flat[::m + 1] += R
-            S_inv = np.linalg.inv(S)
+            S_inv = spd_inverse(S)
             Sinv_e = S_inv @ e
         K = PYt @ S_inv
         self.beta = self.beta + K @ e
