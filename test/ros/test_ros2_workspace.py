@@ -157,8 +157,18 @@ def lifecycle_state(env, node):
     return result.stdout.strip() or Attempt(result.stdout + result.stderr)
 
 
-def wait_active(env, nodes, timeout=START):
-    """``ros2 lifecycle get`` says ``active [3]`` of every node in ``nodes`` (within ``timeout`` s each)."""
+def wait_active(env, nodes, runs, timeout=START):
+    """``ros2 lifecycle get`` says ``active [3]`` of every node in ``nodes`` (within ``timeout`` s each), asked
+    once each node's own ``configured for`` line is in the output of ``runs`` (:class:`cli.Launched`): a
+    ``ros2`` call costs a second or two of CPU, which asking while the nodes still import would take from them."""
+    def configured():
+        text = "".join(run.output() for run in runs)
+        missing = [node for node in nodes if f"[{node}]: configured for" not in text]
+        if missing:
+            time.sleep(0.2)        # the interval between two reads of the log files
+        return not missing or Attempt(missing)
+    until(configured, timeout, f"{', '.join(nodes)} configured")
+
     def attempt(node):
         state = lifecycle_state(env, node)
         return state == "active [3]" or Attempt(state)
@@ -388,7 +398,7 @@ def test_simulation_launch_for_panda_with_the_readme_verbs(workspace, domain, tm
     try:
         with cli.Launched(launch_command("simulation", robot="panda"), env, log_path=str(tmp_path / "launch.log"),
                           cwd=root) as run:
-            wait_active(env, NODES["simulation"])
+            wait_active(env, NODES["simulation"], [run])
             node_names(env, NODES["simulation"])
             for node in NODES["simulation"]:       # the guide's node table, with the types
                 subscribed, published = node_topics(env, node, *TABLE[node])
@@ -443,7 +453,7 @@ def test_simulation_launch_for_ur5_and_iiwa_stops_on_a_signal_to_ros2_launch(wor
     try:
         with cli.Launched(launch_command("simulation", robot=robot), env, log_path=str(tmp_path / "launch.log"),
                           cwd=root) as run:
-            wait_active(env, NODES["simulation"])
+            wait_active(env, NODES["simulation"], [run])
             node_names(env, NODES["simulation"])
             assert parameters(env, "simulator")["robot"] == robot      # the launch argument reached the nodes
             print(f"{robot}: {flowing(listener)}")
@@ -465,7 +475,7 @@ def test_robot_launch_beside_ros2_run_simulator(workspace, domain, tmp_path):
                           log_path=str(tmp_path / "simulator.log"), cwd=root) as simulator, \
                 cli.Launched(launch_command("robot", robot="panda"), env, log_path=str(tmp_path / "launch.log"),
                              cwd=root) as run:
-            wait_active(env, NODES["robot"] + ("simulator",))
+            wait_active(env, NODES["robot"] + ("simulator",), [simulator, run])
             node_names(env, NODES["robot"] + ("simulator",))
             assert parameters(env, "inverse_dynamics")["state_timeout"] == 0.01
             print(f"robot launch and ros2 run simulator: {flowing(listener)}")
@@ -493,7 +503,7 @@ def test_ros2_run_each_node_with_its_parameter_file(workspace, domain, tmp_path)
         for kind in kinds:
             runs[kind] = cli.Launched([*shlex.split(line.replace(" simulator ", f" {kind} ")), *extra.get(kind, [])],
                                       env, log_path=str(tmp_path / f"{kind}.log"), cwd=root)
-        wait_active(env, kinds)
+        wait_active(env, kinds, runs.values())
         node_names(env, kinds)
         print(f"ros2 run of every node: {flowing(listener)}")
         assert "/mpc/solution" in dict(node_topics(env, "mpc")[1])
@@ -528,7 +538,7 @@ def test_identification_launch_records_a_bag_that_robodyn_identify_reads(workspa
     try:
         with cli.Launched(launch_command("identification", robot="panda", bag=bag, trajectory=trajectory), env,
                           log_path=str(tmp_path / "launch.log"), cwd=root) as run:
-            wait_active(env, NODES["identification"])
+            wait_active(env, NODES["identification"], [run])
             node_names(env, NODES["identification"])
             dumped = parameters(env, "inverse_dynamics")
             assert (dumped["reference"], dumped["trajectory_file"], dumped["use_estimates"]) == \
@@ -563,7 +573,7 @@ def test_ros2_launch_after_a_plain_pip_install(domain, tmp_path):
     assert sorted(listed[1::2]) == ["estimator", "inverse_dynamics", "mpc", "robodyn", "simulator"], listed
     with cli.Launched(["ros2", "launch", "robodyn_ros", "simulation.launch.py"], env,
                       log_path=str(tmp_path / "launch.log"), cwd=tmp_path) as run:
-        wait_active(env, NODES["simulation"])
+        wait_active(env, NODES["simulation"], [run])
         node_names(env, NODES["simulation"])
         seconds = stopped_cleanly(run, "ctrl_c", NODES["simulation"])
         print(f"Ctrl-C: every process ended {seconds:.2f} s after the signal")
