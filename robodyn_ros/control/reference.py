@@ -110,28 +110,29 @@ def clip_reference(model, q, v, a, margin=0.0, warn=True, stacklevel=3):
 
 class FourierSampler:
     """``(q_d, v_d, a_d)`` (nv,) of a :class:`FourierTrajectory` at one time ``t`` with one ``sin`` and one
-    ``cos`` call for all three orders (FourierTrajectory.evaluate makes three calls of ``derivatives``, each
-    building its basis: ~110 us per sample at 1 kHz, this ~15 us). Same formula, eq. of
-    :func:`robodyn_ros.identification.exciting_trajectory._harmonic_basis`: with w_k = w_f k and phase r pi / 2,
+    ``cos`` of the K harmonics' angles for all three orders, the per-sample path of the nodes at 1 kHz. Same
+    formula as :meth:`~robodyn_ros.identification.exciting_trajectory.FourierTrajectory.evaluate`: with w_k = w_f k, s_k = sin(w_k t), c_k = cos(w_k t),
 
-        q^(r)(t) = sum_k w_k^(r-1) [sin(w_k t + r pi/2) a_jk - cos(w_k t + r pi/2) b_jk]  (+ q0 for r = 0),
+        q = Σ_k (s_k a_k - c_k b_k) / w_k + q0,   q̇ = Σ_k c_k a_k + s_k b_k,   q̈ = Σ_k w_k (c_k b_k - s_k a_k),
 
-    evaluated as one (3, K) basis times a^T, b^T (K, n); equal to ``evaluate`` to rounding (test_node_fast_paths)."""
+    with the sums as (K,) rows times aᵀ, bᵀ (K, n); equal to ``evaluate`` to rounding (test_node_fast_paths)."""
 
     def __init__(self, trajectory):
         K = trajectory.harmonics
-        w = trajectory.omega_f * np.arange(1, K + 1)
-        self.w = w
-        self.phase = (np.arange(3.0) * np.pi / 2)[:, None]           # (3, 1)
-        self.scale = np.stack([w ** (r - 1) for r in range(3)])       # (3, K)
+        self.w = trajectory.omega_f * np.arange(1, K + 1)
         self.aT, self.bT = trajectory.a.T.copy(), trajectory.b.T.copy()
         self.q0 = trajectory.q0
         self.has_b = bool(np.any(trajectory.b))
 
     def evaluate(self, t):
-        angle = t * self.w + self.phase                                # (3, K)
-        value = (np.sin(angle) * self.scale) @ self.aT
+        angle = t * self.w
+        s, c = np.sin(angle), np.cos(angle)
+        w = self.w
+        q = (s / w) @ self.aT + self.q0
+        v = c @ self.aT
+        a = -(s * w) @ self.aT
         if self.has_b:
-            value -= (np.cos(angle) * self.scale) @ self.bT
-        value[0] += self.q0
-        return value[0], value[1], value[2]
+            q -= (c / w) @ self.bT
+            v += s @ self.bT
+            a += (c * w) @ self.bT
+        return q, v, a
