@@ -111,7 +111,8 @@ def clip_reference(model, q, v, a, margin=0.0, warn=True, stacklevel=3):
 class FourierSampler:
     """``(q_d, v_d, a_d)`` (nv,) of a :class:`FourierTrajectory` at one time ``t`` with one ``sin`` and one
     ``cos`` of the K harmonics' angles for all three orders, the per-sample path of the nodes at 1 kHz. Same
-    formula as :meth:`~robodyn_ros.identification.exciting_trajectory.FourierTrajectory.evaluate`: with w_k = w_f k, s_k = sin(w_k t), c_k = cos(w_k t),
+    formula as :meth:`~robodyn_ros.identification.exciting_trajectory.FourierTrajectory.evaluate`: with
+    w_k = w_f k, s_k = sin(w_k t), c_k = cos(w_k t),
 
         q = Σ_k (s_k a_k - c_k b_k) / w_k + q0,   q̇ = Σ_k c_k a_k + s_k b_k,   q̈ = Σ_k w_k (c_k b_k - s_k a_k),
 
