@@ -3,8 +3,9 @@
 At one update per joint state (1 kHz) the wrappers of ``scipy.linalg`` and ``numpy.linalg`` (argument checks,
 batching, LU where the matrix is symmetric positive definite) cost more than the factorisations of the
 estimators' matrices themselves (r x r information matrices, r about 50-90; innovation covariances of at most
-16 rows): measured on the Panda's base-parameter update, 332 µs a joint state through ``scipy.linalg`` and
-``numpy.median``, 214 µs through these (the same LAPACK routines, the same estimate)."""
+16 rows): the Panda's estimator step 157 µs a joint state through these against 247 µs through
+``scipy.linalg``, ``numpy.linalg`` and ``numpy.median``, the same estimate (``benchmarks/estimator_update.py``,
+docs/PERFORMANCE.md)."""
 from __future__ import annotations
 
 import numpy as np
