@@ -39,7 +39,8 @@ def sensor_wrench_regressor_function(model, link):
 class SensorWrenchRegressor:
     """``Y_b(q, v, a)`` (6, 10) of the sensor at ``link`` (module docstring); ``compiled``: generate C
     (cached) and call it through its C entry point (:class:`~robodyn_ros.kernels.compiled_functions.DirectCall`:
-    3 µs a call where CasADi's call of the same compiled function takes 28-31), else evaluate with CasADi's virtual machine."""
+    3 µs a call where CasADi's call of the same compiled function takes 28-31), else evaluate with CasADi's
+    virtual machine."""
 
     def __init__(self, model, link, compiled=True):
         if model.body_index(link) < 0:
