@@ -5,7 +5,7 @@ nodes from another checkout (``DIR`` first on PYTHONPATH: the anchor, e.g. a ``g
 commit) are measured in turn, A B A B, and the ratios printed pair by pair.
 
     python benchmarks/node_cpu.py                                  # this checkout, 2 runs
-    git worktree add /tmp/before <commit> && python benchmarks/node_cpu.py --vs /tmp/before --runs 3
+    git worktree add ../before <commit> && python benchmarks/node_cpu.py --vs ../before --runs 3
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.errors import ModelError
-from ..identification.exciting_trajectory import FourierTrajectory
+from ..identification.exciting_trajectory import FourierTrajectory, fourier_qva
 
 
 class ReferenceClippedWarning(UserWarning):
@@ -109,31 +109,16 @@ def clip_reference(model, q, v, a, margin=0.0, warn=True, stacklevel=3):
 
 
 class FourierSampler:
-    """``(q_d, v_d, a_d)`` (nv,) of a :class:`FourierTrajectory` at one time ``t`` with one ``sin`` and one
-    ``cos`` of the K harmonics' angles for all three orders, the per-sample path of the nodes at 1 kHz. Same
-    formula as :meth:`~robodyn_ros.identification.exciting_trajectory.FourierTrajectory.evaluate`: with
-    w_k = w_f k, s_k = sin(w_k t), c_k = cos(w_k t),
-
-        q = Σ_k (s_k a_k - c_k b_k) / w_k + q0,   q̇ = Σ_k c_k a_k + s_k b_k,   q̈ = Σ_k w_k (c_k b_k - s_k a_k),
-
-    with the sums as (K,) rows times aᵀ, bᵀ (K, n); equal to ``evaluate`` to rounding (test_node_fast_paths)."""
+    """``(q_d, v_d, a_d)`` (nv,) of a :class:`FourierTrajectory` at one time ``t``, the per-sample path of the
+    nodes at 1 kHz: :func:`~robodyn_ros.identification.exciting_trajectory.fourier_qva` with the pulsations and
+    the transposed coefficients prepared once (and no cosine terms for a trajectory whose b is zero, as the
+    nodes' generator's); equal to ``evaluate`` to rounding (test_node_fast_paths)."""
 
     def __init__(self, trajectory):
-        K = trajectory.harmonics
-        self.w = trajectory.omega_f * np.arange(1, K + 1)
-        self.aT, self.bT = trajectory.a.T.copy(), trajectory.b.T.copy()
+        self.w = trajectory.omega_f * np.arange(1, trajectory.harmonics + 1)
+        self.aT = trajectory.a.T.copy()
+        self.bT = trajectory.b.T.copy() if np.any(trajectory.b) else None
         self.q0 = trajectory.q0
-        self.has_b = bool(np.any(trajectory.b))
 
     def evaluate(self, t):
-        angle = t * self.w
-        s, c = np.sin(angle), np.cos(angle)
-        w = self.w
-        q = (s / w) @ self.aT + self.q0
-        v = c @ self.aT
-        a = -(s * w) @ self.aT
-        if self.has_b:
-            q -= (c / w) @ self.bT
-            v += s @ self.bT
-            a += (c * w) @ self.bT
-        return q, v, a
+        return fourier_qva(t, self.w, self.aT, self.bT, self.q0)

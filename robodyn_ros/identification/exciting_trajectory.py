@@ -97,15 +97,9 @@ class FourierTrajectory:
 
     def evaluate(self, t):
         """(q, v, a) at t, each (n,) for scalar t or (N, n) for t (N,): :meth:`derivatives` of orders 0, 1, 2
-        from one sine and cosine per harmonic (sin(x + π/2) = cos x, cos(x + π/2) = -sin x)."""
-        t = np.asarray(t, dtype=np.float64)
-        w = self.omega_f * np.arange(1, self.harmonics + 1)
-        angle = np.outer(np.atleast_1d(t), w)
-        s, c = np.sin(angle), np.cos(angle)
-        q = (s / w) @ self.a.T - (c / w) @ self.b.T + self.q0
-        v = c @ self.a.T + s @ self.b.T
-        a = (c * w) @ self.b.T - (s * w) @ self.a.T
-        return (q[0], v[0], a[0]) if t.ndim == 0 else (q, v, a)
+        (:func:`fourier_qva`)."""
+        return fourier_qva(np.asarray(t, dtype=np.float64), self.omega_f * np.arange(1, self.harmonics + 1),
+                           self.a.T, self.b.T, self.q0)
 
     def sample(self, dt: float, periods: int = 1):
         """Uniform samples over ``periods`` periods: t (N,), q, v, a (N, n), t[-1] < periods * T."""
@@ -118,6 +112,27 @@ class FourierTrajectory:
     @classmethod
     def from_dict(cls, data: dict) -> FourierTrajectory:
         return cls(q0=data["q0"], a=data["a"], b=data["b"], period=data["period"])
+
+
+def fourier_qva(t, w, aT, bT, q0):
+    """``(q, v, a)`` of the Fourier series (module docstring) from one sine and one cosine per harmonic (the
+    derivatives of orders 0, 1, 2 with sin(x + π/2) = cos x, cos(x + π/2) = -sin x): with s_k = sin(w_k t),
+    c_k = cos(w_k t),
+
+        q = Σ_k (s_k a_k - c_k b_k) / w_k + q0,   q̇ = Σ_k c_k a_k + s_k b_k,   q̈ = Σ_k w_k (c_k b_k - s_k a_k).
+
+    ``t``: a time, (n,) results, or times (N,), (N, n) results; ``w`` (K,) the harmonics' pulsations; ``aT``,
+    ``bT`` (K, n) the coefficients transposed (``bT`` None: all zero); ``q0`` (n,)."""
+    angle = np.multiply.outer(t, w)
+    s, c = np.sin(angle), np.cos(angle)
+    q = (s / w) @ aT + q0
+    v = c @ aT
+    a = -(s * w) @ aT
+    if bT is not None:
+        q = q - (c / w) @ bT
+        v = v + s @ bT
+        a = a + (c * w) @ bT
+    return q, v, a
 
 
 def _harmonic_basis(t: np.ndarray, harmonics: int, omega_f: float, order: int):
