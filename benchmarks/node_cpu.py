@@ -20,15 +20,9 @@ NODES = ("simulator", "inverse_dynamics", "estimator")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def cpu_seconds(pid):
-    """User + system CPU seconds of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measure(source, settle, window):
     """{node: cores used} of the three nodes started from the checkout ``source``."""
+    from robodyn_ros.benchmarks.process_stats import cpu_seconds
     from robodyn_ros.ros.testing import isolated_ros_domain
     with isolated_ros_domain():
         env = dict(os.environ, PYTHONPATH=source, OPENBLAS_NUM_THREADS="1")
