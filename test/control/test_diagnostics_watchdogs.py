@@ -143,7 +143,9 @@ def test_control_loop_says_why_no_base_parameter_estimate_is_applied():
         assert loop.apply_base_parameters(beta, P) == "unconverged"          # judged after a window of motion
         assert "of the 400 samples observed before a first estimate is judged" in loop.status()[1], loop.status()[1]
         state = closed_loop(loop, plant, kernels, state, 2.6, effort_noise=0.05, rng=rng)
-        assert loop.apply_base_parameters(beta, P) == "accepted", loop.base_update.gate.last_reason
+        worker = loop.base_update.worker
+        assert loop.apply_base_parameters(beta, P) == "accepted", (loop.base_update.gate.last_reason, worker.fits,
+                                                                   worker.failures, worker.last_failure)
         assert loop.status()[:2] == ("OK", "controlling"), loop.status()[1]
         # the accepted set enters the law over base_parameters.blend_time (0.5 s), from the nominal one
         applied, nominal, t_switch = loop.base_update.gate.applied, loop.base_update.beta_nominal, loop.base_update.t
