@@ -11,7 +11,7 @@ rate), weighed by
 the nominal ``M(q_f)⁻¹``: an estimate is applied only once it has predicted samples it never saw better than
 the parameters in use and than the nominal model. What it offers is the closest physically consistent
 parameter set reproducing the estimate (:class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters`,
-0.1-0.8 s of IPOPT), fitted by a :class:`ConsistentWorker` thread (CasADi releases the GIL: the control loop
+tens of milliseconds of IPOPT on the bundled arms), fitted by a :class:`ConsistentWorker` thread (CasADi releases the GIL: the control loop
 runs on) to the estimate every ``consistent_period`` s of joint-state time; a fit submitted at time ``t``
 is offered from ``t + consistent_latency`` on. With ``deterministic`` (simulated time in lockstep, where the
 simulation waits for the controller) the loop waits for that fit if it is not finished by then, so the same
