@@ -11,8 +11,8 @@ rate), weighed by
 the nominal ``M(q_f)⁻¹``: an estimate is applied only once it has predicted samples it never saw better than
 the parameters in use and than the nominal model. What it offers is the closest physically consistent
 parameter set reproducing the estimate (:class:`~robodyn_ros.control.consistent_parameters.ConsistentParameters`,
-tens of milliseconds of IPOPT on the bundled arms), fitted by a :class:`ConsistentWorker` thread (CasADi releases the GIL: the control loop
-runs on) to the estimate every ``consistent_period`` s of joint-state time; a fit submitted at time ``t``
+tens of milliseconds of IPOPT on the bundled arms), fitted by a :class:`ConsistentWorker` thread (CasADi releases
+the GIL: the control loop runs on) to the estimate every ``consistent_period`` s of joint-state time; a fit submitted at time ``t``
 is offered from ``t + consistent_latency`` on. With ``deterministic`` (simulated time in lockstep, where the
 simulation waits for the controller) the loop waits for that fit if it is not finished by then, so the same
 run gives the same decisions whatever the machine's load; otherwise it offers the newest finished fit.
