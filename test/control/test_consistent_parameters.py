@@ -49,7 +49,11 @@ def objective(model, base, pi_full, beta_hat, P):
 
 
 @pytest.mark.parametrize("robot,seed", [("panda", 0), ("ur5", 1)])
-def test_the_fit_is_at_least_as_good_as_the_batch_formulation_from_the_same_start(robot, seed):
+def test_the_fit_comes_within_3_percent_of_the_batch_formulations_minimum(robot, seed):
+    """The objective is convex in the full parameters over the consistent set, so both formulations aim at one
+    minimum; IPOPT ends each a little short of it in its own way (the batch's tolerance is 1e-12, the online fit's
+    1e-10 with a warm start in use). A formulation that is not the objective (P⁻¹ read wrongly) ends orders of
+    magnitude above it."""
     model = bundled(robot)
     plant = load_plant(f"perturbed:{seed}", model)
     base = compute_base_parameters(model, coulomb_width=plant.coulomb_width)
