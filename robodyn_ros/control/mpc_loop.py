@@ -367,7 +367,7 @@ class MpcLoop:
     def diagnostic_values(self, solution):
         values = {"solve_time_ms": solution.solve_time * 1e3, "iterations": solution.iterations,
                   "status": solution.status, "solver_status": solution.solver_status, "solves": self.solves,
-                  "fallbacks": self.fallbacks,
+                  "fallbacks": self.fallbacks, "build": self.mpc.build,
                   "reference_t0": "" if self.t0 is None else f"{self.t0:.6f}",     # a stamp: more than 9 digits
                   **(self.output.diagnostic_values() if self.output is not None else {}),
                   **self.tracking.values()}

@@ -55,6 +55,13 @@ def solution_to_array(t_state, solution):
                            solution.K.ravel(), [solution.omitted]])
 
 
+BUILD_LINES = {   # the log line of each stage of the MPC's first build (BackgroundController.build)
+    "building": "MPC building its compiled functions: gravity compensation meanwhile",
+    "quick": "MPC serving from its quick (unoptimised) build; the optimised build runs at low priority",
+    "optimised": "MPC serving from its optimised build",
+    "failed": "MPC build failed: gravity compensation only",
+}
+
 class MpcNode(RobodynNode):
     kind = "mpc"
 
@@ -150,6 +157,12 @@ class MpcNode(RobodynNode):
         self.solve_time_pub.publish(Float64(data=float(solution.solve_time)))
 
     def _publish_diagnostics(self):
+        stage = (self.mpc.build, self.mpc.error)
+        if getattr(self, "_build_logged", None) != stage:
+            self._build_logged = stage
+            line = BUILD_LINES[self.mpc.build] if self.mpc.error is None else \
+                f"{BUILD_LINES[self.mpc.build].split(';')[0]}; the build failed: {self.mpc.error}"
+            (self.get_logger().info if self.mpc.error is None else self.get_logger().error)(line)
         if not self.active or self.loop.solution is None:
             return
         t, solution = self.loop.solution

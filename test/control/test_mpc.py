@@ -1,9 +1,10 @@
 """MPC tests on the Panda (fingers locked), closed loop on OUR forward dynamics (ABA + friction, RK4 at
 1 kHz, ``τ = τ_ff + K (x - x_pred)`` between solves). The problem functions run in CasADi's virtual
-machine here (gcc runs in one test only: a build cancelled while it compiles); the compiled path is the
-benchmark's (robodyn bench mpc).
+machine here (gcc runs in the tests of the first build only: cancelled while it compiles, quick then
+optimised, the compilers' flags and niceness); the compiled path is the benchmark's (robodyn bench mpc).
 """
 import os
+import sys
 import time
 
 import numpy as np
@@ -463,6 +464,77 @@ def test_closing_a_background_controller_mid_build_kills_the_compiler_and_caches
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == []
     sol = ctl.solve(HOME, np.zeros(7), ConstantReference(HOME))
     assert sol.status == "fallback_gravity" and np.all(np.isfinite(sol.tau_ff))
+
+
+def test_a_first_build_serves_a_quick_controller_until_the_optimised_one_takes_over(panda, tmp_path, monkeypatch):
+    """From an empty cache: the unoptimised build serves first, the optimised one (built beside it) takes over
+    at a solve with the quick one's parameters and warm start: its next solve is the quick one's (same
+    problem, same linearisation point; only the compilers' rounding differs), which a cold start is not."""
+    from robodyn_ros.control.mpc import BackgroundController
+    from robodyn_ros.control.mpc.compile_cache import optimised_ocp_ready
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
+    config = MPCConfig(horizon=3, dt=0.0173, solver="rti", compiled=True, time_limit=60)   # a problem of its own
+    assert not optimised_ocp_ready(panda, config)
+    pi = panda.inertial_parameters()
+    pi[-10:] += payload_parameters()
+    ctl = BackgroundController(panda, config, nice=0)     # not niced: this test's time, not the machine's load
+    ctl.set_inertial_parameters(pi)
+    deadline = time.monotonic() + 300.0
+    while not ctl.ready:
+        assert ctl.error is None and time.monotonic() < deadline, ctl.error
+        time.sleep(0.02)
+    assert ctl.build == "quick"
+    quick = ctl.controller
+    ref = QuinticTrajectory(HOME, HOME + 0.3, 0.5)
+    q, v = HOME + 0.01, np.full(7, 0.02)
+    for k in range(3):
+        assert ctl.solve(q, v, ref, k * config.dt).status == "rti"
+    assert ctl.wait(600) and ctl.finished and ctl.error is None
+    assert ctl.build == "quick" and ctl.controller is quick          # built, taking over at the next solve
+    t = 3 * config.dt
+    taken = ctl.solve(q, v, ref, t)
+    assert ctl.build == "optimised" and ctl.controller is not quick and taken.status == "rti"
+    assert_close(ctl.controller.theta[:pi.size], pi, rtol=0)             # the parameters came along
+    same = quick.solve(q, v, ref, t)                                     # the quick one from the same state
+    assert_close(taken.tau_ff, same.tau_ff, rtol=1e-6, atol=1e-6)
+    assert_close(taken.K, same.K, rtol=1e-6, atol=1e-6)
+    cold = ModelPredictiveController(panda, config)
+    cold.set_parameters(ctl.controller.theta)
+    assert np.abs(cold.solve(q, v, ref, t).tau_ff - taken.tau_ff).max() > 1e-3     # the warm start matters
+    assert optimised_ocp_ready(panda, config)
+    libraries = [p.name for p in tmp_path.iterdir() if p.name.startswith("casadi_") and p.name.endswith(".so")]
+    assert len(libraries) == 2, libraries                                # the quick and the optimised
+
+
+def test_a_quick_build_compiles_unoptimised_and_a_niced_build_runs_its_compilers_niced(tmp_path, monkeypatch):
+    """compile_casadi_library's ``quick`` (every unit at -O0, a library of its own) and ``nice`` (the compiler
+    processes' niceness), seen by a compiler wrapper that records its arguments and its niceness."""
+    from robodyn_ros.kernels.compiled_functions import QUICK_FLAGS, cached_library, compile_casadi_library
+    monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path / "cache"))
+    record = tmp_path / "calls.txt"
+    wrapper = tmp_path / "cc.py"
+    wrapper.write_text("import os, subprocess, sys\n"
+                       f"open({str(record)!r}, 'a').write(f'{{os.nice(0)}} {{\" \".join(sys.argv[1:])}}\\n')\n"
+                       "sys.exit(subprocess.call(['gcc'] + sys.argv[1:]))\n")
+    monkeypatch.setenv("CC", f"{sys.executable} {wrapper}")
+    x = ca.SX.sym("x", 3)
+
+    def functions():
+        return [[ca.Function("f_quick_test", [x], [ca.sin(x) * x])], [ca.Function("g_quick_test", [x], [x * x])]]
+    quick = compile_casadi_library(functions, "quick-test", quick=True)
+    optimised = compile_casadi_library(functions, "quick-test", nice=7)
+    assert quick != optimised and cached_library("quick-test") == optimised
+    assert cached_library("quick-test", flags=QUICK_FLAGS) == quick
+    compiles = [line.split() for line in record.read_text().splitlines() if " -c " in line]
+    assert len(compiles) == 4, compiles                                  # two units per library
+    base = os.nice(0)
+    for niceness, *args in compiles[:2]:                                 # quick: -O0, not niced
+        assert int(niceness) == base and "-O0" in args and "-O2" not in args and "-march=native" not in args
+    for niceness, *args in compiles[2:]:                                 # optimised: -O2 -march=native, niced
+        assert int(niceness) == min(base + 7, 19) and "-O2" in args and "-march=native" in args
+    for lib, name in ((quick, "f_quick_test"), (optimised, "f_quick_test")):
+        assert_close(np.asarray(ca.external(name, lib)([0.1, 0.2, 0.3])).ravel(), np.sin([0.1, 0.2, 0.3]) *
+                     np.array([0.1, 0.2, 0.3]), rtol=1e-12)
 
 
 def test_stage_jacobians_on_threads_give_the_same_solution(panda):

@@ -7,9 +7,10 @@ import threading
 import numpy as np
 
 from ...dynamics.rnea import rnea
-from ...kernels.compiled_functions import cancellable
+from ...kernels.compiled_functions import BuildCancelled, cancellable
 from ..command_guard import effort_bounds
 from .config import MPCConfig, parameter_vector, replace_inertial_parameters, split_parameters
+from .compile_cache import optimised_ocp_ready
 from .controller import ModelPredictiveController
 from .solution import gravity_solution
 
@@ -23,35 +24,70 @@ class BackgroundController:
     names the error in the solver status (:attr:`error`). :meth:`close` cancels a build still running
     (its compiler processes killed, nothing cached).
 
+    Compiled functions that are not in the cache are built twice: first unoptimised (``quick``, about five
+    times less compiler time), which the controller serves as soon as it is built, then optimised beside
+    it with the compilers at niceness ``nice`` (19, the lowest CPU priority: the cores stay the running
+    nodes'); the optimised controller takes over (:meth:`~.controller.ModelPredictiveController.take_over`:
+    parameters and warm start) at the next ``prepare`` or ``solve``. :attr:`build` says which serves:
+    ``building``, ``quick``, ``optimised`` or ``failed`` (nothing built: the error in :attr:`error`; an
+    optimised build that fails names its error there too and leaves the quick one serving).
+
     ``solve``, ``prepare``, ``set_parameters``, ``set_inertial_parameters``, ``theta``, ``tau_max``,
     ``config`` and ``gravity(q)`` as the controller's."""
 
-    def __init__(self, model, config=None, **options):
+    def __init__(self, model, config=None, nice=19, **options):
         self.model = model
+        self.nice = int(nice)
         self.config = config or MPCConfig(**options)
         self.tau_max = effort_bounds(model)
         self.theta = parameter_vector(model)
         self.controller = None
         self.error = None
+        self.build = "building"
+        self._pending = None                # the optimised controller, until it takes over
         self._lock = threading.Lock()
         self._cancel = threading.Event()
         self._thread = threading.Thread(target=self._build, name="mpc-build", daemon=True)
         self._thread.start()
 
     def _build(self):
+        quick = self.config.compiled and not optimised_ocp_ready(self.model, self.config)
         try:
             with cancellable(self._cancel):
-                controller = ModelPredictiveController(self.model, self.config)
+                if quick:
+                    self._install(ModelPredictiveController(self.model, self.config, quick=True), "quick")
+                controller = ModelPredictiveController(self.model, self.config, nice=self.nice if quick else 0)
         except Exception as err:                                  # noqa: BLE001 - reported, fallback kept
-            self.error = f"{type(err).__name__}: {err}"
+            if not isinstance(err, BuildCancelled) or self.controller is None:
+                self.error = f"{type(err).__name__}: {err}"
+            if self.controller is None:
+                self.build = "failed"
             return
+        self._install(controller, "optimised")
+
+    def _install(self, controller, build):
         with self._lock:
-            controller.set_parameters(self.theta)
-            self.controller = controller
+            if self.controller is None:
+                controller.set_parameters(self.theta)
+                self.controller, self.build = controller, build
+            else:
+                self._pending = controller
+
+    def _take_pending(self):
+        """The optimised controller takes over from the quick one (in the thread that solves)."""
+        if self._pending is not None:
+            with self._lock:
+                self._pending.take_over(self.controller)
+                self.controller, self._pending, self.build = self._pending, None, "optimised"
 
     @property
     def ready(self):
         return self.controller is not None
+
+    @property
+    def finished(self):
+        """The build has ended (both builds, when the first was quick)."""
+        return not self._thread.is_alive()
 
     def close(self, timeout=10.0):
         """Cancel the build if it is still running and wait for its thread (at most ``timeout`` s; the
@@ -90,9 +126,11 @@ class BackgroundController:
                           dtype=float).reshape(-1) + p.offset
 
     def prepare(self, reference, t, x_guess=None):
+        self._take_pending()
         return self.controller.prepare(reference, t, x_guess) if self.controller is not None else 0.0
 
     def solve(self, q, v, reference, t=0.0):
+        self._take_pending()
         if self.controller is not None:
             return self.controller.solve(q, v, reference, t)
         q = np.nan_to_num(np.asarray(q, dtype=float))

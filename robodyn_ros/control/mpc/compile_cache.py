@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import casadi as ca
 
-from ...kernels.compiled_functions import compile_casadi_library
+from ...kernels.compiled_functions import cached_library, compile_casadi_library
 from .config import problem_key
 from .ocp import OCPFunctions
 from .stage import StageFunctions, inverse_dynamics_function, prediction_model
@@ -23,17 +23,21 @@ _UNITS = (("rti_prepare", "step_linearized"), ("riccati_factor",),
           ("riccati_feedback", "step", "step_adjoint", "dynamics", "inverse_dynamics", "gravity"))
 
 
-def compiled_ocp(model, config):
+def _library_key(model, config):
+    return "|".join(["mpc", model.fingerprint(), problem_key(config)])
+
+
+def compiled_ocp(model, config, quick=False, nice=0):
     """:class:`~.ocp.OCPFunctions` whose functions are compiled C. From the cache nothing is traced: the
     stage functions are loaded from the library and the problem level is built on them, so that the NLP
     of fatrop/ipopt calls them in this library instead of holding its own copy. ``inverse_dynamics`` is
-    traced for the problem level, which differentiates through it, and loaded afterwards."""
-    key = "|".join(["mpc", model.fingerprint(), problem_key(config)])
-
+    traced for the problem level, which differentiates through it, and loaded afterwards. ``quick`` and
+    ``nice``: :func:`~robodyn_ros.kernels.compiled_functions.compile_casadi_library`'s."""
     def traced():
         ocp = OCPFunctions(model, config)
         return [[getattr(ocp, n) for n in unit] for unit in _UNITS]
-    library = compile_casadi_library(traced, key, label="MPC functions")
+    library = compile_casadi_library(traced, _library_key(model, config), label="MPC functions" + (
+        " (quick build, unoptimised)" if quick else ""), quick=quick, nice=nice)
     stage = StageFunctions(inverse_dynamics=inverse_dynamics_function(model, config.coulomb_smoothing),
                            **{attribute: ca.external(name, library) for attribute, name in _STAGE.items()})
     ocp = OCPFunctions(model, config, stage, library)
@@ -45,13 +49,26 @@ def compiled_ocp(model, config):
 _OCP_CACHE = {}
 
 
-def ocp_functions(model, config):
+def ocp_functions(model, config, quick=False, nice=0):
     """The :class:`~.ocp.OCPFunctions` of ``model`` and ``config`` (compiled when ``config.compiled``),
     shared between controllers of the same model and problem in this process (building them traces the
     dynamics and takes seconds; the functions are immutable and parameters enter through ``p``). The
-    prediction model is ``model`` with the stiff joints' damping implicit (:func:`~.stage.prediction_model`)."""
+    prediction model is ``model`` with the stiff joints' damping implicit (:func:`~.stage.prediction_model`).
+    ``quick``: compiled unoptimised (a library of its own); ``nice``: the compilers' niceness
+    (:func:`compiled_ocp`)."""
     model = prediction_model(model, config)
-    key = (model.fingerprint(), problem_key(config))
+    quick = bool(quick and config.compiled)
+    key = (model.fingerprint(), problem_key(config), quick)
     if key not in _OCP_CACHE:
-        _OCP_CACHE[key] = compiled_ocp(model, config) if config.compiled else OCPFunctions(model, config)
+        _OCP_CACHE[key] = compiled_ocp(model, config, quick, nice) if config.compiled else \
+            OCPFunctions(model, config)
     return _OCP_CACHE[key]
+
+
+def optimised_ocp_ready(model, config):
+    """Whether the optimised (not quick) OCP functions of ``model`` and ``config`` load without compiling:
+    already in this process, not compiled (``config.compiled`` false), or in the disk cache."""
+    model = prediction_model(model, config)
+    if not config.compiled or (model.fingerprint(), problem_key(config), False) in _OCP_CACHE:
+        return True
+    return cached_library(_library_key(model, config)) is not None

@@ -44,13 +44,14 @@ class ModelPredictiveController:
     ``solve(q, v, reference, t)`` returns an :class:`~.solution.MPCSolution`; ``reference`` answers
     ``evaluate(t) -> (q, v, a)`` (joint references of :mod:`robodyn_ros.control.reference`), sampled at
     ``t + k dt``. ``set_parameters(theta)`` / ``set_inertial_parameters(pi)`` change the model used by
-    the next solve."""
+    the next solve. ``quick``, ``nice``: how compiled functions are built the first time
+    (:func:`~.compile_cache.ocp_functions`)."""
 
-    def __init__(self, model, config=None, **options):
+    def __init__(self, model, config=None, quick=False, nice=0, **options):
         self.model = model
         self.config = config or MPCConfig(**options)
         check_config(self.config)
-        self.ocp = ocp_functions(model, self.config)
+        self.ocp = ocp_functions(model, self.config, quick, nice)
         self.theta = parameter_vector(model)
         self.tau_max = effort_bounds(model)
         self._bounds()
@@ -68,6 +69,12 @@ class ModelPredictiveController:
             self._nlp = nlp_solver(self.ocp, self.config)
 
     # ------------------------------------------------------------------------------------- parameters
+    def take_over(self, other):
+        """Continue where the controller ``other`` (same model and problem) is: its parameters, and its
+        last solution as this one's warm start (its preparation phase, if any, is done again here)."""
+        self.set_parameters(other.theta)
+        self._w, self._w_t, self._solution = other._w, other._w_t, other._solution
+
     def set_parameters(self, theta):
         """``θ = [π, f_v, f_c, f_o]`` (10 nb + 3 nv,) for the next solve (no rebuild)."""
         theta = np.asarray(theta, dtype=float)
