@@ -59,8 +59,8 @@ BUILD_LINES = {   # the log line of each stage of the MPC's first build (Backgro
     "building": "MPC building its compiled functions: gravity compensation meanwhile",
     "quick": "MPC serving from its quick (unoptimised) build; the optimised build runs at low priority",
     "optimised": "MPC serving from its optimised build",
-    "failed": "MPC build failed: gravity compensation only",
 }
+
 
 class MpcNode(RobodynNode):
     kind = "mpc"
@@ -160,9 +160,12 @@ class MpcNode(RobodynNode):
         stage = (self.mpc.build, self.mpc.error)
         if getattr(self, "_build_logged", None) != stage:
             self._build_logged = stage
-            line = BUILD_LINES[self.mpc.build] if self.mpc.error is None else \
-                f"{BUILD_LINES[self.mpc.build].split(';')[0]}; the build failed: {self.mpc.error}"
-            (self.get_logger().info if self.mpc.error is None else self.get_logger().error)(line)
+            if self.mpc.error is None:
+                self.get_logger().info(BUILD_LINES[self.mpc.build])
+            else:
+                self.get_logger().error(f"MPC build failed: {self.mpc.error}; " + (
+                    "serving from its quick (unoptimised) build" if self.mpc.build == "quick"
+                    else "gravity compensation only"))
         if not self.active or self.loop.solution is None:
             return
         t, solution = self.loop.solution
