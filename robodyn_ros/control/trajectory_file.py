@@ -17,7 +17,6 @@ joints by name, so the file may list them in any order and may carry extra colum
 from __future__ import annotations
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from ..model.errors import ModelError
 
@@ -95,6 +94,7 @@ class TrajectoryFileReference:
         if loop and not self.periodic:
             raise ModelError(f"trajectory file {path}: loop needs a periodic file (last row equal to the first)")
         self.loop = bool(loop)
+        from scipy.interpolate import CubicSpline       # where used (a third of a second of every start)
         self.spline = CubicSpline(t, q, axis=0, bc_type="periodic" if self.periodic else "clamped")
         self.derivative = self.spline.derivative(1)
         self.second = self.spline.derivative(2)

@@ -51,7 +51,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
 
 from .dense_solves import cholesky_lower, cholesky_solve, lower_solve, median, spd_solve
 
@@ -98,6 +97,7 @@ class BaseParameterEstimator:
         self.boost_indices = np.asarray(boost_indices, dtype=int)
         self.boost_variance = np.broadcast_to(np.asarray(boost_variance, dtype=float), (len(self.boost_indices),)).copy()
         self.change_ratio, self.change_time, self.detect = float(change_ratio), float(change_time), bool(detect)
+        from scipy.stats import chi2      # where used (half a second of every process's start)
         self.outlier_threshold = float(chi2.isf(outlier_probability, self.rows)) / self.rows
         self.reset()
 

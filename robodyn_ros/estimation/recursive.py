@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
 
 from ..identification.base_parameters import smooth_sign
 from ..identification.batch_regressor import batch_regressor
@@ -92,6 +91,7 @@ class RecursiveLeastSquares:
 
     def _threshold(self, m):
         if m not in self._thresholds:
+            from scipy.stats import chi2      # where used (half a second of every process's start)
             self._thresholds[m] = float(chi2.isf(self.outlier_probability, m))
         return self._thresholds[m]
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicSpline
-from scipy.signal import butter, sosfiltfilt
 
 from ..model.errors import ModelError
 from .signal_filters import _resample_linear
@@ -125,6 +123,8 @@ class _WindowFilter:
     def __call__(self, grid, x_grid, t_out, head, tail, derivatives):
         """[x_f, x_f', ...] (each (len(t_out), n)) of x_grid (L, n) sampled on grid (L,)."""
         extended = self._extend(x_grid, head, tail)
+        from scipy.interpolate import CubicSpline       # where used (a second of every process's start)
+        from scipy.signal import sosfiltfilt
         signal = sosfiltfilt(self.sos, extended, axis=0, padtype=None)
         signal = signal[self.n_pad if head else 0:len(signal) - (self.n_pad if tail else 0)]
         out = []
@@ -148,6 +148,7 @@ def chunked_filtered_samples(source, cutoff_hz, *, start=0, stop=None, decimate=
     h = (tN - t0) / (M - 1)
     if not 0.0 < cutoff_hz < 0.5 / h:
         raise ModelError(f"cutoff_hz={cutoff_hz} must lie in (0, {0.5 / h:.6g}) Hz, the grid's Nyquist frequency")
+    from scipy.signal import butter
     sos = butter(order, cutoff_hz, fs=1.0 / h, output="sos")
     n_fit = int(round(0.5 / (cutoff_hz * h)))
     if M < max(4 * n_fit, 3 * (2 * len(sos) + 1)):

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import minimize
 
 from robodyn_ros.model.errors import ModelError
 
@@ -340,6 +339,7 @@ def _optimise(objective, with_gradient, x0, constraints, grid, clear, check_grid
         masks, budget = working_set(rows, x, len(grid)), max_iterations
         while True:
             watch = _WorkingSetWatch(rows, masks, progress, iterations, max_iterations, x)
+            from scipy.optimize import minimize      # where used (a quarter of a second of every start)
             result = minimize(objective, x, jac=with_gradient, method="SLSQP", constraints=restricted(rows, masks),
                               callback=watch, options={"maxiter": budget, "ftol": 1e-9})
             iterations, budget = iterations + int(result.nit), budget - max(int(result.nit), 1)

@@ -31,8 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.interpolate import CubicSpline
-from scipy.signal import butter, sosfiltfilt
 
 from robodyn_ros.model.errors import ModelError
 
@@ -118,6 +116,8 @@ def zero_phase_lowpass(t, x, cutoff_hz: float, order: int = 4, dt: float | None 
     h = grid[1] - grid[0]
     if not 0.0 < cutoff_hz < 0.5 / h:
         raise ModelError(f"cutoff_hz={cutoff_hz} must lie in (0, {0.5 / h:.6g}) Hz, the grid's Nyquist frequency")
+    from scipy.interpolate import CubicSpline       # where used: scipy.signal and scipy.interpolate take
+    from scipy.signal import butter, sosfiltfilt     # a second of every process's start
     sos = butter(order, cutoff_hz, fs=1.0 / h, output="sos")
     n_fit = int(round(0.5 / (cutoff_hz * h)))
     if len(grid) < max(4 * n_fit, 3 * (2 * len(sos) + 1)):
@@ -178,6 +178,7 @@ def filter_joint_signals(t, q, v=None, tau=None, *, cutoff_hz: float, order: int
 def butterworth_denominator(order: int, cutoff_hz: float) -> np.ndarray:
     """Coefficients [d_0, ..., d_(order-1)] of D(s) = s^order + d_(order-1) s^(order-1) + ... + d_0
     of the analog Butterworth low-pass with cutoff ``cutoff_hz``; d_0 = wc^order."""
+    from scipy.signal import butter
     _, den = butter(order, 2.0 * np.pi * cutoff_hz, analog=True)
     return np.asarray(den[::-1][:-1] / den[0], dtype=np.float64)
 
