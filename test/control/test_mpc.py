@@ -470,10 +470,17 @@ def test_a_first_build_serves_a_quick_controller_until_the_optimised_one_takes_o
     """From an empty cache: the unoptimised build serves first, the optimised one (built beside it) takes over
     at a solve with the quick one's parameters and warm start: its next solve is the quick one's (same
     problem, same linearisation point; only the compilers' rounding differs), which a cold start is not."""
-    from robodyn_ros.control.mpc import BackgroundController
+    from robodyn_ros.control.mpc import BackgroundController, compile_cache
     from robodyn_ros.control.mpc.compile_cache import optimised_ocp_ready
     monkeypatch.setenv("ROBODYN_CACHE_DIR", str(tmp_path))
     config = MPCConfig(horizon=3, dt=0.0173, solver="rti", compiled=True, time_limit=60)   # a problem of its own
+    traces = []
+
+    def counted(model, config, *loaded):           # OCPFunctions: traced (two arguments) or built on a library
+        traces.extend([] if loaded else [1])
+        return OCPFunctions(model, config, *loaded)
+    OCPFunctions = compile_cache.OCPFunctions
+    monkeypatch.setattr(compile_cache, "OCPFunctions", counted)
     assert not optimised_ocp_ready(panda, config)
     pi = panda.inertial_parameters()
     pi[-10:] += payload_parameters()
@@ -504,6 +511,7 @@ def test_a_first_build_serves_a_quick_controller_until_the_optimised_one_takes_o
     assert optimised_ocp_ready(panda, config)
     libraries = [p.name for p in tmp_path.iterdir() if p.name.startswith("casadi_") and p.name.endswith(".so")]
     assert len(libraries) == 2, libraries                                # the quick and the optimised
+    assert len(traces) == 1 and compile_cache._TRACED == {}              # traced once for both, then let go
 
 
 def test_a_quick_build_compiles_unoptimised_and_a_niced_build_runs_its_compilers_niced(tmp_path, monkeypatch):

@@ -27,17 +27,31 @@ def _library_key(model, config):
     return "|".join(["mpc", model.fingerprint(), problem_key(config)])
 
 
+_TRACED = {}      # library key -> the traced units of a quick build, kept for the optimised build that follows
+
+
 def compiled_ocp(model, config, quick=False, nice=0):
     """:class:`~.ocp.OCPFunctions` whose functions are compiled C. From the cache nothing is traced: the
     stage functions are loaded from the library and the problem level is built on them, so that the NLP
     of fatrop/ipopt calls them in this library instead of holding its own copy. ``inverse_dynamics`` is
     traced for the problem level, which differentiates through it, and loaded afterwards. ``quick`` and
-    ``nice``: :func:`~robodyn_ros.kernels.compiled_functions.compile_casadi_library`'s."""
+    ``nice``: :func:`~robodyn_ros.kernels.compiled_functions.compile_casadi_library`'s; the functions a quick
+    build traced are compiled again by the optimised build, not traced again."""
+    key = _library_key(model, config)
+
     def traced():
-        ocp = OCPFunctions(model, config)
-        return [[getattr(ocp, n) for n in unit] for unit in _UNITS]
-    library = compile_casadi_library(traced, _library_key(model, config), label="MPC functions" + (
-        " (quick build, unoptimised)" if quick else ""), quick=quick, nice=nice)
+        if key not in _TRACED:
+            ocp = OCPFunctions(model, config)
+            _TRACED[key] = [[getattr(ocp, n) for n in unit] for unit in _UNITS]
+        return _TRACED[key]
+    try:
+        library = compile_casadi_library(traced, key, label="MPC functions" + (
+            " (quick build, unoptimised)" if quick else ""), quick=quick, nice=nice)
+    except BaseException:
+        _TRACED.pop(key, None)
+        raise
+    if not quick:
+        _TRACED.pop(key, None)
     stage = StageFunctions(inverse_dynamics=inverse_dynamics_function(model, config.coulomb_smoothing),
                            **{attribute: ca.external(name, library) for attribute, name in _STAGE.items()})
     ocp = OCPFunctions(model, config, stage, library)
