@@ -4,7 +4,8 @@ The first block of the section (AMENT_PREFIX_PATH, the workspace, ``colcon build
 runs as written in a POSIX shell, once per test process, with ``~/ros2_ws`` a temporary folder and the clone
 a copy of this checkout's working tree (what a clone of it would hold once committed). Then each launch
 file, and each node under ``ros2 run``, is started as a terminal starts it and checked with the ``ros2``
-verbs of the guide (``--no-daemon``: no daemon outlives a test): every node active, each name once, the
+verbs of the guide, through the ROS 2 daemon as a user's verbs go (started in each test's domain and stopped
+at its end, so that none outlives the test): every node active, each name once, the
 topics of the guide's node table with their types, ``/joint_states`` above 500 Hz and commands flowing
 (``ros2 topic hz``), ``ros2 param set`` applied and ``kp .inf`` refused with its reason, the launch's
 parameters as the in-process bringup's (``ros2 param dump``), ``ros2 lifecycle set ... deactivate`` stopping
@@ -39,7 +40,7 @@ pytestmark = [pytest.mark.skipif(MISSING is not None, reason=f"the ROS 2 command
               pytest.mark.xdist_group("processes")]
 
 GUIDE = os.path.join(cli.CHECKOUT, "docs/NODES.md")      # the guide whose commands these tests run
-VERB_FLAGS = ["--no-daemon", "--spin-time", "1"]  # no daemon left behind; a node not yet discovered is asked again
+VERB_FLAGS = ["--spin-time", "1"]  # the discovery window of the node a verb calls services with
 START = 180.0      # s for a launch to bring its nodes up (imports, URDF, cached kernels; minutes on a loaded machine)
 CALL = 120.0       # s for one ros2 verb
 STOP = 60.0        # s for every process to end after a stop signal (reported: see tools/ctrl_c_trials.py)
@@ -116,8 +117,8 @@ def workspace(tmp_path_factory):
 # -------------------------------------------------------------------------------------- running things
 def verb(env, line, *more, timeout=CALL):
     """A guide ``ros2`` line (or any ``ros2 ...`` string) with ``more`` arguments and :data:`VERB_FLAGS`, run
-    again while the CLI has not discovered the node it addresses ("Node not found": its spin time is a fixed
-    discovery window, which a loaded machine can miss), until ``timeout`` s have passed."""
+    again while the CLI has not discovered the node it addresses ("Node not found": a node that has just
+    started may not be in the daemon's graph yet), until ``timeout`` s have passed."""
     args = shlex.split(line)
     assert args[0] == "ros2", line
     deadline = time.monotonic() + timeout
@@ -172,8 +173,18 @@ def wait_active(env, nodes, runs, timeout=START):
     def attempt(node):
         state = lifecycle_state(env, node)
         return state == "active [3]" or Attempt(state)
-    for node in nodes:
-        until(lambda node=node: attempt(node), timeout, f"/{node} active")
+    concurrently(lambda node: until(lambda: attempt(node), timeout, f"/{node} active"), nodes)
+
+
+def concurrently(function, items):
+    """``[function(item) for item in items]``, each call in a thread of its own: the ``ros2`` calls of
+    independent questions (a node each) wait for their services side by side. The first exception raised
+    is raised here, once every call has ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        futures = [pool.submit(function, item) for item in items]
+    return [future.result() for future in futures]
 
 
 def node_names(env, expected):
@@ -358,11 +369,22 @@ def stopped_cleanly(run, how, nodes, launch_dies=False):
 
 @pytest.fixture
 def domain():
-    """An isolated ROS domain for this test: the environment additions of every process started in it."""
+    """An isolated ROS domain for this test, its ROS 2 daemon running: the environment additions of every
+    process started in it. The daemon keeps the domain's graph, so a verb finds a node without a discovery
+    window of its own (without it, one window per call on a loaded machine missed nodes and calls were
+    repeated); it is stopped at the end of the test, and the stop must succeed."""
     from robodyn_ros.ros.testing import isolated_ros_domain
 
     with isolated_ros_domain() as domain_id:
-        yield {"ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+        added = {"ROS_DOMAIN_ID": str(domain_id), "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}
+        env = dict(os.environ, PATH=cli.tool_path(), **added)
+        started = cli.ros2(env, "daemon", "start", timeout=CALL)
+        assert "The daemon has been started" in started.stdout, started.stdout + started.stderr
+        try:
+            yield added
+        finally:
+            stopped = cli.ros2(env, "daemon", "stop", timeout=CALL)
+            assert "The daemon has been stopped" in stopped.stdout, stopped.stdout + stopped.stderr
 
 
 def launch_command(launch, **arguments):
@@ -400,15 +422,16 @@ def test_simulation_launch_for_panda_with_the_readme_verbs(workspace, domain, tm
                           cwd=root) as run:
             wait_active(env, NODES["simulation"], [run])
             node_names(env, NODES["simulation"])
-            for node in NODES["simulation"]:       # the guide's node table, with the types
-                subscribed, published = node_topics(env, node, *TABLE[node])
-                want_sub, want_pub = TABLE[node]
+            nodes = NODES["simulation"]
+            for node, (subscribed, published) in zip(nodes, concurrently(lambda n: node_topics(env, n, *TABLE[n]),
+                                                                         nodes)):
+                want_sub, want_pub = TABLE[node]      # the guide's node table, with the types
                 assert want_sub.items() <= subscribed.items(), (node, subscribed)
                 assert want_pub.items() <= published.items(), (node, published)
             # the launch starts the nodes with the parameters of the in-process bringup (same table, same YAML)
-            for entry in launch_nodes("simulation"):
+            entries = launch_nodes("simulation")
+            for entry, dumped in zip(entries, concurrently(lambda e: parameters(env, e.name), entries)):
                 expected = node_parameters(entry, config_file("panda"))
-                dumped = parameters(env, entry.name)
                 assert {k: dumped.get(k) for k in expected} == expected, entry.name
             print(f"ros2 topic hz /joint_states: {topic_hz(env, '/joint_states', tmp_path / 'hz.log'):.1f} Hz; "
                   f"this test's listener: {flowing(listener)}")
