@@ -1,5 +1,6 @@
 """Robot data several test modules use: Müller and Kumar's Table 1 (the KUKA LBR iiwa 14 as printed), the bundled
-iiwa with exactly those inertias, and a smooth motion of the bundled UR5 with its joint torques."""
+iiwa with exactly those inertias, a smooth motion of the bundled UR5 with its joint torques, and a plant's
+inverse dynamics along seconds of motion."""
 import numpy as np
 
 import robodyn_ros as rd
@@ -42,3 +43,14 @@ def ur5_motion(n=200, rate=100.0):
     v, a = 0.4 * w * np.cos(phase), -0.4 * w ** 2 * np.sin(phase)
     tau = np.array([rd.rnea(model, q[k], v[k], a[k]) for k in range(n)])
     return model, t, q, v, tau
+
+
+def plant_rnea(model, Q, V, A):
+    """Inverse dynamics (rigid bodies and armature, as ``rd.rnea``) of ``model`` along ``(Q, V, A)`` (N, nv):
+    the batch RNEA of the model's compiled kernels (built once per model and kept in the disk cache; compared
+    with Pinocchio in test/kernels), for tests that generate a plant's torques over seconds at 1 kHz, where the
+    interpreted algorithm costs a millisecond a sample. Nothing is registered: ``rd.*`` of ``model`` stay as
+    they were."""
+    kernels = rd.compile_kernels(model, parts=("dynamics",), register=False)
+    Q, V, A = (np.ascontiguousarray(X, dtype=float) for X in (Q, V, A))
+    return kernels.rnea_batch(Q, V, A)

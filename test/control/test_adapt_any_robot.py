@@ -7,6 +7,7 @@ import pytest
 
 import robodyn_ros as rd
 from conftest import erd_path
+from robot_data import plant_rnea
 from robodyn_ros.control.reference import fourier_reference
 from robodyn_ros.identification.physical_consistency import is_consistent
 from robodyn_ros.robots import bundled_robot_info
@@ -53,7 +54,7 @@ def test_perturbed_plants_are_physical_seeded_and_as_far_from_the_urdf_as_a_real
 
 def plant_torques(plant, Q, V, A, rng):
     m = plant.model
-    tau = np.array([rd.rnea(m, q, v, a) for q, v, a in zip(Q, V, A)])
+    tau = plant_rnea(m, Q, V, A)
     tau += m.viscous * V + m.coulomb * np.tanh(V / plant.coulomb_width) + m.friction_offset
     return tau if rng is None else tau + rng.normal(0.0, plant.effort_noise, tau.shape)
 

@@ -11,6 +11,7 @@ import pytest
 
 import robodyn_ros as rd
 from estimator_feeds import exciting_trajectory, lowpass
+from robot_data import plant_rnea
 from robodyn_ros.control.base_parameter_update import BaseParameterUpdate, effort_measurement
 from robodyn_ros.identification.base_parameters import compute_base_parameters
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
@@ -27,7 +28,7 @@ def motion():
     plant = load_plant("panda_twin", model).model
     t = np.arange(0.0, 1.5, 1.0 / RATE)
     Q, V, A = exciting_trajectory(robot.home, t)
-    TAU = np.array([rd.rnea(plant, q, v, a) + rd.friction_torque(plant, v) for q, v, a in zip(Q, V, A)])
+    TAU = plant_rnea(plant, Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
     G = np.array([rd.gravity_torque(model, q) for q in Q])
     return robot, compute_base_parameters(model, coulomb_width=0.02), t, Q, V, TAU, G
 

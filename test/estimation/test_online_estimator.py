@@ -30,6 +30,7 @@ from robodyn_ros.ros.messages import (array_to_wrench_stamped, joint_state_to_ar
 from robodyn_ros.ros.node_parameters import ESTIMATOR
 from robodyn_ros.ros.parameters import validate
 from estimator_feeds import PAYLOAD, segment
+from robot_data import plant_rnea
 
 CONFIG = os.path.join(CHECKOUT, "config", "panda.yaml")
 
@@ -211,7 +212,7 @@ def test_payload_from_joint_torques_on_the_twin_is_referenced_to_the_estimate_be
     twin, width, sigma = plant.model, plant.coulomb_width, np.asarray(plant.effort_noise)
     t = np.arange(11001) / 1000.0
     Q, V, A = exciting_trajectory(np.asarray(info["home"]), t)
-    tau = np.array([rd.rnea(twin, q, v, a) for q, v, a in zip(Q, V, A)])
+    tau = plant_rnea(twin, Q, V, A)
     tau += twin.viscous * V + twin.coulomb * np.tanh(V / width) + twin.friction_offset
     last = 10 * (model.nbodies - 1)
     pi_payload = point_mass_parameters(2.0, 2.0 * np.array([0.0, 0.0, 0.15]))

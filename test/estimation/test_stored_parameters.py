@@ -11,6 +11,7 @@ import yaml
 
 import robodyn_ros as rd
 from estimator_feeds import exciting_trajectory
+from robot_data import plant_rnea
 from robodyn_ros.estimation.stored_parameters import estimate_document, stored_parameters, write_estimate
 from robodyn_ros.identification.results import model_from_parameters, yaml_text
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
@@ -31,7 +32,7 @@ def recording(robot):
     t = np.arange(0.0, 8.0, 1.0 / RATE)
     Q, V, A = exciting_trajectory(robot.home, t)
     Q, V, A = robot.home + 0.5 * (Q - robot.home), 0.5 * V, 0.5 * A
-    TAU = np.array([rd.rnea(plant, q, v, a) + rd.friction_torque(plant, v) for q, v, a in zip(Q, V, A)])
+    TAU = plant_rnea(plant, Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
     TAU += np.random.default_rng(0).normal(0.0, 0.05, TAU.shape)
     return t, Q, V, TAU
 
