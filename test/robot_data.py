@@ -54,3 +54,9 @@ def plant_rnea(model, Q, V, A):
     kernels = rd.compile_kernels(model, parts=("dynamics",), register=False)
     Q, V, A = (np.ascontiguousarray(X, dtype=float) for X in (Q, V, A))
     return kernels.rnea_batch(Q, V, A)
+
+
+def plant_gravity(model, Q):
+    """Gravity torques (N, nv) of ``model`` at the positions ``Q``: :func:`plant_rnea` at rest."""
+    zeros = np.zeros((len(Q), model.nv))
+    return plant_rnea(model, Q, zeros, zeros)

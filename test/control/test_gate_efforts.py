@@ -11,7 +11,7 @@ import pytest
 
 import robodyn_ros as rd
 from estimator_feeds import exciting_trajectory, lowpass
-from robot_data import plant_rnea
+from robot_data import plant_gravity, plant_rnea
 from robodyn_ros.control.base_parameter_update import BaseParameterUpdate, effort_measurement
 from robodyn_ros.identification.base_parameters import compute_base_parameters
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
@@ -29,7 +29,7 @@ def motion():
     t = np.arange(0.0, 1.5, 1.0 / RATE)
     Q, V, A = exciting_trajectory(robot.home, t)
     TAU = plant_rnea(plant, Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
-    G = np.array([rd.gravity_torque(model, q) for q in Q])
+    G = plant_gravity(model, Q)
     return robot, compute_base_parameters(model, coulomb_width=0.02), t, Q, V, TAU, G
 
 

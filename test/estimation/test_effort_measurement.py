@@ -11,7 +11,7 @@ import pytest
 
 import robodyn_ros as rd
 from estimator_feeds import exciting_trajectory, lowpass
-from robot_data import plant_rnea
+from robot_data import plant_gravity, plant_rnea
 from robodyn_ros.estimation.effort_measurement import EffortMeasurement
 from robodyn_ros.estimation.online_estimator import estimator_config
 from robodyn_ros.ros.node_parameters import load_robot, resolve_node_config
@@ -37,7 +37,7 @@ def recording(robot):
     Q, V, A = robot.home + 0.5 * (Q - robot.home), 0.5 * V, 0.5 * A
     TAU = plant_rnea(plant, Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
     TAU += np.random.default_rng(0).normal(0.0, 0.05, TAU.shape)
-    G = np.array([rd.gravity_torque(model, q) for q in Q])
+    G = plant_gravity(model, Q)
     return t, Q, V, TAU, G
 
 

@@ -17,6 +17,7 @@ import yaml
 import robodyn_ros as rd
 from conftest import erd_path
 from estimator_feeds import lowpass
+from robot_data import plant_gravity
 from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.cli.identify import main as identify
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
@@ -46,7 +47,7 @@ def recording():
     assert np.abs(Q - HOME).max() < 1.5 and np.all(np.abs(V) < model.velocity_limit)
     TAU = compile_kernels(plant).rnea_batch(Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
     TAU += rng.normal(0.0, 0.05, TAU.shape)
-    G = np.array([rd.gravity_torque(model, q) for q in Q])
+    G = plant_gravity(model, Q)
     return urdf, model, t, Q, V, TAU, G
 
 

@@ -9,6 +9,7 @@ import yaml
 
 import robodyn_ros as rd
 from conftest import erd_path
+from robot_data import plant_gravity
 from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.cli.identify import main as identify
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
@@ -92,7 +93,7 @@ def test_efforts_that_are_not_joint_torques_are_refused_by_identify_and_replay(t
     if efforts == "currents":
         tau = series.tau / 10.0
     else:
-        tau = series.tau - np.array([rd.gravity_torque(model, q) for q in series.q])
+        tau = series.tau - plant_gravity(model, series.q)
     other = write_joint_states_bag(tmp_path / "driver_bag", series.t, model.joint_names, series.q, series.v, tau,
                                    storage="mcap")
     advice = "effort.kind: current" if efforts == "currents" else "effort.kind: gravity_compensated"
