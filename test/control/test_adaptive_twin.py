@@ -24,6 +24,7 @@ INFO = bundled_robot_info("panda")
 def setup():
     nominal = rd.Model.from_urdf(INFO["urdf"], locked_joints=INFO["locked_joints"])
     plant = load_plant("panda_twin", nominal)
+    rd.compile_kernels(plant.model, parts=("dynamics",))     # the twin's torques below: rd.rnea compiled
     base = compute_base_parameters(nominal, coulomb_width=plant.coulomb_width)
     return nominal, plant, base, BaseParameterDynamics(nominal, base)
 
