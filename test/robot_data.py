@@ -34,14 +34,15 @@ def iiwa_as_published():
 
 
 def ur5_motion(n=200, rate=100.0):
-    """``t, q, v, tau`` of a smooth multi-sine motion about the home pose; tau from our RNEA."""
+    """``t, q, v, tau`` of a smooth multi-sine motion about the home pose; tau from our RNEA (compiled:
+    :func:`plant_rnea`)."""
     model = rd.Model.from_urdf(bundled_urdf_path("ur5"))
     t = np.arange(n) / rate
     w = 2 * np.pi * np.array([0.3, 0.5, 0.7, 0.9, 1.1, 1.3])
     phase = np.outer(t, w) + np.arange(6)
     q = np.array(bundled_robot_info("ur5")["home"]) + 0.4 * np.sin(phase)
     v, a = 0.4 * w * np.cos(phase), -0.4 * w ** 2 * np.sin(phase)
-    tau = np.array([rd.rnea(model, q[k], v[k], a[k]) for k in range(n)])
+    tau = plant_rnea(model, q, v, a)
     return model, t, q, v, tau
 
 
