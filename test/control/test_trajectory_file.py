@@ -39,6 +39,37 @@ def test_spline_reproduces_the_sampled_trajectory_and_its_derivatives(tmp_path):
         np.testing.assert_allclose(a, a_true, atol=1e-4 * max(1.0, np.abs(a_true).max()))
 
 
+@pytest.mark.parametrize("periodic", [True, False])
+def test_the_spline_is_scipys_cubic_spline_at_any_time(tmp_path, periodic):
+    """The reference evaluates its spline itself (scipy's call costs more than the rest of a controller's
+    step): against ``scipy.interpolate.CubicSpline`` of the same rows (periodic or clamped ends) and its two
+    derivatives, at random times, at every break of an interval, at both ends and beyond them, at a quarter
+    speed and looped."""
+    from scipy.interpolate import CubicSpline
+    rng = np.random.default_rng(5)
+    t = 0.7 + np.cumsum(rng.uniform(0.001, 0.02, 400))           # uneven rows, not starting at 0
+    q = np.cumsum(rng.normal(size=(400, 3)), axis=0) * 0.01
+    if periodic:
+        q[-1] = q[0]
+    (tmp_path / "t.csv").write_text(trajectory_csv(NAMES, t, q))
+    ref = TrajectoryFileReference(tmp_path / "t.csv", NAMES, t_start=1.0, loop=periodic, speed=0.25)
+    spline = CubicSpline(t, q, axis=0, bc_type="periodic" if periodic else "clamped")
+    s = np.concatenate([rng.uniform(t[0], t[-1], 500), t, [t[0], t[-1]]])
+    for x in s:
+        time = 1.0 + (x - t[0]) / 0.25
+        x = t[0] + 0.25 * (time - 1.0)                            # the file's time the reference is at
+        q_d, v_d, a_d = ref.evaluate(time)
+        for got, want in ((q_d, spline(x)), (v_d, 0.25 * spline(x, 1)), (a_d, 0.0625 * spline(x, 2))):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(want).max()))
+    beyond = ref.evaluate(1.0 + 3 * (t[-1] - t[0]) / 0.25 + 0.1)
+    if periodic:                                                 # looped: the motion again
+        x = t[0] + 0.1 * 0.25
+        np.testing.assert_allclose(beyond[0], spline(x), rtol=1e-9, atol=1e-12)
+    else:                                                        # held at the last row, at rest
+        np.testing.assert_array_equal(beyond[0], q[-1])
+        assert not beyond[1].any() and not beyond[2].any()
+
+
 def test_loop_hold_and_start_time(tmp_path):
     traj = _fourier()
     path = _write(tmp_path / "t.csv", traj)
