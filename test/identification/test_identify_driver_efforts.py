@@ -17,11 +17,10 @@ import yaml
 import robodyn_ros as rd
 from conftest import erd_path
 from estimator_feeds import lowpass
-from robot_data import plant_gravity
+from robot_data import plant_gravity, plant_rnea
 from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.cli.identify import main as identify
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
-from robodyn_ros.kernels import compile_kernels
 from robodyn_ros.simulation.plant import load_plant
 
 UR10 = "ur_description/urdf/ur10_robot.urdf"
@@ -45,7 +44,7 @@ def recording():
     t = np.arange(0.0, 30.0, 0.005)
     Q, V, A = FourierTrajectory(q0=HOME, a=a, b=b, period=4.0).evaluate(t)
     assert np.abs(Q - HOME).max() < 1.5 and np.all(np.abs(V) < model.velocity_limit)
-    TAU = compile_kernels(plant).rnea_batch(Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
+    TAU = plant_rnea(plant, Q, V, A) + np.array([rd.friction_torque(plant, v) for v in V])
     TAU += rng.normal(0.0, 0.05, TAU.shape)
     G = plant_gravity(model, Q)
     return urdf, model, t, Q, V, TAU, G

@@ -9,11 +9,10 @@ import yaml
 
 import robodyn_ros as rd
 from conftest import erd_path
-from robot_data import plant_gravity
+from robot_data import plant_gravity, plant_rnea
 from robodyn_ros.bags import write_joint_states_bag
 from robodyn_ros.cli.identify import main as identify
 from robodyn_ros.identification.exciting_trajectory import FourierTrajectory
-from robodyn_ros.kernels import compile_kernels
 
 UR10 = "ur_description/urdf/ur10_robot.urdf"
 HOME = np.array([0.0, -1.571, 1.571, -1.571, -1.571, 0.0])
@@ -34,7 +33,7 @@ def ur10_bag(tmp_path_factory):
     t = np.arange(0.0, 3 * period, 0.005)
     Q, V, A = trajectory.evaluate(t)
     assert np.abs(Q - HOME).max() < 1.0 and np.all(np.abs(V) < model.velocity_limit)
-    tau = compile_kernels(model).rnea_batch(Q, V, A) + np.array([rd.friction_torque(model, v) for v in V])
+    tau = plant_rnea(model, Q, V, A) + np.array([rd.friction_torque(model, v) for v in V])
     tau += rng.normal(size=tau.shape) * 0.005 * (tau.max(axis=0) - tau.min(axis=0))
     return write_joint_states_bag(tmp_path_factory.mktemp("bag") / "ur10", t, model.joint_names, Q, V, tau,
                                   storage="mcap"), path
